@@ -1,0 +1,127 @@
+// Plain configuration structs: what a rondel YAML file means once it has been validated.
+//
+// These structs carry no behaviour and no YAML types; src/config/ turns a file into a Config
+// (see loader.h), and the daemon builds its runtime Snapshot from one. Defaults below are the
+// defaults an operator gets when a key is absent; docs/configuration.md documents each one.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace rondel::config {
+
+// Where a value came from in the file, for error messages and the explain API (1-based).
+struct Position {
+  int line = 0;
+  int column = 0;
+};
+
+// A listen or connect address. `host` is an IPv4/IPv6 literal, or (backends only) a DNS name
+// when `is_name` is true.
+struct Address {
+  std::string host;
+  uint16_t port = 0;
+  bool is_name = false;
+  std::string to_string() const;  // "127.0.0.1:80", "[::1]:80", "cache.example:80"
+};
+
+enum class Algorithm : uint8_t { kRing, kRendezvous, kMaglev };
+enum class ProbeOrder : uint8_t { kClockwise, kRandom };
+enum class HashKeyKind : uint8_t { kUri, kPath, kHeader, kCookie, kQuery, kSrc };
+// What to do with a request whose hash key is absent (no such header/cookie/query parameter).
+enum class MissingKeyPolicy : uint8_t { kLeastInFlight, kRandom, kHashUri, kReject };
+
+struct HashKey {
+  HashKeyKind kind = HashKeyKind::kUri;
+  std::string name;  // header, cookie or query-parameter name; empty for uri/path/src
+};
+
+struct BackendConfig {
+  Address address;
+  std::string id;      // stable identity used for placement; defaults to address.to_string()
+  uint32_t weight = 1; // 0 = drained: never chosen, never a crash
+  Position position;
+};
+
+struct HealthCheckConfig {
+  bool enabled = false;
+  std::string method = "GET";
+  std::string path = "/healthz";
+  uint16_t expect_status_min = 200;
+  uint16_t expect_status_max = 399;
+  uint64_t interval_ms = 2000;
+  uint64_t timeout_ms = 1000;
+  uint32_t rise = 2;
+  uint32_t fall = 3;
+};
+
+struct PassiveHealthConfig {
+  uint32_t consecutive_failures = 5;  // connect failures or 5xx in a row before ejection; 0 = off
+  uint64_t ejection_ms = 10000;       // cool-down before the backend is probed again
+  uint32_t max_ejected_percent = 50;  // never eject more than this share of a pool
+};
+
+struct PoolConfig {
+  std::string name;
+  Algorithm algorithm = Algorithm::kRing;
+  HashKey hash_key;
+  MissingKeyPolicy missing_key = MissingKeyPolicy::kLeastInFlight;
+  uint32_t balance_factor = 125;     // percent; 0 = unbounded (pure consistent hashing)
+  uint32_t capacity_slack = 0;       // absolute extra requests allowed above the fair share
+  ProbeOrder probe_order = ProbeOrder::kClockwise;
+  uint32_t points_per_weight = 160;  // ring only
+  uint32_t max_points = 1u << 20;    // ring only: total-points budget
+  uint32_t maglev_table_size = 65537;
+  uint32_t retries = 2;              // further backends tried after a connect failure
+  uint64_t connect_timeout_ms = 2000;
+  uint64_t response_header_timeout_ms = 30000;
+  uint64_t backend_idle_timeout_ms = 60000;  // a pooled connection unused this long is closed
+  uint64_t backend_io_timeout_ms = 60000;    // no byte either way on a busy backend connection
+  uint32_t max_idle_per_backend = 64;
+  uint32_t max_connections_per_backend = 0;  // 0 = unlimited
+  uint64_t slow_start_ms = 0;
+  HealthCheckConfig health;
+  PassiveHealthConfig passive;
+  std::vector<BackendConfig> backends;
+  Position position;
+};
+
+struct ListenerConfig {
+  std::string name;
+  Address bind;
+  std::string pool;
+  uint32_t max_connections = 10000;
+  uint64_t header_timeout_ms = 10000;   // whole request head must arrive within this
+  uint64_t body_timeout_ms = 30000;     // no request body byte for this long
+  uint64_t idle_timeout_ms = 60000;     // keep-alive connection with no request
+  uint64_t max_request_line = 8192;     // 414 beyond
+  uint64_t max_header_bytes = 32768;    // 431 beyond (whole head)
+  uint32_t max_headers = 100;           // 431 beyond
+  uint64_t max_body_bytes = 0;          // 413 beyond; 0 = unlimited
+  Position position;
+};
+
+struct AdminConfig {
+  bool enabled = false;
+  Address bind;
+  uint32_t hot_keys = 10;               // top-K hot keys exported; 0 = off
+};
+
+struct LogConfig {
+  std::string access_log;               // "" = off, "-" = stdout, else a file path
+  std::string error_log = "-";          // "-" = stderr
+  std::string level = "info";           // debug | info | warn | error
+};
+
+struct Config {
+  std::string file;                     // path the configuration was read from
+  uint32_t workers = 1;
+  uint64_t drain_timeout_ms = 30000;
+  std::vector<ListenerConfig> listeners;
+  std::vector<PoolConfig> pools;
+  AdminConfig admin;
+  LogConfig log;
+};
+
+}  // namespace rondel::config
