@@ -1,0 +1,83 @@
+// Bounded-load pick: the first backend in a key's preference order that is below its capacity.
+//
+// Source: Mirrokni, Thorup and Zadimoghaddam, "Consistent Hashing with Bounded Loads",
+// arXiv:1608.01350 (2016/SODA 2018): with m requests in flight over backends of total weight W,
+// backend i accepts a new request only while its load is below ceil(c * (m + 1) * w_i / W),
+// c = 1 + epsilon; full backends are passed over along the key's preference order. Random
+// probing instead of the clockwise walk (which cascades overflow onto ring neighbours) follows
+// Chen, Coleman and Shrivastava, "Revisiting Consistent Hashing with Bounded Loads",
+// arXiv:1908.08762 (2021). Integer math only, as in HAProxy's hash-balance-factor.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "rondel/core/backend_set.h"
+#include "rondel/core/selector.h"
+
+namespace rondel::core {
+
+enum class ProbeOrder : uint8_t { kClockwise, kRandom };
+
+struct BoundedOptions {
+  uint32_t balance_factor = 125;  // c as a percentage (125 = 1.25); 0 = unbounded
+  uint32_t slack = 0;             // absolute extra requests allowed above the fair share
+  ProbeOrder probe = ProbeOrder::kClockwise;
+};
+
+// The number of in-flight requests backend i may hold, counting the request being placed:
+//   weight == 0          -> 0
+//   balance_factor == 0  -> UINT32_MAX (unbounded)
+//   otherwise max(1, ceil(bf * (total + 1) * w / (100 * W))), and when slack > 0 also at
+//   least ceil((total + 1) * w / W) + slack.
+// W below w (inconsistent input, e.g. W = 0) is treated as W = w. 128-bit intermediates, no
+// overflow for any inputs; the result saturates at UINT32_MAX. Example: bf 125, total 7, w 1,
+// W 4 -> ceil(1.25 * 8 / 4) = 3.
+uint32_t capacity(uint64_t total_in_flight, uint32_t weight, uint64_t total_weight,
+                  const BoundedOptions& o) noexcept;
+
+// The live state a pick reads. Spans are indexed by backend index and should cover
+// sel.backend_count() entries; an index past the end of `weights` counts as weight 0, past the
+// end of `in_flight` as 0 requests.
+struct PickInput {
+  std::span<const std::atomic<uint32_t>> in_flight;  // per backend, read relaxed
+  // Alternative to in_flight when the counters are not contiguous (the daemon's live backend
+  // state objects outlive configuration snapshots): used instead when non-empty.
+  std::span<const std::atomic<uint32_t>* const> in_flight_ptrs;
+  std::span<const uint32_t> weights;   // effective weights (may differ from the set: slow start)
+  uint64_t total_in_flight = 0;        // sum over all backends
+  uint64_t total_weight = 0;           // W: sum of effective weights of backends that are up
+  std::span<const uint64_t> excluded;  // bit i set = down or already tried; may be empty
+};
+
+struct PickResult {
+  BackendIndex backend = kNoBackend;
+  BackendIndex owner = kNoBackend;  // first in the preference order, ignoring load and exclusion
+  uint16_t skipped_full = 0;        // eligible backends passed over because at capacity
+  uint16_t skipped_excluded = 0;    // backends passed over: excluded or effective weight 0
+  bool all_full = false;            // every eligible backend was at capacity
+  uint32_t capacity = 0;            // capacity of the chosen backend
+};
+
+// Scratch words bounded_pick needs: 2 * sel.scratch_words() (the first half holds the selector
+// cursor's scratch, the second the visited bitset of random probing).
+size_t pick_scratch_words(const Selector& sel) noexcept;
+
+// Picks a backend for `hash`. Walks the preference order (kClockwise: the selector's cursor;
+// kRandom: the owner, then backends owner(mix64(hash, attempt)) for attempt = 1, 2, ... skipping
+// ones already visited, switching to the cursor order after 2 * N probes that hit an
+// already-visited backend; for rendezvous, whose order is already a per-key random permutation,
+// kRandom is the cursor order), skips excluded backends and those of effective weight 0, and
+// returns the first with in_flight < capacity. If every eligible backend is full it returns the
+// least loaded one (ties: earliest in the walk) with all_full = true; if none is eligible,
+// kNoBackend. Visits each backend at most once, at most one turn of the ring; never allocates,
+// locks or throws. Cost: a few selector steps in the common case; worst case (all full) one full
+// walk (ring O(P), Maglev O(N), rendezvous O(N^2) comparisons) plus, for kRandom on ring and
+// Maglev, up to 3 * N owner() lookups. Precondition: scratch.size() >= pick_scratch_words(sel)
+// (otherwise returns kNoBackend). Any thread, concurrently with others on the same Selector.
+PickResult bounded_pick(const Selector& sel, uint64_t hash, const PickInput& in,
+                        const BoundedOptions& o, std::span<uint64_t> scratch) noexcept;
+
+}  // namespace rondel::core
