@@ -54,6 +54,10 @@ class RequestParser {
   // Parses from data. Returns at the first event. After kHead/kBody feed the remaining bytes
   // (data + consumed) again. After kMessageEnd, call reset() before feeding the next request
   // (pipelined bytes stay with the caller). After kError nothing more may be fed.
+  // Call feed again after kHead/kBody even when no bytes remain (len 0; data may be null): a
+  // message can end without another byte (a GET ends right after its head, a Content-Length
+  // body right after its last kBody), and feed keeps returning events until kNeedMore.
+  // A kBody view points into data and is valid as long as the caller keeps those bytes.
   Step feed(const char* data, size_t len) noexcept;
   void reset() noexcept;
 
@@ -79,6 +83,8 @@ class ResponseParser {
   // response has no body whatever its headers say). A 1xx response is reported as kHead then
   // kMessageEnd; the caller calls begin() again for the final response.
   void begin(bool request_was_head) noexcept;
+  // Same contract as RequestParser::feed (including feeding 0 bytes after kHead/kBody). Every
+  // error has status 502 (the backend misbehaved).
   Step feed(const char* data, size_t len) noexcept;
   // The backend closed the connection: completes a close-delimited body (returns kMessageEnd)
   // or reports a truncated message (kError).

@@ -17,12 +17,19 @@ namespace rondel::http {
 struct ForwardRequest {
   std::string_view client_ip;       // appended to X-Forwarded-For
   std::string_view proto = "http";  // X-Forwarded-Proto (replaces any value the client sent)
+  // Host written when the client sent none (HTTP/1.0 allows that; the backend gets HTTP/1.1,
+  // which requires it). Empty writes "Host: " with an empty value (RFC 9112 3.2).
+  std::string_view default_host;
 };
 
 // Appends the request head to send to a backend: "METHOD target HTTP/1.1", every end-to-end
 // field (Host kept), X-Forwarded-For (client's value + ", " + client_ip, or just client_ip),
 // X-Forwarded-Proto, and framing: "Content-Length: n" for kLength, "Transfer-Encoding: chunked"
 // for kChunked, nothing for kNone. Expect: 100-continue is dropped (rondel answers it itself).
+// Several X-Forwarded-For lines from the client are merged, in order, into one line (a list
+// split over lines means the same as one comma-joined line, RFC 9110 5.3); an XFF the client made
+// hop-by-hop by naming it in Connection is dropped. No Connection field is written: the backend
+// connection is HTTP/1.1 keep-alive. Cost: O(fields^2) only when a Connection field names others.
 void write_request_head(const RequestHead& head, const ForwardRequest& fwd, std::string& out);
 
 // How the response body is framed toward the client.
@@ -50,9 +57,10 @@ size_t chunk_header(uint64_t n, char* buf) noexcept;
 inline constexpr std::string_view kChunkTrailer = "\r\n";        // after each chunk's data
 inline constexpr std::string_view kLastChunk = "0\r\n\r\n";       // ends a chunked body
 
-// A complete short response rondel sends itself (400, 404, 405, 413, 414, 431, 501, 502, 503,
+// A complete short response rondel sends itself (400, 404, 405, 408, 413, 414, 431, 501, 502, 503,
 // 504, 505): status line, Content-Type text/plain, Content-Length, Connection: close, and a
-// one-line body naming the status. Returns a static string; never allocates.
+// one-line body naming the status. Returns a static string; never allocates. Any other status
+// gets the 500 Internal Server Error response.
 std::string_view canned_response(uint16_t status) noexcept;
 
 }  // namespace rondel::http

@@ -1,0 +1,26 @@
+#include "message_engine.h"
+#include "rondel/http/parser.h"
+
+namespace rondel::http {
+
+struct RequestParser::Impl {
+  explicit Impl(const Limits& limits) : engine(HTTP_REQUEST, limits) {}
+  MessageEngine engine;
+};
+
+RequestParser::RequestParser(const Limits& limits) : impl_(std::make_unique<Impl>(limits)) {}
+RequestParser::~RequestParser() = default;
+
+Step RequestParser::feed(const char* data, size_t len) noexcept {
+  return impl_->engine.feed(data, len);
+}
+
+void RequestParser::reset() noexcept { impl_->engine.reset(false); }
+
+const RequestHead& RequestParser::head() const noexcept { return impl_->engine.request(); }
+const ParseError& RequestParser::error() const noexcept { return impl_->engine.error(); }
+size_t RequestParser::head_bytes_pending() const noexcept {
+  return impl_->engine.head_bytes_pending();
+}
+
+}  // namespace rondel::http

@@ -1,0 +1,197 @@
+// ResponseParser: framing, bodiless statuses, 1xx, truncation, conflicting framing.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "parse_driver.h"
+
+using namespace rondel::http;
+using rondel::http::test::drive;
+using rondel::http::test::Parsed;
+
+namespace {
+
+Parsed parse_response(std::string_view wire, bool request_was_head = false) {
+  ResponseParser parser(Limits{});
+  parser.begin(request_was_head);
+  return drive(parser, wire);
+}
+
+}  // namespace
+
+TEST_CASE("Content-Length response") {
+  std::string wire = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-Cache: hit\r\n\r\nhello";
+  Parsed p = parse_response(wire);
+  REQUIRE(p.ended);
+  CHECK(p.consumed == wire.size());
+  CHECK(p.resp_status == 200);
+  CHECK(p.resp_reason == "OK");
+  CHECK(p.framing == Framing::kLength);
+  CHECK(p.content_length == 5);
+  CHECK(p.body == "hello");
+  CHECK(p.keep_alive);
+}
+
+TEST_CASE("chunked response") {
+  Parsed p = parse_response(
+      "HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\n\r\n4;x=y\r\nwiki\r\n5\r\npedia\r\n"
+      "0\r\nExpires: never\r\n\r\n");
+  REQUIRE(p.ended);
+  CHECK(p.framing == Framing::kChunked);
+  CHECK(p.body == "wikipedia");
+}
+
+TEST_CASE("close-delimited response completes on finish()") {
+  ResponseParser parser(Limits{});
+  parser.begin(false);
+  std::string wire = "HTTP/1.1 200 OK\r\nServer: old\r\n\r\nsome bytes";
+  Parsed p = drive(parser, wire);
+  CHECK(p.head_seen);
+  CHECK_FALSE(p.ended);
+  CHECK(p.framing == Framing::kUntilClose);
+  CHECK_FALSE(p.keep_alive);
+  CHECK(p.body == "some bytes");
+  Step s = parser.finish();
+  CHECK(s.event == Event::kMessageEnd);
+}
+
+TEST_CASE("HTTP/1.0 responses: keep-alive only when asked") {
+  CHECK_FALSE(parse_response("HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n").keep_alive);
+  CHECK(parse_response("HTTP/1.0 200 OK\r\nContent-Length: 0\r\nConnection: keep-alive\r\n\r\n")
+            .keep_alive);
+  CHECK_FALSE(
+      parse_response("HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+          .keep_alive);
+}
+
+TEST_CASE("a response to HEAD has no body whatever its headers say") {
+  std::string first = "HTTP/1.1 200 OK\r\nContent-Length: 1234\r\n\r\n";
+  std::string next = "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx";
+  ResponseParser parser(Limits{});
+  parser.begin(true);
+  Parsed p = drive(parser, first + next);
+  REQUIRE(p.ended);
+  CHECK(p.consumed == first.size());  // the next response's bytes are not taken as a body
+  CHECK(p.framing == Framing::kNone);
+  CHECK(p.body.empty());
+  CHECK(p.keep_alive);
+  parser.begin(false);
+  Parsed q = drive(parser, next);
+  CHECK(q.ended);
+  CHECK(q.body == "x");
+
+  Parsed chunked_head = parse_response("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", true);
+  CHECK(chunked_head.ended);
+  CHECK(chunked_head.framing == Framing::kNone);
+}
+
+TEST_CASE("204 and 304 have no body, even with framing headers") {
+  for (const char* wire : {"HTTP/1.1 204 No Content\r\nContent-Length: 10\r\n\r\n",
+                           "HTTP/1.1 304 Not Modified\r\nContent-Length: 10\r\n\r\n",
+                           "HTTP/1.1 204 No Content\r\nTransfer-Encoding: chunked\r\n\r\n",
+                           "HTTP/1.1 304 Not Modified\r\n\r\n"}) {
+    INFO(wire);
+    Parsed p = parse_response(wire);
+    CHECK(p.ended);
+    CHECK(p.consumed == std::string_view(wire).size());
+    CHECK(p.framing == Framing::kNone);
+    CHECK(p.keep_alive);
+  }
+}
+
+TEST_CASE("1xx is kHead then kMessageEnd; the final response follows after begin()") {
+  std::string interim = "HTTP/1.1 100 Continue\r\n\r\n";
+  std::string hints = "HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\r\n";
+  std::string final_resp = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+  std::string wire = interim + hints + final_resp;
+  ResponseParser parser(Limits{});
+  parser.begin(false);
+  Parsed a = drive(parser, wire);
+  REQUIRE(a.ended);
+  CHECK(a.resp_status == 100);
+  CHECK(a.consumed == interim.size());
+  parser.begin(false);
+  Parsed b = drive(parser, std::string_view(wire).substr(interim.size()));
+  REQUIRE(b.ended);
+  CHECK(b.resp_status == 103);
+  CHECK(b.headers.size() == 1);
+  parser.begin(false);
+  Parsed c = drive(parser, final_resp);
+  CHECK(c.ended);
+  CHECK(c.body == "ok");
+}
+
+TEST_CASE("bytes after a complete response are left to the caller") {
+  std::string wire = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokGARBAGE";
+  Parsed p = parse_response(wire);
+  REQUIRE(p.ended);
+  CHECK(p.consumed == wire.size() - 7);
+}
+
+TEST_CASE("truncated responses are errors on finish()") {
+  struct Trunc {
+    const char* wire;
+    const char* reason;
+  };
+  for (Trunc t : {Trunc{"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", "truncated"},
+                  Trunc{"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab", "truncated"},
+                  Trunc{"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n", "truncated"},
+                  Trunc{"HTTP/1.1 200 OK\r\nContent-Le", "truncated"},
+                  Trunc{"", "no_response"}}) {
+    INFO(t.wire);
+    ResponseParser parser(Limits{});
+    parser.begin(false);
+    Parsed p = drive(parser, t.wire);
+    CHECK_FALSE(p.ended);
+    Step s = parser.finish();
+    CHECK(s.event == Event::kError);
+    CHECK(parser.error().status == 502);
+    CHECK(parser.error().reason == t.reason);
+  }
+  // A complete bodiless response followed by EOF is fine even if the caller has not yet fed 0.
+  ResponseParser parser(Limits{});
+  parser.begin(false);
+  std::string head = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+  REQUIRE(parser.feed(head.data(), head.size()).event == Event::kHead);
+  CHECK(parser.finish().event == Event::kMessageEnd);
+}
+
+TEST_CASE("conflicting or unsupported framing from a backend is a 502") {
+  struct Bad {
+    const char* wire;
+    const char* reason;
+  };
+  for (Bad b : {Bad{"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+                    "content_length_and_transfer_encoding"},
+                Bad{"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n",
+                    "duplicate_content_length"},
+                Bad{"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc",
+                    "duplicate_content_length"},
+                Bad{"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", "bad_transfer_encoding"},
+                Bad{"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+                    "bad_transfer_encoding"},
+                Bad{"HTTP/1.1 200 OK\r\nContent-Length: abc\r\n\r\n", "bad_content_length"},
+                Bad{"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: "
+                    "upgrade\r\n\r\n",
+                    "upgrade_refused"},
+                Bad{"HTTP/2.0 200 OK\r\n\r\n", "bad_version"},
+                Bad{"HTTP/1.1 200 OK\r\nX: a\r\n b\r\n\r\n", "obs_fold"},
+                Bad{"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\nx", "bare_lf"},
+                Bad{"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nz\r\n", "bad_chunk"}}) {
+    INFO(b.wire);
+    Parsed p = parse_response(b.wire);
+    CHECK(p.failed);
+    CHECK(p.status == 502);
+    CHECK(p.reason == b.reason);
+  }
+}
+
+TEST_CASE("response limits") {
+  Limits lim;
+  lim.max_header_bytes = 128;
+  ResponseParser parser(lim);
+  parser.begin(false);
+  Parsed p = drive(parser, "HTTP/1.1 200 OK\r\nX: " + std::string(200, 'a') + "\r\n\r\n");
+  CHECK(p.status == 502);
+  CHECK(p.reason == "header_too_large");
+}
