@@ -1,0 +1,535 @@
+// ConfigReader: the rondel schema (keys, types, defaults, ranges) and cross-entry checks.
+
+#include "config_reader.h"
+
+#include <algorithm>
+#include <limits>
+#include <string_view>
+#include <unordered_map>
+
+#include "rondel/core/backend_set.h"
+#include "rondel/core/maglev.h"
+#include "scalars.h"
+
+namespace rondel::config {
+namespace {
+
+using std::string_view;
+
+constexpr uint64_t kU32Max = std::numeric_limits<uint32_t>::max();
+
+constexpr uint32_t kMaxWorkers = 64;
+// The core indexes a pool's backends with 16 bits (core::BackendIndex).
+constexpr size_t kMaxBackends = core::kMaxBackends;
+// Weights and balance factors are bounded so that the capacity formula
+// c·(total+1)·w_i fits in 64 bits with c <= 10000 percent and w_i <= 65535.
+constexpr uint64_t kMaxWeight = 65535;
+constexpr uint64_t kMinBalanceFactor = 101;
+constexpr uint64_t kMaxBalanceFactor = 10000;
+constexpr uint64_t kMaxPointsPerWeight = 65535;
+// 6 bytes per ring point (core/ring.h): 16M points is a 96 MiB ring, far past any need.
+constexpr uint64_t kMaxRingPoints = 1u << 24;
+// Maglev paper (Eisenbud et al., NSDI 2016) section 3.4 uses 65537; core caps M at 2^24.
+constexpr uint64_t kMaxMaglevTableSize = core::kMaglevMaxTableSize;
+constexpr uint64_t kMaxHotKeys = 10000;
+
+constexpr string_view kRootKeys[] = {"workers",   "drain_timeout", "log",
+                                     "listeners", "pools",         "admin"};
+constexpr string_view kLogKeys[] = {"access_log", "error_log", "level"};
+constexpr string_view kListenerKeys[] = {"name",
+                                         "bind",
+                                         "pool",
+                                         "max_connections",
+                                         "header_timeout",
+                                         "body_timeout",
+                                         "idle_timeout",
+                                         "max_request_line",
+                                         "max_header_bytes",
+                                         "max_headers",
+                                         "max_body_bytes"};
+constexpr string_view kPoolKeys[] = {"name",
+                                     "algorithm",
+                                     "hash_key",
+                                     "missing_key",
+                                     "balance_factor",
+                                     "capacity_slack",
+                                     "probe_order",
+                                     "points_per_weight",
+                                     "max_points",
+                                     "maglev_table_size",
+                                     "retries",
+                                     "connect_timeout",
+                                     "response_header_timeout",
+                                     "backend_idle_timeout",
+                                     "backend_io_timeout",
+                                     "max_idle_per_backend",
+                                     "max_connections_per_backend",
+                                     "slow_start",
+                                     "health_check",
+                                     "passive_health",
+                                     "backends"};
+constexpr string_view kHealthKeys[] = {"enabled",  "method",  "path", "expect_status",
+                                       "interval", "timeout", "rise", "fall"};
+constexpr string_view kPassiveKeys[] = {"consecutive_failures", "ejection_time",
+                                        "max_ejected_percent"};
+constexpr string_view kBackendKeys[] = {"address", "weight", "id"};
+constexpr string_view kAdminKeys[] = {"enabled", "bind", "hot_keys"};
+
+constexpr Choice<Algorithm> kAlgorithms[] = {{"ring", Algorithm::kRing},
+                                             {"rendezvous", Algorithm::kRendezvous},
+                                             {"maglev", Algorithm::kMaglev}};
+constexpr Choice<ProbeOrder> kProbeOrders[] = {{"clockwise", ProbeOrder::kClockwise},
+                                               {"random", ProbeOrder::kRandom}};
+constexpr Choice<MissingKeyPolicy> kMissingKeyPolicies[] = {
+    {"least_in_flight", MissingKeyPolicy::kLeastInFlight},
+    {"random", MissingKeyPolicy::kRandom},
+    {"uri", MissingKeyPolicy::kHashUri},
+    {"reject", MissingKeyPolicy::kReject}};
+constexpr Choice<int> kLogLevels[] = {{"debug", 0}, {"info", 1}, {"warn", 2}, {"error", 3}};
+
+std::string quote(string_view s) {
+  return "'" + std::string(s) + "'";
+}
+
+// RFC 9110 section 5.6.2 token characters (header names, methods, cookie names).
+bool is_token(string_view s) {
+  constexpr string_view kSpecials = "!#$%&'*+-.^_`|~";
+  if (s.empty()) return false;
+  for (char c : s) {
+    const bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    if (!alnum && kSpecials.find(c) == string_view::npos) return false;
+  }
+  return true;
+}
+
+// Listener and pool names appear in logs as key=value and in metric labels: keep them plain.
+bool is_plain_name(string_view s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    const bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    if (!alnum && c != '_' && c != '-' && c != '.') return false;
+  }
+  return true;
+}
+
+bool has_space_or_control(string_view s) {
+  for (char c : s) {
+    if (static_cast<unsigned char>(c) <= ' ' || c == 0x7f) return true;
+  }
+  return false;
+}
+
+// Where each cross-checked value of a listener came from (line 0: the value was invalid).
+struct ListenerSpots {
+  Position name;
+  Position bind;
+  Position pool;
+};
+
+class ConfigReader {
+ public:
+  explicit ConfigReader(NodeReader& r) : r_(r) {}
+
+  Config read(const YAML::Node& root) {
+    Config c;
+    MapFields top = root.IsNull() ? MapFields(Position{1, 1}, true)
+                                  : r_.map(root, "the configuration", Position{1, 1}, kRootKeys);
+    if (!top.is_map()) return c;
+    if (auto* f = top.get("workers")) r_.read_unsigned(*f, c.workers, 1, kMaxWorkers);
+    if (auto* f = top.get("drain_timeout")) r_.read_duration(*f, c.drain_timeout_ms, 0);
+    if (auto* f = top.get("log")) read_log(*f, c.log);
+    if (auto* f = r_.require(top, "listeners")) read_listeners(*f, c);
+    if (auto* f = r_.require(top, "pools")) read_pools(*f, c);
+    if (auto* f = top.get("admin")) read_admin(*f, c.admin);
+    check_listeners(c);
+    return c;
+  }
+
+ private:
+  // Reads the entries of a list field, calling `each(node, fallback position)` per entry.
+  template <class Each>
+  void for_each_entry(const Field& f, Each each) {
+    if (!r_.read_sequence(f)) return;
+    if (f.value.size() == 0) {
+      r_.error(NodeReader::value_position(f), quote(f.key) + " must have at least one entry");
+      return;
+    }
+    for (const YAML::Node& entry : f.value) {
+      Position fallback = NodeReader::position_of(entry);
+      if (entry.IsNull() || fallback.line == 0) fallback = NodeReader::value_position(f);
+      each(entry, fallback);
+    }
+  }
+
+  void read_log(const Field& f, LogConfig& log) {
+    MapFields m = r_.map(f.value, quote(f.key), NodeReader::value_position(f), kLogKeys);
+    if (auto* g = m.get("access_log")) r_.read_string(*g, log.access_log, true);
+    if (auto* g = m.get("error_log")) r_.read_string(*g, log.error_log, false);
+    int level = 0;
+    if (auto* g = m.get("level"); g && r_.read_choice<int>(*g, kLogLevels, level)) {
+      log.level = g->value.Scalar();
+    }
+  }
+
+  bool read_name(const MapFields& m, std::string& out, Position& at) {
+    const Field* f = r_.require(m, "name");
+    if (f == nullptr || !r_.read_string(*f, out, false)) return false;
+    if (!is_plain_name(out)) {
+      r_.error(NodeReader::value_position(*f),
+               "'name' may contain only letters, digits, '_', '-' and '.', got " + quote(out));
+      return false;
+    }
+    at = NodeReader::value_position(*f);
+    return true;
+  }
+
+  void read_listeners(const Field& f, Config& c) {
+    for_each_entry(f, [&](const YAML::Node& node, Position fallback) {
+      MapFields m = r_.map(node, "each entry of 'listeners'", fallback, kListenerKeys);
+      if (!m.is_map()) return;
+      ListenerConfig l;
+      ListenerSpots spots;
+      l.position = m.position();
+      read_name(m, l.name, spots.name);
+      if (auto* g = r_.require(m, "bind"); g && r_.read_address(*g, l.bind, false, true)) {
+        spots.bind = NodeReader::value_position(*g);
+      }
+      if (auto* g = r_.require(m, "pool"); g && r_.read_string(*g, l.pool, false)) {
+        spots.pool = NodeReader::value_position(*g);
+      }
+      if (auto* g = m.get("max_connections")) r_.read_unsigned(*g, l.max_connections, 1, kU32Max);
+      if (auto* g = m.get("header_timeout")) r_.read_duration(*g, l.header_timeout_ms, 1);
+      if (auto* g = m.get("body_timeout")) r_.read_duration(*g, l.body_timeout_ms, 1);
+      if (auto* g = m.get("idle_timeout")) r_.read_duration(*g, l.idle_timeout_ms, 1);
+      if (auto* g = m.get("max_request_line")) r_.read_size(*g, l.max_request_line, 1);
+      if (auto* g = m.get("max_header_bytes")) r_.read_size(*g, l.max_header_bytes, 1);
+      if (auto* g = m.get("max_headers")) r_.read_unsigned(*g, l.max_headers, 1, kU32Max);
+      if (auto* g = m.get("max_body_bytes")) r_.read_size(*g, l.max_body_bytes, 0);
+      c.listeners.push_back(std::move(l));
+      listener_spots_.push_back(spots);
+    });
+  }
+
+  void read_pools(const Field& f, Config& c) {
+    std::unordered_map<std::string, int> first_line;
+    for_each_entry(f, [&](const YAML::Node& node, Position fallback) {
+      MapFields m = r_.map(node, "each entry of 'pools'", fallback, kPoolKeys);
+      if (!m.is_map()) return;
+      PoolConfig p;
+      p.position = m.position();
+      Position name_at;
+      if (read_name(m, p.name, name_at)) {
+        auto [it, inserted] = first_line.emplace(p.name, name_at.line);
+        if (!inserted) {
+          r_.error(name_at, "duplicate pool name " + quote(p.name) + " (first at line " +
+                                std::to_string(it->second) + ")");
+        }
+        pool_names_.push_back(p.name);
+      }
+      read_pool_fields(m, p);
+      c.pools.push_back(std::move(p));
+    });
+  }
+
+  void read_pool_fields(const MapFields& m, PoolConfig& p) {
+    if (auto* g = m.get("algorithm")) r_.read_choice<Algorithm>(*g, kAlgorithms, p.algorithm);
+    if (auto* g = m.get("hash_key")) read_hash_key(*g, p.hash_key);
+    if (auto* g = m.get("missing_key")) {
+      r_.read_choice<MissingKeyPolicy>(*g, kMissingKeyPolicies, p.missing_key);
+    }
+    if (auto* g = m.get("balance_factor")) read_balance_factor(*g, p.balance_factor);
+    if (auto* g = m.get("capacity_slack")) r_.read_unsigned(*g, p.capacity_slack, 0, kU32Max);
+    if (auto* g = m.get("probe_order")) r_.read_choice<ProbeOrder>(*g, kProbeOrders, p.probe_order);
+    if (auto* g = m.get("points_per_weight")) {
+      r_.read_unsigned(*g, p.points_per_weight, 1, kMaxPointsPerWeight);
+    }
+    if (auto* g = m.get("max_points")) r_.read_unsigned(*g, p.max_points, 1, kMaxRingPoints);
+    const Field* table = m.get("maglev_table_size");
+    bool table_ok = false;
+    if (table) table_ok = read_table_size(*table, p.maglev_table_size);
+    if (auto* g = m.get("retries")) r_.read_unsigned(*g, p.retries, 0, kU32Max);
+    if (auto* g = m.get("connect_timeout")) r_.read_duration(*g, p.connect_timeout_ms, 1);
+    if (auto* g = m.get("response_header_timeout")) {
+      r_.read_duration(*g, p.response_header_timeout_ms, 1);
+    }
+    if (auto* g = m.get("backend_idle_timeout")) r_.read_duration(*g, p.backend_idle_timeout_ms, 1);
+    if (auto* g = m.get("backend_io_timeout")) r_.read_duration(*g, p.backend_io_timeout_ms, 1);
+    if (auto* g = m.get("max_idle_per_backend")) {
+      r_.read_unsigned(*g, p.max_idle_per_backend, 0, kU32Max);
+    }
+    if (auto* g = m.get("max_connections_per_backend")) {
+      r_.read_unsigned(*g, p.max_connections_per_backend, 0, kU32Max);
+    }
+    if (auto* g = m.get("slow_start")) r_.read_duration(*g, p.slow_start_ms, 0);
+    if (auto* g = m.get("health_check")) read_health(*g, p.health);
+    if (auto* g = m.get("passive_health")) read_passive(*g, p.passive);
+    if (auto* g = r_.require(m, "backends")) read_backends(*g, p);
+
+    // Maglev gives each weighted backend at least one slot of the table (core/maglev.h).
+    // The ring needs no such check: every backend keeps at least one point (core/ring.h).
+    const size_t weighted = static_cast<size_t>(std::count_if(
+        p.backends.begin(), p.backends.end(), [](const BackendConfig& b) { return b.weight > 0; }));
+    if (table_ok && p.algorithm == Algorithm::kMaglev && weighted > p.maglev_table_size) {
+      r_.error(NodeReader::value_position(*table),
+               "'maglev_table_size' (" + std::to_string(p.maglev_table_size) +
+                   ") is less than the " + std::to_string(weighted) +
+                   " backends with a positive weight");
+    }
+  }
+
+  void read_balance_factor(const Field& f, uint32_t& out) {
+    uint32_t v = 0;
+    if (!r_.read_unsigned(f, v, 0, kMaxBalanceFactor)) return;
+    if (v != 0 && v < kMinBalanceFactor) {
+      r_.error(NodeReader::value_position(f),
+               "'balance_factor' must be 0 (no bound) or between 101 and 10000 percent, got " +
+                   std::to_string(v) + " (100 would leave no slack above the average load)");
+      return;
+    }
+    out = v;
+  }
+
+  bool read_table_size(const Field& f, uint32_t& out) {
+    uint32_t v = 0;
+    if (!r_.read_unsigned(f, v, 2, kMaxMaglevTableSize)) return false;
+    if (!is_prime(v)) {
+      r_.error(
+          NodeReader::value_position(f),
+          "'maglev_table_size' must be a prime number (such as 65537), got " + std::to_string(v));
+      return false;
+    }
+    out = v;
+    return true;
+  }
+
+  void read_hash_key(const Field& f, HashKey& out) {
+    constexpr string_view kForms = "uri, path, header:NAME, cookie:NAME, query:NAME or src";
+    if (!f.value.IsScalar()) {
+      r_.report_type(f, std::string("one of ") + std::string(kForms));
+      return;
+    }
+    const std::string& text = f.value.Scalar();
+    const Position at = NodeReader::value_position(f);
+    const size_t colon = text.find(':');
+    const string_view kind = string_view(text).substr(0, colon);
+    const string_view name =
+        colon == std::string::npos ? string_view() : string_view(text).substr(colon + 1);
+    constexpr Choice<HashKeyKind> kKinds[] = {
+        {"uri", HashKeyKind::kUri},       {"path", HashKeyKind::kPath},
+        {"src", HashKeyKind::kSrc},       {"header", HashKeyKind::kHeader},
+        {"cookie", HashKeyKind::kCookie}, {"query", HashKeyKind::kQuery}};
+    const auto* found = std::find_if(std::begin(kKinds), std::end(kKinds),
+                                     [&](const auto& c) { return c.name == kind; });
+    if (found == std::end(kKinds)) {
+      r_.error(at, "'hash_key' must be one of " + std::string(kForms) + "; got " + quote(text));
+      return;
+    }
+    HashKey key;
+    key.kind = found->value;
+    const bool named = key.kind == HashKeyKind::kHeader || key.kind == HashKeyKind::kCookie ||
+                       key.kind == HashKeyKind::kQuery;
+    if (!named) {
+      if (colon != std::string::npos) {
+        r_.error(at, "'hash_key' " + std::string(kind) + " takes no ':NAME', got " + quote(text));
+        return;
+      }
+    } else if (name.empty()) {
+      r_.error(at, "'hash_key' needs a name after '" + std::string(kind) + ":', as in " +
+                       std::string(kind) + ":X-Cache-Key");
+      return;
+    } else if (key.kind == HashKeyKind::kQuery
+                   ? has_space_or_control(name) || name.find_first_of("&=#") != string_view::npos
+                   : !is_token(name)) {
+      r_.error(at, "'hash_key' has an invalid " + std::string(kind) + " name " + quote(name));
+      return;
+    }
+    key.name = std::string(name);
+    out = std::move(key);
+  }
+
+  void read_health(const Field& f, HealthCheckConfig& h) {
+    MapFields m = r_.map(f.value, quote(f.key), NodeReader::value_position(f), kHealthKeys);
+    if (auto* g = m.get("enabled")) r_.read_bool(*g, h.enabled);
+    std::string text;
+    if (auto* g = m.get("method"); g && r_.read_string(*g, text, false)) {
+      if (is_token(text)) {
+        h.method = text;
+      } else {
+        r_.error(NodeReader::value_position(*g),
+                 "'method' must be an HTTP method such as GET or HEAD, got " + quote(text));
+      }
+    }
+    if (auto* g = m.get("path"); g && r_.read_string(*g, text, false)) {
+      if (text.front() == '/' && !has_space_or_control(text)) {
+        h.path = text;
+      } else {
+        r_.error(NodeReader::value_position(*g),
+                 "'path' must start with '/' and contain no spaces, got " + quote(text));
+      }
+    }
+    if (auto* g = m.get("expect_status")) read_status_range(*g, h);
+    if (auto* g = m.get("interval")) r_.read_duration(*g, h.interval_ms, 1);
+    if (auto* g = m.get("timeout")) r_.read_duration(*g, h.timeout_ms, 1);
+    if (auto* g = m.get("rise")) r_.read_unsigned(*g, h.rise, 1, kU32Max);
+    if (auto* g = m.get("fall")) r_.read_unsigned(*g, h.fall, 1, kU32Max);
+  }
+
+  void read_status_range(const Field& f, HealthCheckConfig& h) {
+    constexpr string_view kExpected = "a status code or range such as 200 or 200-399";
+    if (!f.value.IsScalar()) {
+      r_.report_type(f, kExpected);
+      return;
+    }
+    const std::string& text = f.value.Scalar();
+    const size_t dash = text.find('-');
+    uint64_t lo = 0;
+    uint64_t hi = 0;
+    const bool parsed = dash == std::string::npos
+                            ? parse_unsigned(text, lo) && (hi = lo, true)
+                            : parse_unsigned(string_view(text).substr(0, dash), lo) &&
+                                  parse_unsigned(string_view(text).substr(dash + 1), hi);
+    if (!parsed) {
+      r_.report_type(f, kExpected);
+      return;
+    }
+    if (lo < 100 || hi > 599 || lo > hi) {
+      r_.error(NodeReader::value_position(f),
+               "'expect_status' must name codes from 100 to 599, lowest first, got " + quote(text));
+      return;
+    }
+    h.expect_status_min = static_cast<uint16_t>(lo);
+    h.expect_status_max = static_cast<uint16_t>(hi);
+  }
+
+  void read_passive(const Field& f, PassiveHealthConfig& p) {
+    MapFields m = r_.map(f.value, quote(f.key), NodeReader::value_position(f), kPassiveKeys);
+    if (auto* g = m.get("consecutive_failures")) {
+      r_.read_unsigned(*g, p.consecutive_failures, 0, kU32Max);
+    }
+    if (auto* g = m.get("ejection_time")) r_.read_duration(*g, p.ejection_ms, 1);
+    if (auto* g = m.get("max_ejected_percent")) r_.read_unsigned(*g, p.max_ejected_percent, 0, 100);
+  }
+
+  void read_backends(const Field& f, PoolConfig& p) {
+    std::unordered_map<std::string, int> first_line;
+    size_t entries = 0;
+    for_each_entry(f, [&](const YAML::Node& node, Position fallback) {
+      ++entries;
+      MapFields m = r_.map(node, "each entry of 'backends'", fallback, kBackendKeys);
+      if (!m.is_map()) return;
+      BackendConfig b;
+      b.position = m.position();
+      bool ok = true;
+      Position id_at;
+      if (auto* g = r_.require(m, "address"); g && r_.read_address(*g, b.address, true, false)) {
+        id_at = NodeReader::value_position(*g);
+        b.id = b.address.to_string();
+      } else {
+        ok = false;
+      }
+      if (auto* g = m.get("weight")) ok &= r_.read_unsigned(*g, b.weight, 0, kMaxWeight);
+      if (auto* g = m.get("id")) {
+        std::string id;
+        if (r_.read_string(*g, id, false) && !has_space_or_control(id)) {
+          b.id = std::move(id);
+          id_at = NodeReader::value_position(*g);
+        } else {
+          if (!id.empty())
+            r_.error(NodeReader::value_position(*g),
+                     "'id' must not contain spaces, got " + quote(id));
+          ok = false;
+          id_at = Position{};
+        }
+      }
+      if (id_at.line > 0) {
+        auto [it, inserted] = first_line.emplace(b.id, id_at.line);
+        if (!inserted) {
+          r_.error(id_at, "duplicate backend id " + quote(b.id) + " (first at line " +
+                              std::to_string(it->second) + ")");
+        }
+      }
+      if (ok) p.backends.push_back(std::move(b));
+    });
+    const Position at = NodeReader::position_of(f.key_node);
+    if (entries > kMaxBackends) {
+      r_.error(at, "'backends' has " + std::to_string(entries) + " entries; a pool holds at most " +
+                       std::to_string(kMaxBackends));
+    }
+    if (entries > 0 && entries == p.backends.size()) {
+      bool any_weight = false;
+      for (const BackendConfig& b : p.backends) any_weight |= b.weight > 0;
+      if (!any_weight) {
+        r_.error(at, "every backend " +
+                         (p.name.empty() ? std::string() : "of pool " + quote(p.name) + " ") +
+                         "has weight 0; at least one needs a positive weight");
+      }
+    }
+  }
+
+  void read_admin(const Field& f, AdminConfig& a) {
+    MapFields m = r_.map(f.value, quote(f.key), NodeReader::value_position(f), kAdminKeys);
+    if (!m.is_map()) return;
+    a.enabled = true;
+    if (auto* g = m.get("enabled")) r_.read_bool(*g, a.enabled);
+    const Field* bind = a.enabled ? r_.require(m, "bind") : m.get("bind");
+    if (bind && r_.read_address(*bind, a.bind, false, true))
+      admin_bind_ = NodeReader::value_position(*bind);
+    if (auto* g = m.get("hot_keys")) r_.read_unsigned(*g, a.hot_keys, 0, kMaxHotKeys);
+  }
+
+  // Unique listener names and binds; every listener's pool exists; admin bind not taken.
+  void check_listeners(const Config& c) {
+    std::unordered_map<std::string, int> names;
+    std::unordered_map<std::string, int> binds;  // address -> line of its first bind
+    for (size_t i = 0; i < c.listeners.size(); ++i) {
+      const ListenerConfig& l = c.listeners[i];
+      const ListenerSpots& at = listener_spots_[i];
+      if (at.name.line > 0) {
+        auto [it, inserted] = names.emplace(l.name, at.name.line);
+        if (!inserted) {
+          r_.error(at.name, "duplicate listener name " + quote(l.name) + " (first at line " +
+                                std::to_string(it->second) + ")");
+        }
+      }
+      // Port 0 asks the kernel for any free port: two such listeners never collide.
+      if (at.bind.line > 0 && l.bind.port != 0) {
+        auto [it, inserted] = binds.emplace(l.bind.to_string(), at.bind.line);
+        if (!inserted) {
+          r_.error(at.bind, "duplicate listener bind address " + quote(l.bind.to_string()) +
+                                " (first at line " + std::to_string(it->second) + ")");
+        }
+      }
+      if (at.pool.line > 0 &&
+          std::find(pool_names_.begin(), pool_names_.end(), l.pool) == pool_names_.end()) {
+        std::vector<string_view> known(pool_names_.begin(), pool_names_.end());
+        std::string message = "listener " + (at.name.line > 0 ? quote(l.name) + " " : "") +
+                              "uses unknown pool " + quote(l.pool);
+        if (string_view hint = closest_match(l.pool, known); !hint.empty()) {
+          message += " (did you mean " + quote(hint) + "?)";
+        }
+        r_.error(at.pool, std::move(message));
+      }
+    }
+    if (c.admin.enabled && admin_bind_.line > 0 && c.admin.bind.port != 0) {
+      auto it = binds.find(c.admin.bind.to_string());
+      if (it != binds.end()) {
+        r_.error(admin_bind_, "admin bind address " + quote(c.admin.bind.to_string()) +
+                                  " is already a listener's (line " + std::to_string(it->second) +
+                                  ")");
+      }
+    }
+  }
+
+  NodeReader& r_;
+  std::vector<ListenerSpots> listener_spots_;  // parallel to Config::listeners
+  std::vector<std::string> pool_names_;        // valid pool names, in file order
+  Position admin_bind_;
+};
+
+}  // namespace
+
+Config read_config(const YAML::Node& root, NodeReader& reader) {
+  return ConfigReader(reader).read(root);
+}
+
+}  // namespace rondel::config
