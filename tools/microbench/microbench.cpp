@@ -1,0 +1,139 @@
+// rondel-microbench: Google Benchmark timings of owner lookup, bounded_pick and Selector::build
+// for ring, rendezvous and Maglev (and jump hash) at N = 10, 100, 1000 backends.
+#include <benchmark/benchmark.h>
+
+#include <atomic>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "rondel/core/backend_set.h"
+#include "rondel/core/bounded.h"
+#include "rondel/core/hash.h"
+#include "rondel/core/jump.h"
+#include "rondel/core/selector.h"
+
+namespace rondel::bench {
+namespace {
+
+constexpr size_t kKeyCount = 4096;  // Power of two: the key index wraps with a mask.
+
+// Returns N backends with ids "10.0.<i/256>.<i%256>:8080", weight 1.
+core::BackendSet make_set(int64_t n) {
+  std::vector<core::BackendSpec> specs;
+  for (int64_t i = 0; i < n; ++i) {
+    char id[32];
+    std::snprintf(id, sizeof id, "10.0.%d.%d:8080", static_cast<int>(i / 256),
+                  static_cast<int>(i % 256));
+    specs.push_back({id, 1});
+  }
+  return std::move(*core::BackendSet::create(std::move(specs)));
+}
+
+// Returns kKeyCount hashes of distinct URI-like keys.
+std::vector<uint64_t> make_hashes() {
+  std::vector<uint64_t> h(kKeyCount);
+  for (size_t i = 0; i < kKeyCount; ++i) h[i] = core::hash64("/obj/" + std::to_string(i));
+  return h;
+}
+
+core::Selector make_selector(const core::BackendSet& set, core::Algorithm algo) {
+  core::SelectorOptions o;
+  o.algorithm = algo;
+  return std::move(*core::Selector::build(set, o));
+}
+
+template <core::Algorithm A>
+void bm_owner(benchmark::State& state) {
+  core::BackendSet set = make_set(state.range(0));
+  core::Selector sel = make_selector(set, A);
+  std::vector<uint64_t> hashes = make_hashes();
+  size_t i = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(sel.owner(hashes[i++ & (kKeyCount - 1)]));
+  }
+}
+
+void bm_jump(benchmark::State& state) {
+  std::vector<uint64_t> hashes = make_hashes();
+  const auto n = static_cast<int32_t>(state.range(0));
+  size_t i = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(core::jump_hash(hashes[i++ & (kKeyCount - 1)], n));
+  }
+}
+
+// bounded_pick with 10 requests in flight per backend on average and c = 1.25 (cap 13).
+// half_full = false: every backend holds 10, so the owner always has room (the common case).
+// half_full = true: even backends hold 13 (full), odd ones 7, so about half of the picks spill.
+template <core::Algorithm A, bool kHalfFull>
+void bm_pick(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  core::BackendSet set = make_set(state.range(0));
+  core::Selector sel = make_selector(set, A);
+  std::vector<uint64_t> hashes = make_hashes();
+  auto in_flight = std::make_unique<std::atomic<uint32_t>[]>(n);
+  for (size_t b = 0; b < n; ++b) in_flight[b].store(kHalfFull ? (b % 2 ? 7 : 13) : 10);
+  std::vector<uint32_t> weights(n, 1);
+  std::vector<uint64_t> scratch(core::pick_scratch_words(sel));
+  core::PickInput in;
+  in.in_flight = std::span<const std::atomic<uint32_t>>(in_flight.get(), n);
+  in.weights = weights;
+  in.total_in_flight = 10 * n;
+  in.total_weight = n;
+  core::BoundedOptions opts;
+  opts.balance_factor = 125;
+  size_t i = 0;
+  uint64_t spilled = 0;
+  for (auto _ : state) {
+    core::PickResult r = core::bounded_pick(sel, hashes[i++ & (kKeyCount - 1)], in, opts, scratch);
+    spilled += r.backend != r.owner;
+    benchmark::DoNotOptimize(r);
+  }
+  state.counters["spill"] =
+      benchmark::Counter(static_cast<double>(spilled), benchmark::Counter::kAvgIterations);
+}
+
+template <core::Algorithm A>
+void bm_build(benchmark::State& state) {
+  core::BackendSet set = make_set(state.range(0));
+  core::SelectorOptions o;
+  o.algorithm = A;
+  for (auto _ : state) {
+    auto sel = core::Selector::build(set, o);
+    benchmark::DoNotOptimize(sel);
+  }
+}
+
+constexpr auto kRing = core::Algorithm::kRing;
+constexpr auto kRendezvous = core::Algorithm::kRendezvous;
+constexpr auto kMaglev = core::Algorithm::kMaglev;
+
+}  // namespace
+}  // namespace rondel::bench
+
+namespace rb = rondel::bench;
+
+BENCHMARK(rb::bm_owner<rb::kRing>)->Name("owner/ring")->Arg(10)->Arg(100)->Arg(1000);
+BENCHMARK(rb::bm_owner<rb::kRendezvous>)->Name("owner/rendezvous")->Arg(10)->Arg(100)->Arg(1000);
+BENCHMARK(rb::bm_owner<rb::kMaglev>)->Name("owner/maglev")->Arg(10)->Arg(100)->Arg(1000);
+BENCHMARK(rb::bm_jump)->Name("owner/jump")->Arg(10)->Arg(100)->Arg(1000);
+BENCHMARK(rb::bm_pick<rb::kRing, false>)->Name("pick/ring")->Arg(10)->Arg(100)->Arg(1000);
+BENCHMARK(rb::bm_pick<rb::kRendezvous, false>)
+    ->Name("pick/rendezvous")->Arg(10)->Arg(100)->Arg(1000);
+BENCHMARK(rb::bm_pick<rb::kMaglev, false>)->Name("pick/maglev")->Arg(10)->Arg(100)->Arg(1000);
+BENCHMARK(rb::bm_pick<rb::kRing, true>)->Name("pick_half_full/ring")->Arg(10)->Arg(100)->Arg(1000);
+BENCHMARK(rb::bm_pick<rb::kRendezvous, true>)
+    ->Name("pick_half_full/rendezvous")->Arg(10)->Arg(100)->Arg(1000);
+BENCHMARK(rb::bm_pick<rb::kMaglev, true>)
+    ->Name("pick_half_full/maglev")->Arg(10)->Arg(100)->Arg(1000);
+BENCHMARK(rb::bm_build<rb::kRing>)
+    ->Name("build/ring")->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMicrosecond);
+BENCHMARK(rb::bm_build<rb::kRendezvous>)
+    ->Name("build/rendezvous")->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMicrosecond);
+BENCHMARK(rb::bm_build<rb::kMaglev>)
+    ->Name("build/maglev")->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMicrosecond);
+
+BENCHMARK_MAIN();

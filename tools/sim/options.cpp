@@ -1,0 +1,160 @@
+// Parses rondel-sim's command line into SimOptions, rejecting unknown flags and bad values.
+#include "options.h"
+
+#include <charconv>
+#include <cstdlib>
+#include <random>
+#include <string_view>
+
+namespace rondel::sim {
+namespace {
+
+// Parses an unsigned integer in [lo, hi]; returns false on junk or out-of-range input.
+bool parse_u64(std::string_view text, uint64_t lo, uint64_t hi, uint64_t& out) {
+  uint64_t v = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || ptr != text.data() + text.size() || v < lo || v > hi) return false;
+  out = v;
+  return true;
+}
+
+// Parses a finite double >= lo; returns false on junk.
+bool parse_double(std::string_view text, double lo, double& out) {
+  std::string s(text);
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size() || !(v >= lo) || v > 1e18) return false;
+  out = v;
+  return true;
+}
+
+// Parses "1,2,1" into weights in [1, 65535].
+bool parse_weights(std::string_view text, std::vector<uint32_t>& out) {
+  out.clear();
+  while (!text.empty()) {
+    size_t comma = text.find(',');
+    std::string_view item = text.substr(0, comma);
+    uint64_t w = 0;
+    if (!parse_u64(item, 1, 65535, w)) return false;
+    out.push_back(static_cast<uint32_t>(w));
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  return !out.empty();
+}
+
+}  // namespace
+
+std::string usage() {
+  return "usage: rondel-sim --algo ring|rendezvous|maglev|jump --backends N\n"
+         "         [--weights 1,2,1,...|--weights-random SEED] [--points K] [--maglev-table P]\n"
+         "         [--keys M] [--zipf S] [--seed X] [--churn-trials T] [--lookup-reps R]\n"
+         "         [--json] [--check]\n"
+         "       rondel-sim ... --replay [--balance-factor C] [--probe clockwise|random]\n"
+         "         [--requests R] [--arrival-rate L] [--mean-service T]\n"
+         "\n"
+         "Measures key balance, movement on churn, memory, build and lookup time of one\n"
+         "placement algorithm; with --replay, runs an event-driven bounded-load replay instead.\n"
+         "  --points K          ring points per unit of weight (default 160)\n"
+         "  --weights-random S  weights drawn uniformly from 1..4 with seed S\n"
+         "  --zipf S            key popularity ~ 1/rank^S (0: uniform; default 0)\n"
+         "  --churn-trials T    add/remove experiments averaged (default 5)\n"
+         "  --balance-factor C  percent, e.g. 125 = 1.25 x fair share; 0 = unbounded (default 125)\n"
+         "  --check             exit 1 if a checked property fails (ring CV vs theory > 15%,\n"
+         "                      ring/rendezvous/jump movement vs ideal > 10%, keys moving between\n"
+         "                      old backends, any cap violation in a replay)\n";
+}
+
+const char* algo_name(AlgoChoice algo) noexcept {
+  switch (algo) {
+    case AlgoChoice::kRing: return "ring";
+    case AlgoChoice::kRendezvous: return "rendezvous";
+    case AlgoChoice::kMaglev: return "maglev";
+    case AlgoChoice::kJump: return "jump";
+  }
+  return "?";
+}
+
+core::Result<SimOptions> parse_options(int argc, char** argv) {
+  SimOptions o;
+  bool random_weights = false;
+  uint64_t weight_seed = 0;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view flag = argv[i];
+    if (flag == "--help" || flag == "-h") return core::fail("");
+    if (flag == "--json") { o.json = true; continue; }
+    if (flag == "--check") { o.check = true; continue; }
+    if (flag == "--replay") { o.replay = true; continue; }
+    if (i + 1 >= argc) return core::fail("missing value after " + std::string(flag));
+    std::string_view v = argv[++i];
+    uint64_t n = 0;
+    bool ok = true;
+    if (flag == "--algo") {
+      if (v == "ring") o.algo = AlgoChoice::kRing;
+      else if (v == "rendezvous") o.algo = AlgoChoice::kRendezvous;
+      else if (v == "maglev") o.algo = AlgoChoice::kMaglev;
+      else if (v == "jump") o.algo = AlgoChoice::kJump;
+      else ok = false;
+    } else if (flag == "--backends") {
+      ok = parse_u64(v, 1, 65534, n);
+      o.backends = static_cast<uint32_t>(n);
+    } else if (flag == "--weights") {
+      ok = parse_weights(v, o.weights);
+    } else if (flag == "--weights-random") {
+      ok = parse_u64(v, 0, UINT64_MAX, weight_seed);
+      random_weights = true;
+    } else if (flag == "--points") {
+      ok = parse_u64(v, 1, 1u << 20, n);
+      o.points = static_cast<uint32_t>(n);
+    } else if (flag == "--maglev-table") {
+      ok = parse_u64(v, 1, 1u << 24, n);
+      o.maglev_table = static_cast<uint32_t>(n);
+    } else if (flag == "--keys") {
+      ok = parse_u64(v, 1, 1ull << 28, o.keys);
+    } else if (flag == "--zipf") {
+      ok = parse_double(v, 0.0, o.zipf);
+    } else if (flag == "--seed") {
+      ok = parse_u64(v, 0, UINT64_MAX, o.seed);
+    } else if (flag == "--churn-trials") {
+      ok = parse_u64(v, 0, 1000, n);
+      o.churn_trials = static_cast<uint32_t>(n);
+    } else if (flag == "--lookup-reps") {
+      ok = parse_u64(v, 1, 1000, n);
+      o.lookup_reps = static_cast<uint32_t>(n);
+    } else if (flag == "--balance-factor") {
+      ok = parse_u64(v, 0, 100000, n) && (n == 0 || n >= 100);
+      o.balance_factor = static_cast<uint32_t>(n);
+    } else if (flag == "--probe") {
+      if (v == "clockwise") o.probe = core::ProbeOrder::kClockwise;
+      else if (v == "random") o.probe = core::ProbeOrder::kRandom;
+      else ok = false;
+    } else if (flag == "--requests") {
+      ok = parse_u64(v, 1, 1ull << 34, o.requests);
+    } else if (flag == "--arrival-rate") {
+      ok = parse_double(v, 1e-9, o.arrival_rate);
+    } else if (flag == "--mean-service") {
+      ok = parse_double(v, 1e-9, o.mean_service);
+    } else {
+      return core::fail("unknown flag " + std::string(flag));
+    }
+    if (!ok) return core::fail("bad value '" + std::string(v) + "' for " + std::string(flag));
+  }
+  if (random_weights) {
+    std::mt19937_64 rng(weight_seed);
+    o.weights.resize(o.backends);
+    for (auto& w : o.weights) w = static_cast<uint32_t>(1 + rng() % 4);
+  }
+  if (!o.weights.empty() && o.weights.size() != o.backends) {
+    return core::fail("--weights lists " + std::to_string(o.weights.size()) +
+                      " weights for --backends " + std::to_string(o.backends));
+  }
+  if (o.algo == AlgoChoice::kJump && !o.weights.empty()) {
+    return core::fail("jump hash has no weights (numbered shards only)");
+  }
+  if (o.algo == AlgoChoice::kJump && o.replay) {
+    return core::fail("--replay needs a Selector algorithm (ring, rendezvous, maglev)");
+  }
+  return o;
+}
+
+}  // namespace rondel::sim
