@@ -1,0 +1,92 @@
+// A backend's live state: in-flight count, health, counters and its pool of idle connections.
+//
+// BackendState outlives configuration snapshots: a reload that keeps a backend id keeps the same
+// object, so its in-flight count, health and pooled connections carry over. It is shared by the
+// snapshots that name it (shared_ptr) and found again by BackendRegistry on the next reload.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+namespace rondel::proxy {
+
+class BackendConn;
+
+enum class Health : uint8_t { kUp, kDown, kEjected };
+
+struct BackendCounters {
+  std::atomic<uint64_t> requests{0};
+  std::atomic<uint64_t> responses_2xx{0}, responses_3xx{0}, responses_4xx{0}, responses_5xx{0};
+  std::atomic<uint64_t> errors{0};           // exchanges that ended without a full response
+  std::atomic<uint64_t> connect_errors{0};
+  std::atomic<uint64_t> timeouts{0};
+  std::atomic<uint64_t> retries{0};          // requests retried away from this backend
+  std::atomic<uint64_t> spill_in{0};         // requests served here although another was home
+  std::atomic<uint64_t> bytes_in{0};         // response bytes received from the backend
+  std::atomic<uint64_t> bytes_out{0};        // request bytes sent to the backend
+};
+
+class BackendState {
+ public:
+  BackendState(std::string pool, std::string id, const sockaddr_storage& addr,
+               std::string addr_text);
+  ~BackendState();  // closes idle pooled connections
+  BackendState(const BackendState&) = delete;
+  BackendState& operator=(const BackendState&) = delete;
+
+  const std::string& pool() const noexcept { return pool_; }
+  const std::string& id() const noexcept { return id_; }
+  const sockaddr_storage& addr() const noexcept { return addr_; }
+  const std::string& addr_text() const noexcept { return addr_text_; }
+
+  // In-flight requests assigned to this backend. Incremented by the pick, decremented exactly
+  // once when the exchange ends, whatever the ending.
+  std::atomic<uint32_t> in_flight{0};
+  BackendCounters counters;
+
+  Health health() const noexcept { return health_.load(std::memory_order_relaxed); }
+  bool usable() const noexcept { return health() == Health::kUp; }
+  void set_health(Health h) noexcept { health_.store(h, std::memory_order_relaxed); }
+
+  // Passive health: a connect failure or a 5xx; returns true when it crosses `threshold`.
+  bool note_failure(uint32_t threshold) noexcept;
+  void note_success() noexcept { consecutive_failures_ = 0; }
+  uint64_t ejected_until_ms = 0;
+
+  // Idle keep-alive connections (loop thread only). pop_idle returns nullptr when empty.
+  BackendConn* pop_idle() noexcept;
+  void push_idle(BackendConn* conn) noexcept;
+  void remove_idle(BackendConn* conn) noexcept;
+  size_t idle_count() const noexcept { return idle_count_; }
+  uint32_t open_connections = 0;  // all connections to this backend, idle or busy
+
+ private:
+  friend class BackendConn;
+  std::string pool_, id_;
+  sockaddr_storage addr_;
+  std::string addr_text_;
+  std::atomic<Health> health_{Health::kUp};
+  uint32_t consecutive_failures_ = 0;
+  BackendConn* idle_head_ = nullptr;  // intrusive doubly linked list, most recent first
+  size_t idle_count_ = 0;
+};
+
+// Finds the state object for (pool, backend id) across reloads. Holds weak references only: a
+// state lives while some snapshot uses it. Loop thread only.
+class BackendRegistry {
+ public:
+  std::shared_ptr<BackendState> get_or_create(const std::string& pool, const std::string& id,
+                                              const sockaddr_storage& addr,
+                                              const std::string& addr_text);
+  void prune() noexcept;  // forgets expired entries
+
+ private:
+  std::map<std::string, std::weak_ptr<BackendState>> states_;
+};
+
+}  // namespace rondel::proxy

@@ -1,0 +1,62 @@
+// Event and access logging: one line per event, `level msg key=value ...`, rate-limited on the
+// data path, buffered and flushed by the owner's timer so logging never blocks per request.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <string_view>
+
+namespace rondel::proxy {
+
+enum class Level : uint8_t { kDebug, kInfo, kWarn, kError };
+
+// Parses "debug" | "info" | "warn" | "error"; returns false for anything else.
+bool parse_level(std::string_view text, Level& out) noexcept;
+
+// A log sink: stdout/stderr ("-") or a file opened for appending. Not thread-safe: one per loop.
+class LogSink {
+ public:
+  LogSink() = default;
+  ~LogSink();
+  LogSink(const LogSink&) = delete;
+  LogSink& operator=(const LogSink&) = delete;
+
+  // Opens `path` ("" = off, "-" = the given default stream). Returns false with errno set.
+  bool open(const std::string& path, FILE* default_stream);
+  // Closes and reopens the same path (SIGUSR1, after log rotation).
+  bool reopen();
+  bool enabled() const noexcept { return file_ != nullptr; }
+  void write(std::string_view line) noexcept;  // line must end with '\n'
+  void flush() noexcept;
+
+ private:
+  std::string path_;
+  FILE* file_ = nullptr;
+  bool owned_ = false;
+};
+
+// The event log with a level filter and a per-second budget for data-path messages.
+class Logger {
+ public:
+  explicit Logger(LogSink& sink, Level level = Level::kInfo) : sink_(sink), level_(level) {}
+  void set_level(Level level) noexcept { level_ = level; }
+  bool enabled(Level level) const noexcept { return level >= level_ && sink_.enabled(); }
+  // Logs `msg` followed by key=value pairs already formatted by the caller ("k=v k2=v2").
+  void log(Level level, std::string_view msg, std::string_view kv = {}) noexcept;
+  // Like log(), but at most `kRatePerSecond` such lines per second; the rest are counted and
+  // reported as one "suppressed" line when the next second starts. now_ms is the loop time.
+  void log_limited(Level level, uint64_t now_ms, std::string_view msg,
+                   std::string_view kv = {}) noexcept;
+  static constexpr uint32_t kRatePerSecond = 20;
+
+ private:
+  LogSink& sink_;
+  Level level_;
+  uint64_t window_start_ms_ = 0;
+  uint32_t in_window_ = 0;
+  uint64_t suppressed_ = 0;
+  std::string line_;
+};
+
+}  // namespace rondel::proxy

@@ -1,0 +1,49 @@
+// Snapshot: one immutable, validated configuration with its built pools, shared by the requests
+// that started under it. A reload builds a new Snapshot and publishes it; the old one lives on
+// until its last request ends.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rondel/config/config.h"
+#include "rondel/core/result.h"
+#include "rondel/proxy/pool.h"
+
+namespace rondel::proxy {
+
+struct ListenerRoute {
+  const config::ListenerConfig* config = nullptr;
+  const Pool* pool = nullptr;
+};
+
+class Snapshot {
+ public:
+  // Builds every pool of `cfg`. Backend state is found (or created) in `registry` and pool-wide
+  // state in `pool_states` (by pool name), so a reload carries in-flight counts and health over.
+  static core::Result<std::shared_ptr<const Snapshot>> build(
+      config::Config cfg, BackendRegistry& registry,
+      std::vector<std::pair<std::string, std::shared_ptr<PoolState>>>& pool_states,
+      uint64_t generation);
+
+  const config::Config& config() const noexcept { return cfg_; }
+  uint64_t generation() const noexcept { return generation_; }
+  const std::vector<std::unique_ptr<Pool>>& pools() const noexcept { return pools_; }
+  const Pool* find_pool(std::string_view name) const noexcept;
+  // The listener named `name` and its pool; config == nullptr when the listener is gone.
+  ListenerRoute route(std::string_view listener) const noexcept;
+  // Words of scratch any pool of this snapshot needs for a pick.
+  size_t max_scratch_words() const noexcept { return max_scratch_words_; }
+
+ private:
+  Snapshot() = default;
+  config::Config cfg_;
+  uint64_t generation_ = 0;
+  std::vector<std::unique_ptr<Pool>> pools_;
+  size_t max_scratch_words_ = 0;
+};
+
+}  // namespace rondel::proxy

@@ -1,0 +1,39 @@
+// Admin: the operator's HTTP endpoint on its own listener: health, readiness, metrics and JSON
+// views of pools and routing decisions. Served on the daemon's loop; never proxies.
+#pragma once
+
+#include <uv.h>
+
+#include <string>
+#include <string_view>
+
+#include "rondel/config/config.h"
+#include "rondel/core/result.h"
+#include "rondel/net/listener.h"
+
+namespace rondel::server {
+
+class Daemon;
+
+class Admin {
+ public:
+  Admin(Daemon& daemon) : daemon_(daemon) {}
+  ~Admin();
+  core::Result<bool> open(const config::Address& bind);
+  void close() noexcept;
+  uint16_t port() const noexcept { return listener_ ? listener_->port() : 0; }
+
+  // Answers one request: fills status, content type and body. Exposed for unit tests.
+  void handle(std::string_view method, std::string_view target, int& status,
+              std::string& content_type, std::string& body);
+
+ private:
+  void api_pools(std::string& body);
+  bool api_route(std::string_view query, std::string& body);
+  void metrics(std::string& body);
+
+  Daemon& daemon_;
+  net::TcpListener* listener_ = nullptr;
+};
+
+}  // namespace rondel::server

@@ -1,0 +1,95 @@
+// Daemon: owns the event loop, listeners, signals and the current Snapshot; reloads on SIGHUP and
+// drains on SIGTERM/SIGINT.
+#pragma once
+
+#include <uv.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rondel/config/config.h"
+#include "rondel/net/listener.h"
+#include "rondel/proxy/log.h"
+#include "rondel/proxy/snapshot.h"
+#include "rondel/proxy/worker.h"
+
+namespace rondel::server {
+
+class Admin;
+
+struct ReloadStats {
+  std::atomic<uint64_t> ok{0};
+  std::atomic<uint64_t> failed{0};
+  std::atomic<int64_t> last_ok_unix{0};
+  // Share of the key space whose natural owner changed in the last successful reload, per pool.
+  std::vector<std::pair<std::string, double>> last_moved;
+};
+
+class Daemon {
+ public:
+  explicit Daemon(std::string config_path);
+  ~Daemon();
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  // Starts serving `cfg` (already validated). Returns false with the errors logged when a
+  // listener cannot bind or the snapshot cannot be built.
+  bool start(config::Config cfg);
+  // Runs the loop until shutdown completes; returns the process exit code.
+  int run();
+
+  // Re-reads the configuration file; on any error keeps the running configuration.
+  bool reload();
+  void shutdown();
+
+  uv_loop_t* loop() noexcept { return &loop_; }
+  proxy::Worker& worker() noexcept { return *worker_; }
+  proxy::WorkerStats& stats() noexcept { return stats_; }
+  const ReloadStats& reload_stats() const noexcept { return reload_stats_; }
+  proxy::Logger& log() noexcept { return log_; }
+  const std::shared_ptr<const proxy::Snapshot>& snapshot() const noexcept {
+    return worker_->snapshot();
+  }
+  bool draining() const noexcept { return draining_; }
+
+ private:
+  bool apply_listeners(const config::Config& cfg, bool at_start);
+  void install_signals();
+  void check_health() noexcept;
+  static void on_signal(uv_signal_t* h, int signum) noexcept;
+  static void on_tick(uv_timer_t* t) noexcept;
+  static void on_drain_deadline(uv_timer_t* t) noexcept;
+  void finish_shutdown() noexcept;
+
+  std::string config_path_;
+  uv_loop_t loop_{};
+  proxy::LogSink error_sink_;
+  proxy::LogSink access_sink_;
+  proxy::Logger log_{error_sink_};
+  proxy::WorkerStats stats_;
+  std::unique_ptr<proxy::Worker> worker_;
+  proxy::BackendRegistry registry_;
+  std::vector<std::pair<std::string, std::shared_ptr<proxy::PoolState>>> pool_states_;
+  uint64_t generation_ = 0;
+  ReloadStats reload_stats_;
+
+  struct ListenerEntry {
+    std::string name;
+    std::string bind;  // as configured
+    net::TcpListener* listener = nullptr;
+  };
+  std::vector<ListenerEntry> listeners_;
+  std::unique_ptr<Admin> admin_;
+  std::string admin_bind_;
+
+  uv_signal_t sig_hup_{}, sig_term_{}, sig_int_{}, sig_usr1_{};
+  uv_timer_t tick_{};
+  uv_timer_t drain_timer_{};
+  bool draining_ = false;
+  bool stopped_ = false;
+};
+
+}  // namespace rondel::server

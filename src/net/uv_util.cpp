@@ -1,0 +1,60 @@
+// libuv helpers: address conversion and counted handle closing.
+#include "rondel/net/uv_util.h"
+
+#include <arpa/inet.h>
+
+#include <cstdio>
+#include <cstring>
+
+namespace rondel::net {
+
+core::Result<sockaddr_storage> to_sockaddr(const std::string& host, uint16_t port) {
+  sockaddr_storage ss{};
+  if (uv_ip4_addr(host.c_str(), port, reinterpret_cast<sockaddr_in*>(&ss)) == 0) return ss;
+  if (uv_ip6_addr(host.c_str(), port, reinterpret_cast<sockaddr_in6*>(&ss)) == 0) return ss;
+  return core::fail("not an IP address: " + host);
+}
+
+std::string sockaddr_to_string(const sockaddr* sa) {
+  char ip[INET6_ADDRSTRLEN] = "?";
+  if (sa->sa_family == AF_INET) {
+    uv_ip4_name(reinterpret_cast<const sockaddr_in*>(sa), ip, sizeof ip);
+    return std::string(ip) + ":" + std::to_string(sockaddr_port(sa));
+  }
+  uv_ip6_name(reinterpret_cast<const sockaddr_in6*>(sa), ip, sizeof ip);
+  return "[" + std::string(ip) + "]:" + std::to_string(sockaddr_port(sa));
+}
+
+uint16_t sockaddr_port(const sockaddr* sa) noexcept {
+  if (sa->sa_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(sa)->sin_port);
+  if (sa->sa_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(sa)->sin6_port);
+  return 0;
+}
+
+size_t peer_ip(const uv_tcp_t* tcp, char* buf, size_t cap) noexcept {
+  sockaddr_storage ss{};
+  int len = sizeof ss;
+  buf[0] = '\0';
+  if (uv_tcp_getpeername(tcp, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return 0;
+  if (ss.ss_family == AF_INET) {
+    uv_ip4_name(reinterpret_cast<const sockaddr_in*>(&ss), buf, cap);
+  } else if (ss.ss_family == AF_INET6) {
+    uv_ip6_name(reinterpret_cast<const sockaddr_in6*>(&ss), buf, cap);
+  }
+  return std::strlen(buf);
+}
+
+void HandleCloser::close_handle(uv_handle_t* h) noexcept {
+  closing_ = true;
+  if (uv_is_closing(h)) return;
+  h->data = this;
+  ++pending_;
+  uv_close(h, &HandleCloser::on_close);
+}
+
+void HandleCloser::on_close(uv_handle_t* h) noexcept {
+  auto* self = static_cast<HandleCloser*>(h->data);
+  if (--self->pending_ == 0) self->on_all_closed();
+}
+
+}  // namespace rondel::net

@@ -1,0 +1,172 @@
+// BackendConn: connect, read into pooled buffers, idle keep-alive, timers.
+#include "rondel/proxy/backend_conn.h"
+
+#include <cstring>
+
+#include "rondel/proxy/backend_state.h"
+#include "rondel/proxy/session.h"
+#include "rondel/proxy/worker.h"
+
+namespace rondel::proxy {
+
+BackendConn::BackendConn(Worker& worker, BackendState& state) : worker_(worker), state_(&state) {}
+
+BackendConn* BackendConn::connect(Worker& worker, BackendState& state, ClientSession* owner,
+                                  int* err) {
+  auto* c = new BackendConn(worker, state);
+  uv_tcp_init(worker.loop(), &c->tcp_);
+  uv_timer_init(worker.loop(), &c->timer_);
+  c->tcp_.data = c;
+  c->timer_.data = c;
+  c->connect_req_.data = c;
+  c->owner_ = owner;
+  c->exchanges_ = 1;
+  ++state.open_connections;
+  worker.stats().backend_connections_open.fetch_add(1, std::memory_order_relaxed);
+  int rc = uv_tcp_connect(&c->connect_req_, &c->tcp_,
+                          reinterpret_cast<const sockaddr*>(&state.addr()), &on_connect);
+  if (rc != 0) {
+    *err = rc;
+    c->owner_ = nullptr;
+    c->close();
+    return nullptr;
+  }
+  uv_tcp_nodelay(&c->tcp_, 1);
+  return c;
+}
+
+void BackendConn::on_connect(uv_connect_t* req, int status) noexcept {
+  auto* c = static_cast<BackendConn*>(req->data);
+  if (c->closing()) return;  // status is UV_ECANCELED after close()
+  ClientSession* owner = c->owner_;
+  if (status == 0) c->resume_reading();
+  if (owner != nullptr) owner->on_backend_connected(c, status);
+}
+
+void BackendConn::attach(ClientSession* owner) noexcept {
+  owner_ = owner;
+  ++exchanges_;
+  uv_timer_stop(&timer_);
+  resume_reading();
+}
+
+void BackendConn::release_to_idle(uint64_t idle_timeout_ms) noexcept {
+  owner_ = nullptr;
+  drop_buffer();
+  if (state_ == nullptr || eof_) {
+    close();
+    return;
+  }
+  resume_reading();
+  arm_timer(idle_timeout_ms);
+  state_->push_idle(this);
+}
+
+void BackendConn::close() noexcept {
+  if (closing()) return;
+  owner_ = nullptr;
+  if (state_ != nullptr) {
+    state_->remove_idle(this);
+    --state_->open_connections;
+    state_ = nullptr;
+  }
+  worker_.stats().backend_connections_open.fetch_sub(1, std::memory_order_relaxed);
+  uv_timer_stop(&timer_);
+  close_handle(reinterpret_cast<uv_handle_t*>(&tcp_));
+  close_handle(reinterpret_cast<uv_handle_t*>(&timer_));
+}
+
+void BackendConn::on_all_closed() noexcept {
+  drop_buffer();
+  delete this;
+}
+
+void BackendConn::take_buffer() noexcept {
+  if (buf_ == nullptr) {
+    buf_ = worker_.buffers().get();
+    rpos_ = rlen_ = 0;
+  }
+}
+
+void BackendConn::drop_buffer() noexcept {
+  if (buf_ != nullptr && rpos_ == rlen_) {
+    worker_.buffers().put(buf_);
+    buf_ = nullptr;
+    rpos_ = rlen_ = 0;
+  }
+}
+
+void BackendConn::consume(size_t n) noexcept {
+  rpos_ += n;
+  if (rpos_ == rlen_) rpos_ = rlen_ = 0;
+}
+
+void BackendConn::pause_reading() noexcept {
+  if (reading_) {
+    uv_read_stop(stream());
+    reading_ = false;
+  }
+}
+
+void BackendConn::resume_reading() noexcept {
+  if (!reading_ && !closing() && !eof_) {
+    if (uv_read_start(stream(), &on_alloc, &on_read) == 0) reading_ = true;
+  }
+}
+
+void BackendConn::on_alloc(uv_handle_t* h, size_t, uv_buf_t* buf) noexcept {
+  auto* c = static_cast<BackendConn*>(h->data);
+  if (c->owner_ == nullptr) {
+    *buf = uv_buf_init(c->idle_byte_, sizeof c->idle_byte_);
+    return;
+  }
+  c->take_buffer();
+  if (c->rpos_ > 0 && c->rlen_ == BufferPool::kSize) {
+    // Unlikely: the owner left unconsumed bytes at the end. Compact.
+    std::memmove(c->buf_, c->buf_ + c->rpos_, c->rlen_ - c->rpos_);
+    c->rlen_ -= c->rpos_;
+    c->rpos_ = 0;
+  }
+  *buf = uv_buf_init(c->buf_ + c->rlen_, BufferPool::kSize - c->rlen_);
+}
+
+void BackendConn::on_read(uv_stream_t* s, ssize_t nread, const uv_buf_t*) noexcept {
+  auto* c = static_cast<BackendConn*>(s->data);
+  if (nread == 0) return;
+  if (c->owner_ == nullptr) {
+    // Idle: the backend closed the connection or sent bytes nobody asked for.
+    c->close();
+    return;
+  }
+  if (nread < 0) {
+    c->eof_ = true;
+    c->pause_reading();
+    c->owner_->on_backend_eof(c, static_cast<int>(nread));
+    return;
+  }
+  c->rlen_ += static_cast<size_t>(nread);
+  if (c->state_ != nullptr)
+    c->state_->counters.bytes_in.fetch_add(static_cast<uint64_t>(nread), std::memory_order_relaxed);
+  if (c->rlen_ == BufferPool::kSize && c->rpos_ == 0) c->pause_reading();
+  c->owner_->on_backend_data(c);
+}
+
+void BackendConn::arm_timer(uint64_t ms) noexcept {
+  if (closing()) return;
+  if (ms == 0) {
+    uv_timer_stop(&timer_);
+    return;
+  }
+  uv_timer_start(&timer_, &on_timer, ms, 0);
+}
+
+void BackendConn::on_timer(uv_timer_t* t) noexcept {
+  auto* c = static_cast<BackendConn*>(t->data);
+  if (c->owner_ == nullptr) {
+    c->close();
+    return;
+  }
+  c->owner_->on_backend_timeout(c);
+}
+
+}  // namespace rondel::proxy

@@ -1,0 +1,83 @@
+// Routing-key extraction from a parsed request head.
+#include "rondel/proxy/hash_key.h"
+
+namespace rondel::proxy {
+
+namespace {
+
+std::string_view trim(std::string_view s) noexcept {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+}  // namespace
+
+bool find_cookie(std::string_view header, std::string_view name, std::string_view& out) noexcept {
+  while (!header.empty()) {
+    size_t semi = header.find(';');
+    std::string_view pair = trim(header.substr(0, semi));
+    size_t eq = pair.find('=');
+    if (eq != std::string_view::npos && trim(pair.substr(0, eq)) == name) {
+      out = trim(pair.substr(eq + 1));
+      if (out.size() >= 2 && out.front() == '"' && out.back() == '"') out = out.substr(1, out.size() - 2);
+      return true;
+    }
+    if (semi == std::string_view::npos) break;
+    header.remove_prefix(semi + 1);
+  }
+  return false;
+}
+
+bool find_query_param(std::string_view target, std::string_view name,
+                      std::string_view& out) noexcept {
+  size_t q = target.find('?');
+  if (q == std::string_view::npos) return false;
+  std::string_view query = target.substr(q + 1);
+  while (!query.empty()) {
+    size_t amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    size_t eq = pair.find('=');
+    std::string_view k = pair.substr(0, eq);
+    if (k == name) {
+      out = eq == std::string_view::npos ? std::string_view{} : pair.substr(eq + 1);
+      return true;
+    }
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+  return false;
+}
+
+bool extract_key(const config::HashKey& key, const http::RequestHead& head,
+                 std::string_view client_ip, std::string_view& out) noexcept {
+  switch (key.kind) {
+    case config::HashKeyKind::kUri:
+      out = head.target;
+      return true;
+    case config::HashKeyKind::kPath:
+      out = head.target.substr(0, head.target.find('?'));
+      return true;
+    case config::HashKeyKind::kSrc:
+      out = client_ip;
+      return !client_ip.empty();
+    case config::HashKeyKind::kHeader:
+      for (const auto& h : head.headers) {
+        if (http::iequals(h.name, key.name)) {
+          out = h.value;
+          return true;
+        }
+      }
+      return false;
+    case config::HashKeyKind::kCookie:
+      for (const auto& h : head.headers) {
+        if (http::iequals(h.name, "cookie") && find_cookie(h.value, key.name, out)) return true;
+      }
+      return false;
+    case config::HashKeyKind::kQuery:
+      return find_query_param(head.target, key.name, out);
+  }
+  return false;
+}
+
+}  // namespace rondel::proxy

@@ -1,0 +1,117 @@
+// Pool: builds a snapshot's placement for one pool and runs the bounded-load pick over it.
+#include "rondel/proxy/pool.h"
+
+#include "rondel/core/bitset.h"
+#include "rondel/net/uv_util.h"
+
+namespace rondel::proxy {
+
+namespace {
+
+core::Algorithm to_core(config::Algorithm a) {
+  switch (a) {
+    case config::Algorithm::kRing: return core::Algorithm::kRing;
+    case config::Algorithm::kRendezvous: return core::Algorithm::kRendezvous;
+    case config::Algorithm::kMaglev: return core::Algorithm::kMaglev;
+  }
+  return core::Algorithm::kRing;
+}
+
+}  // namespace
+
+core::Result<std::unique_ptr<Pool>> Pool::build(const config::PoolConfig& cfg,
+                                                BackendRegistry& registry,
+                                                std::shared_ptr<PoolState> state) {
+  std::vector<core::BackendSpec> specs;
+  specs.reserve(cfg.backends.size());
+  for (const auto& b : cfg.backends) {
+    specs.push_back({b.id.empty() ? b.address.to_string() : b.id, b.weight});
+  }
+  auto set = core::BackendSet::create(std::move(specs));
+  if (!set) return core::fail("pool " + cfg.name + ": " + set.error().message);
+  core::SelectorOptions so;
+  so.algorithm = to_core(cfg.algorithm);
+  so.points_per_weight = cfg.points_per_weight;
+  so.max_points = cfg.max_points;
+  so.maglev_table_size = cfg.maglev_table_size;
+  auto sel = core::Selector::build(*set, so);
+  if (!sel) return core::fail("pool " + cfg.name + ": " + sel.error().message);
+
+  std::unique_ptr<Pool> pool(new Pool(std::move(*set), std::move(*sel)));
+  pool->cfg_ = cfg;
+  pool->state_ = std::move(state);
+  pool->bounded_.balance_factor = cfg.balance_factor;
+  pool->bounded_.slack = cfg.capacity_slack;
+  pool->bounded_.probe = cfg.probe_order == config::ProbeOrder::kRandom
+                             ? core::ProbeOrder::kRandom
+                             : core::ProbeOrder::kClockwise;
+  for (size_t i = 0; i < cfg.backends.size(); ++i) {
+    const auto& b = cfg.backends[i];
+    auto addr = net::to_sockaddr(b.address.host, b.address.port);
+    if (!addr) return core::fail("pool " + cfg.name + ": backend " + b.address.to_string() +
+                                 ": " + addr.error().message);
+    const auto& id = pool->set_[static_cast<core::BackendIndex>(i)].id;
+    pool->backends_.push_back(registry.get_or_create(cfg.name, id, *addr,
+                                                     net::sockaddr_to_string(
+                                                         reinterpret_cast<sockaddr*>(&*addr))));
+    pool->in_flight_ptrs_.push_back(&pool->backends_.back()->in_flight);
+    pool->weights_.push_back(b.weight);
+    pool->total_weight_ += b.weight;
+  }
+  uint32_t unusable = 0;
+  for (const auto& b : pool->backends_) unusable += b->usable() ? 0 : 1;
+  pool->state_->unusable.store(unusable, std::memory_order_relaxed);
+  pool->excluded_words_ = core::bitset_words(pool->backends_.size());
+  pool->pick_words_ = core::pick_scratch_words(pool->selector_);
+  return pool;
+}
+
+core::PickResult Pool::pick(uint64_t hash, std::span<const uint64_t> tried,
+                            std::span<uint64_t> scratch) const noexcept {
+  core::PickInput in;
+  in.in_flight_ptrs = in_flight_ptrs_;
+  in.weights = weights_;
+  in.total_in_flight = state_->total_in_flight.load(std::memory_order_relaxed);
+  in.total_weight = total_weight_;
+  std::span<uint64_t> excluded = scratch.subspan(0, excluded_words_);
+  std::span<uint64_t> pick_scratch = scratch.subspan(excluded_words_);
+  bool any_excluded = false;
+  for (size_t w = 0; w < excluded_words_; ++w) {
+    excluded[w] = w < tried.size() ? tried[w] : 0;
+    any_excluded |= excluded[w] != 0;
+  }
+  if (state_->unusable.load(std::memory_order_relaxed) != 0) {
+    // Rare path: some backend is down. W counts only usable backends.
+    uint64_t w_up = 0;
+    for (size_t i = 0; i < backends_.size(); ++i) {
+      if (backends_[i]->usable()) {
+        w_up += weights_[i];
+      } else {
+        core::bit_set(excluded, i);
+        any_excluded = true;
+      }
+    }
+    in.total_weight = w_up;
+  }
+  if (any_excluded) in.excluded = excluded;
+  return core::bounded_pick(selector_, hash, in, bounded_, pick_scratch);
+}
+
+core::BackendIndex Pool::least_loaded(std::span<const uint64_t> tried) const noexcept {
+  core::BackendIndex best = core::kNoBackend;
+  uint64_t best_load = UINT64_MAX;
+  for (size_t i = 0; i < backends_.size(); ++i) {
+    if (weights_[i] == 0 || !backends_[i]->usable()) continue;
+    if (core::bit_test(tried, i)) continue;
+    // Compare load relative to weight: in_flight / w, as in_flight * W_other cross-multiplied.
+    uint64_t load = (uint64_t{backends_[i]->in_flight.load(std::memory_order_relaxed)} << 20) /
+                    weights_[i];
+    if (load < best_load) {
+      best_load = load;
+      best = static_cast<core::BackendIndex>(i);
+    }
+  }
+  return best;
+}
+
+}  // namespace rondel::proxy

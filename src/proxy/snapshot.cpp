@@ -1,0 +1,51 @@
+// Snapshot: builds all pools of one configuration.
+#include "rondel/proxy/snapshot.h"
+
+#include <algorithm>
+
+namespace rondel::proxy {
+
+core::Result<std::shared_ptr<const Snapshot>> Snapshot::build(
+    config::Config cfg, BackendRegistry& registry,
+    std::vector<std::pair<std::string, std::shared_ptr<PoolState>>>& pool_states,
+    uint64_t generation) {
+  std::shared_ptr<Snapshot> snap(new Snapshot());
+  snap->cfg_ = std::move(cfg);
+  snap->generation_ = generation;
+  for (const auto& pc : snap->cfg_.pools) {
+    std::shared_ptr<PoolState> state;
+    for (auto& [name, s] : pool_states) {
+      if (name == pc.name) state = s;
+    }
+    if (!state) {
+      state = std::make_shared<PoolState>();
+      pool_states.emplace_back(pc.name, state);
+    }
+    auto pool = Pool::build(pc, registry, state);
+    if (!pool) return pool.error();
+    snap->max_scratch_words_ = std::max(snap->max_scratch_words_, (*pool)->scratch_words());
+    snap->pools_.push_back(std::move(*pool));
+  }
+  for (const auto& lc : snap->cfg_.listeners) {
+    if (snap->find_pool(lc.pool) == nullptr) {
+      return core::fail("listener " + lc.name + ": no pool named " + lc.pool);
+    }
+  }
+  return std::shared_ptr<const Snapshot>(std::move(snap));
+}
+
+const Pool* Snapshot::find_pool(std::string_view name) const noexcept {
+  for (const auto& p : pools_) {
+    if (p->name() == name) return p.get();
+  }
+  return nullptr;
+}
+
+ListenerRoute Snapshot::route(std::string_view listener) const noexcept {
+  for (const auto& l : cfg_.listeners) {
+    if (l.name == listener) return {&l, find_pool(l.pool)};
+  }
+  return {};
+}
+
+}  // namespace rondel::proxy

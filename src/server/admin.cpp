@@ -1,0 +1,394 @@
+// Admin endpoint: /healthz, /readyz, /api/pools, /api/route (metrics come from metrics.cpp).
+#include "rondel/server/admin.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+#include "rondel/core/bounded.h"
+#include "rondel/core/hash.h"
+#include "rondel/http/parser.h"
+#include "rondel/proxy/hash_key.h"
+#include "rondel/server/daemon.h"
+
+namespace rondel::server {
+
+namespace {
+
+constexpr size_t kMaxAdminRequest = 16 * 1024;
+
+void json_string(std::string& out, std::string_view s) {
+  out += '"';
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += '"';
+}
+
+void json_num(std::string& out, double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  out += buf;
+}
+
+void json_uint(std::string& out, uint64_t v) { out += std::to_string(v); }
+
+std::string_view algorithm_name(config::Algorithm a) {
+  switch (a) {
+    case config::Algorithm::kRing: return "ring";
+    case config::Algorithm::kRendezvous: return "rendezvous";
+    case config::Algorithm::kMaglev: return "maglev";
+  }
+  return "?";
+}
+
+std::string_view health_name(proxy::Health h) {
+  switch (h) {
+    case proxy::Health::kUp: return "up";
+    case proxy::Health::kDown: return "down";
+    case proxy::Health::kEjected: return "ejected";
+  }
+  return "?";
+}
+
+// Decodes %XX and '+' in a query value.
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::string url_decode(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size()) {
+      int hi = hex_digit(s[i + 1]), lo = hex_digit(s[i + 2]);
+      if (hi >= 0 && lo >= 0) {
+        out += static_cast<char>(hi * 16 + lo);
+        i += 2;
+        continue;
+      }
+    }
+    out += s[i] == '+' ? ' ' : s[i];
+  }
+  return out;
+}
+
+// One admin connection: reads one request, answers it, closes.
+class AdminConn final : public net::HandleCloser {
+ public:
+  AdminConn(Admin& admin) : admin_(admin), parser_(http::Limits{}) {}
+  uv_tcp_t tcp{};
+  uv_write_t write_req{};
+
+  void start() {
+    tcp.data = this;
+    write_req.data = this;
+    uv_read_start(reinterpret_cast<uv_stream_t*>(&tcp), &on_alloc, &on_read);
+  }
+
+ private:
+  void on_all_closed() noexcept override { delete this; }
+
+  static void on_alloc(uv_handle_t* h, size_t, uv_buf_t* buf) noexcept {
+    auto* c = static_cast<AdminConn*>(h->data);
+    *buf = uv_buf_init(c->rbuf_, sizeof c->rbuf_);
+  }
+
+  static void on_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) noexcept {
+    auto* c = static_cast<AdminConn*>(s->data);
+    if (n < 0) {
+      c->close_handle(reinterpret_cast<uv_handle_t*>(&c->tcp));
+      return;
+    }
+    c->received_ += static_cast<size_t>(n);
+    const char* p = buf->base;
+    size_t len = static_cast<size_t>(n);
+    while (len > 0 && !c->answered_) {
+      http::Step st = c->parser_.feed(p, len);
+      p += st.consumed;
+      len -= st.consumed;
+      if (st.event == http::Event::kError) {
+        c->respond(c->parser_.error().status, "text/plain", "bad request\n");
+        return;
+      }
+      if (st.event == http::Event::kHead) {
+        const auto& h = c->parser_.head();
+        int status = 200;
+        std::string ctype, body;
+        c->admin_.handle(h.method, h.target, status, ctype, body);
+        c->respond(status, ctype, body);
+        return;
+      }
+      if (st.event == http::Event::kNeedMore) break;
+    }
+    if (c->received_ > kMaxAdminRequest) c->respond(431, "text/plain", "request too large\n");
+  }
+
+  void respond(int status, std::string_view ctype, std::string_view body) {
+    answered_ = true;
+    uv_read_stop(reinterpret_cast<uv_stream_t*>(&tcp));
+    const char* reason = status == 200 ? "OK" : status == 404 ? "Not Found"
+                       : status == 405 ? "Method Not Allowed" : status == 503 ? "Service Unavailable"
+                       : status == 400 ? "Bad Request" : "Error";
+    out_ = "HTTP/1.1 " + std::to_string(status) + " " + reason + "\r\nContent-Type: " +
+           std::string(ctype) + "\r\nContent-Length: " + std::to_string(body.size()) +
+           "\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n";
+    out_ += body;
+    uv_buf_t b = uv_buf_init(out_.data(), static_cast<unsigned>(out_.size()));
+    if (uv_write(&write_req, reinterpret_cast<uv_stream_t*>(&tcp), &b, 1, &on_written) != 0) {
+      close_handle(reinterpret_cast<uv_handle_t*>(&tcp));
+    }
+  }
+
+  static void on_written(uv_write_t* req, int) noexcept {
+    auto* c = static_cast<AdminConn*>(req->data);
+    c->close_handle(reinterpret_cast<uv_handle_t*>(&c->tcp));
+  }
+
+  Admin& admin_;
+  http::RequestParser parser_;
+  char rbuf_[4096];
+  size_t received_ = 0;
+  bool answered_ = false;
+  std::string out_;
+};
+
+}  // namespace
+
+Admin::~Admin() { close(); }
+
+core::Result<bool> Admin::open(const config::Address& bind) {
+  auto l = net::TcpListener::open(daemon_.loop(), bind.host, bind.port, false, 128,
+                                  [this](uv_stream_t* server) {
+                                    auto* c = new AdminConn(*this);
+                                    uv_tcp_init(daemon_.loop(), &c->tcp);
+                                    c->tcp.data = c;
+                                    if (uv_accept(server, reinterpret_cast<uv_stream_t*>(&c->tcp)) != 0) {
+                                      c->close_handle(reinterpret_cast<uv_handle_t*>(&c->tcp));
+                                      return;
+                                    }
+                                    c->start();
+                                  });
+  if (!l) return l.error();
+  listener_ = *l;
+  return true;
+}
+
+void Admin::close() noexcept {
+  if (listener_ != nullptr) {
+    listener_->close();
+    listener_ = nullptr;
+  }
+}
+
+void Admin::handle(std::string_view method, std::string_view target, int& status,
+                   std::string& ctype, std::string& body) {
+  std::string_view path = target.substr(0, target.find('?'));
+  std::string_view query = target.size() > path.size() ? target.substr(path.size() + 1) : "";
+  ctype = "text/plain; charset=utf-8";
+  bool known = path == "/healthz" || path == "/readyz" || path == "/metrics" ||
+               path == "/api/pools" || path == "/api/route";
+  if (!known) {
+    status = 404;
+    body = "not found\n";
+    return;
+  }
+  if (method != "GET" && method != "HEAD") {
+    status = 405;
+    body = "method not allowed\n";
+    return;
+  }
+  status = 200;
+  if (path == "/healthz") {
+    body = "ok\n";
+  } else if (path == "/readyz") {
+    const auto& snap = daemon_.snapshot();
+    bool ready = snap != nullptr && !daemon_.draining();
+    if (ready) {
+      for (const auto& p : snap->pools()) {
+        bool any = false;
+        for (size_t i = 0; i < p->size(); ++i) {
+          any |= p->backend(static_cast<core::BackendIndex>(i)).usable() &&
+                 p->set()[static_cast<core::BackendIndex>(i)].weight > 0;
+        }
+        ready &= any;
+      }
+    }
+    status = ready ? 200 : 503;
+    body = ready ? "ready\n" : "not ready\n";
+  } else if (path == "/metrics") {
+    ctype = "text/plain; version=0.0.4; charset=utf-8";
+    metrics(body);
+  } else if (path == "/api/pools") {
+    ctype = "application/json";
+    api_pools(body);
+  } else {
+    ctype = "application/json";
+    if (!api_route(query, body)) status = 400;
+  }
+}
+
+void Admin::api_pools(std::string& out) {
+  const auto& snap = daemon_.snapshot();
+  out = "{\"generation\":";
+  json_uint(out, snap ? snap->generation() : 0);
+  out += ",\"pools\":[";
+  bool first_pool = true;
+  for (const auto& p : snap->pools()) {
+    if (!first_pool) out += ',';
+    first_pool = false;
+    const auto& cfg = p->config();
+    const auto& st = p->state();
+    out += "{\"name\":";
+    json_string(out, p->name());
+    out += ",\"algorithm\":";
+    json_string(out, algorithm_name(cfg.algorithm));
+    out += ",\"balance_factor\":";
+    json_uint(out, cfg.balance_factor);
+    out += ",\"total_in_flight\":";
+    json_uint(out, st.total_in_flight.load());
+    out += ",\"requests\":";
+    json_uint(out, st.requests.load());
+    out += ",\"spilled\":";
+    json_uint(out, st.spilled.load());
+    out += ",\"all_full\":";
+    json_uint(out, st.all_full.load());
+    out += ",\"ring_points\":";
+    json_uint(out, p->selector().points());
+    out += ",\"ring_bytes\":";
+    json_uint(out, p->selector().memory_bytes());
+    out += ",\"backends\":[";
+    std::vector<double> shares = p->selector().key_shares();
+    uint64_t total = st.total_in_flight.load();
+    uint64_t w_total = p->set().total_weight();
+    for (size_t i = 0; i < p->size(); ++i) {
+      auto idx = static_cast<core::BackendIndex>(i);
+      const auto& b = p->backend(idx);
+      uint32_t w = p->set()[idx].weight;
+      if (i > 0) out += ',';
+      out += "{\"id\":";
+      json_string(out, b.id());
+      out += ",\"address\":";
+      json_string(out, b.addr_text());
+      out += ",\"weight\":";
+      json_uint(out, w);
+      out += ",\"state\":";
+      json_string(out, health_name(b.health()));
+      out += ",\"in_flight\":";
+      json_uint(out, b.in_flight.load());
+      out += ",\"capacity\":";
+      json_uint(out, core::capacity(total, w, w_total, p->bounded()));
+      out += ",\"key_share\":";
+      json_num(out, i < shares.size() ? shares[i] : 0.0);
+      out += ",\"weight_share\":";
+      json_num(out, w_total ? static_cast<double>(w) / static_cast<double>(w_total) : 0.0);
+      out += ",\"requests\":";
+      json_uint(out, b.counters.requests.load());
+      out += ",\"spill_in\":";
+      json_uint(out, b.counters.spill_in.load());
+      out += ",\"connect_errors\":";
+      json_uint(out, b.counters.connect_errors.load());
+      out += ",\"open_connections\":";
+      json_uint(out, b.open_connections);
+      out += ",\"idle_connections\":";
+      json_uint(out, b.idle_count());
+      out += '}';
+    }
+    out += "]}";
+  }
+  out += "]}\n";
+}
+
+bool Admin::api_route(std::string_view query, std::string& out) {
+  std::string_view pool_name, key_raw;
+  std::string target = "/?";
+  target += query;
+  bool has_pool = proxy::find_query_param(target, "pool", pool_name);
+  bool has_key = proxy::find_query_param(target, "key", key_raw);
+  const auto& snap = daemon_.snapshot();
+  const proxy::Pool* p = has_pool ? snap->find_pool(url_decode(pool_name)) : nullptr;
+  if (p == nullptr || !has_key) {
+    out = "{\"error\":\"usage: /api/route?pool=NAME&key=KEY\"}\n";
+    return false;
+  }
+  std::string key = url_decode(key_raw);
+  uint64_t hash = core::hash64(key);
+  std::vector<core::BackendIndex> order(p->size());
+  size_t n = p->selector().preference(hash, order);
+  std::vector<uint64_t> scratch(p->scratch_words());
+  core::PickResult r = p->pick(hash, {}, scratch);
+  uint64_t total = p->state().total_in_flight.load();
+  uint64_t w_total = p->set().total_weight();
+  char hex[24];
+  std::snprintf(hex, sizeof hex, "%016" PRIx64, hash);
+  out = "{\"pool\":";
+  json_string(out, p->name());
+  out += ",\"key\":";
+  json_string(out, key);
+  out += ",\"hash\":\"";
+  out += hex;
+  out += "\",\"owner\":";
+  json_string(out, r.owner != core::kNoBackend ? p->backend(r.owner).id() : "");
+  out += ",\"total_in_flight\":";
+  json_uint(out, total);
+  out += ",\"preference\":[";
+  for (size_t i = 0; i < n; ++i) {
+    const auto& b = p->backend(order[i]);
+    uint32_t w = p->set()[order[i]].weight;
+    if (i > 0) out += ',';
+    out += "{\"id\":";
+    json_string(out, b.id());
+    out += ",\"state\":";
+    json_string(out, health_name(b.health()));
+    out += ",\"in_flight\":";
+    json_uint(out, b.in_flight.load());
+    out += ",\"capacity\":";
+    json_uint(out, core::capacity(total, w, w_total, p->bounded()));
+    out += '}';
+  }
+  out += "],\"chosen\":";
+  json_string(out, r.backend != core::kNoBackend ? p->backend(r.backend).id() : "");
+  out += ",\"skipped_full\":";
+  json_uint(out, r.skipped_full);
+  out += ",\"skipped_down\":";
+  json_uint(out, r.skipped_excluded);
+  out += ",\"all_full\":";
+  out += r.all_full ? "true" : "false";
+  out += ",\"reason\":";
+  std::string why;
+  if (r.backend == core::kNoBackend) why = "no usable backend";
+  else if (r.backend == r.owner) why = "natural owner has room";
+  else if (r.all_full) why = "every usable backend is at capacity: least loaded chosen";
+  else
+    why = "owner skipped (" + std::to_string(r.skipped_full) + " full, " +
+          std::to_string(r.skipped_excluded) + " down): first backend with room in preference order";
+  json_string(out, why);
+  out += "}\n";
+  return true;
+}
+
+void Admin::metrics(std::string& out) {
+  // Placeholder until the Prometheus registry lands: a minimal exposition of the core counters.
+  const auto& s = daemon_.stats();
+  out = "# TYPE rondel_requests_total counter\nrondel_requests_total ";
+  out += std::to_string(s.requests.load());
+  out += "\n";
+}
+
+}  // namespace rondel::server
