@@ -508,12 +508,14 @@ void ClientSession::on_request_head() noexcept {
   std::string_view key;
   const auto& pc = pool_->config();
   keyed_ = extract_key(pc.hash_key, head, std::string_view(client_ip_, client_ip_len_), key);
+  key_ = keyed_ ? key : std::string_view{};
   if (keyed_) {
     hash_ = core::hash64(key);
   } else {
     switch (pc.missing_key) {
       case config::MissingKeyPolicy::kHashUri:
         hash_ = core::hash64(head.target);
+        key_ = head.target;
         keyed_ = true;
         break;
       case config::MissingKeyPolicy::kRandom:
@@ -887,7 +889,7 @@ void ClientSession::finish_exchange(Outcome outcome) noexcept {
     rec.duration_us = (uv_hrtime() - start_ns_) / 1000;
     rec.bytes_in = bytes_from_client_;
     rec.bytes_out = bytes_to_client_;
-    rec.key = keyed_ ? req_parser_.head().target : std::string_view{};
+    rec.key = key_;
     worker_.on_exchange(worker_.on_exchange_ctx, rec);
   }
   bytes_from_client_ = bytes_to_client_ = 0;

@@ -202,6 +202,11 @@ void Admin::handle(std::string_view method, std::string_view target, int& status
   std::string_view path = target.substr(0, target.find('?'));
   std::string_view query = target.size() > path.size() ? target.substr(path.size() + 1) : "";
   ctype = "text/plain; charset=utf-8";
+  if (!daemon_.snapshot()) {
+    status = 503;
+    body = "shutting down\n";
+    return;
+  }
   bool known = path == "/healthz" || path == "/readyz" || path == "/metrics" ||
                path == "/api/pools" || path == "/api/route";
   if (!known) {

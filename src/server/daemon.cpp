@@ -263,15 +263,14 @@ void Daemon::finish_shutdown() noexcept {
   for (uv_signal_t* s : {&sig_hup_, &sig_term_, &sig_int_, &sig_usr1_}) {
     uv_close(reinterpret_cast<uv_handle_t*>(s), nullptr);
   }
+  // Releasing the configuration closes the pooled backend connections.
+  worker_->publish(nullptr);
   log_.log(proxy::Level::kInfo, "shutdown_complete");
   access_sink_.flush();
   error_sink_.flush();
 }
 
 int Daemon::run() {
-  uv_run(&loop_, UV_RUN_DEFAULT);
-  // Release the configuration: closes pooled backend connections, then let them finish closing.
-  worker_->publish(nullptr);
   uv_run(&loop_, UV_RUN_DEFAULT);
   access_sink_.flush();
   return 0;

@@ -134,6 +134,7 @@ class ClientSession final : public net::HandleCloser {
   bool counted_ = false;        // in-flight incremented for the current attempt
   uint64_t hash_ = 0;
   bool keyed_ = false;          // the request had its hash key
+  std::string_view key_;        // the hash key (a view into the request head); empty if none
   uint16_t hops_ = 0;           // backends passed over (full or excluded), all attempts
   uint32_t attempts_ = 0;
   bool req_done_ = false;       // request fully forwarded

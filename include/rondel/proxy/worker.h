@@ -62,7 +62,7 @@ struct ExchangeRecord {
   uint16_t hops = 0;
   uint64_t duration_us = 0;
   uint64_t bytes_in = 0, bytes_out = 0;
-  std::string_view key;
+  std::string_view key;  // the routing key; empty when the request had none (least in-flight)
 };
 
 class Worker {
