@@ -1,4 +1,5 @@
-// Bounded-load pick over any Selector: capacity in integer math, clockwise or random probing.
+// Bounded-load pick over any Selector: capacity in integer math, clockwise or random probing;
+// route_pick adds stable spill, hysteresis and hot-key replicas on top.
 #include "rondel/core/bounded.h"
 
 #include <algorithm>
@@ -58,6 +59,24 @@ class Picker {
     return b < in_.in_flight.size() ? in_.in_flight[b].load(std::memory_order_relaxed) : 0;
   }
 
+  // Whether b may be chosen at all: not excluded and of effective weight > 0.
+  bool eligible(BackendIndex b) const noexcept {
+    return !bit_test(in_.excluded, b) && weight(b) != 0;
+  }
+  uint32_t cap_of(BackendIndex b) const noexcept {
+    return capacity(in_.total_in_flight, weight(b), in_.total_weight, o_);
+  }
+  uint32_t weight(BackendIndex b) const noexcept {
+    return b < in_.weights.size() ? in_.weights[b] : 0;
+  }
+  // Chooses b (which the caller checked has room) without a walk.
+  PickResult choose(BackendIndex b, BackendIndex owner) noexcept {
+    result_.backend = b;
+    result_.capacity = cap_of(b);
+    result_.owner = owner;
+    return result_;
+  }
+
   PickResult finish(BackendIndex owner) noexcept {
     result_.owner = owner;
     if (result_.backend == kNoBackend && fallback_ != kNoBackend) {
@@ -69,10 +88,6 @@ class Picker {
   }
 
  private:
-  uint32_t weight(BackendIndex b) const noexcept {
-    return b < in_.weights.size() ? in_.weights[b] : 0;
-  }
-
   const PickInput& in_;
   const BoundedOptions& o_;
   PickResult result_;
@@ -152,6 +167,153 @@ PickResult bounded_pick(const Selector& sel, uint64_t hash, const PickInput& in,
     }
   }
   return picker.finish(owner);
+}
+
+namespace {
+
+// The key's home: the backend the pick chooses when no backend is full, i.e. the owner when it
+// is eligible, else the first eligible backend of the probe order (found by an unbounded pick:
+// rare, only while the owner is down or drained).
+BackendIndex home_of(const Selector& sel, uint64_t hash, BackendIndex owner, const Picker& picker,
+                     const PickInput& in, const BoundedOptions& o,
+                     std::span<uint64_t> scratch) noexcept {
+  if (owner != kNoBackend && picker.eligible(owner)) return owner;
+  BoundedOptions unbounded = o;
+  unbounded.balance_factor = 0;
+  return bounded_pick(sel, hash, in, unbounded, scratch).backend;
+}
+
+RouteReason reason_of(const PickResult& pr) noexcept {
+  if (pr.backend == kNoBackend) return RouteReason::kNone;
+  if (pr.all_full) return RouteReason::kAllFull;
+  return pr.skipped_full > 0 ? RouteReason::kSpill : RouteReason::kHome;
+}
+
+// Hot key: choose among the first R eligible backends of the preference order.
+RouteResult replica_pick(const Selector& sel, uint64_t hash, const PickInput& in,
+                         const RouteOptions& o, const RouteRequest& rq, uint32_t want,
+                         std::span<uint64_t> cursor_scratch) noexcept {
+  RouteResult rr;
+  Picker picker(in, o.bounded);
+  BackendIndex cand[RouteRequest::kMaxReplicas];
+  uint32_t k = 0;
+  uint16_t skipped_excluded = 0;
+  Selector::Cursor c = sel.cursor(hash, cursor_scratch);
+  const BackendIndex owner = c.next();
+  for (BackendIndex b = owner; b != kNoBackend; b = c.next()) {
+    if (!picker.eligible(b)) {
+      ++skipped_excluded;
+      continue;
+    }
+    cand[k++] = b;
+    if (k == want) break;
+  }
+  if (k == 0) {
+    rr.pick.owner = owner;
+    rr.pick.skipped_excluded = skipped_excluded;
+    return rr;
+  }
+  rr.home = cand[0];
+  rr.replicas = static_cast<uint16_t>(k);
+  BackendIndex best = kNoBackend;
+  uint32_t best_load = 0, best_weight = 1;
+  uint16_t full = 0;
+  if (o.replica_choice == ReplicaChoice::kLeastLoaded) {
+    for (uint32_t j = 0; j < k; ++j) {
+      const BackendIndex b = cand[j];
+      const uint32_t load = picker.load_of(b);
+      if (load >= picker.cap_of(b)) {
+        ++full;
+        continue;
+      }
+      const uint32_t w = picker.weight(b);
+      // load / w < best_load / best_weight, in integers (strict: ties keep the earlier one).
+      if (best == kNoBackend || uint64_t{load} * best_weight < uint64_t{best_load} * w) {
+        best = b;
+        best_load = load;
+        best_weight = w;
+      }
+    }
+  } else {
+    const uint32_t start = static_cast<uint32_t>(rq.sequence % k);
+    for (uint32_t j = 0; j < k && best == kNoBackend; ++j) {
+      const BackendIndex b = cand[(start + j) % k];
+      if (picker.load_of(b) < picker.cap_of(b)) {
+        best = b;
+      } else {
+        ++full;
+      }
+    }
+  }
+  if (best != kNoBackend) {
+    rr.pick = picker.choose(best, owner);
+    rr.pick.skipped_excluded = skipped_excluded;
+    rr.pick.skipped_full = full;
+    rr.reason = best == rr.home ? RouteReason::kHome : RouteReason::kReplica;
+    return rr;
+  }
+  // Every replica is full: overflow along the rest of the preference order (the cursor resumes
+  // after the last candidate), falling back to the least loaded of all.
+  for (uint32_t j = 0; j < k; ++j) picker.consider(cand[j]);
+  for (BackendIndex b = c.next(); b != kNoBackend; b = c.next()) {
+    if (picker.consider(b)) break;
+  }
+  rr.pick = picker.finish(owner);
+  rr.pick.skipped_excluded = static_cast<uint16_t>(rr.pick.skipped_excluded + skipped_excluded);
+  rr.reason = reason_of(rr.pick);
+  return rr;
+}
+
+}  // namespace
+
+RouteResult route_pick(const Selector& sel, uint64_t hash, const PickInput& in,
+                       const RouteOptions& o, const RouteRequest& rq, SpillMemory* memory,
+                       std::span<uint64_t> scratch) noexcept {
+  const size_t words = sel.scratch_words();
+  if (scratch.size() < 2 * words) return RouteResult{};
+  const std::span<uint64_t> cursor_scratch = scratch.first(words);
+  const uint32_t want = std::clamp<uint32_t>(rq.replicas, 1, RouteRequest::kMaxReplicas);
+  if (want > 1) return replica_pick(sel, hash, in, o, rq, want, cursor_scratch);
+
+  Picker picker(in, o.bounded);
+  RouteResult rr;
+  const BackendIndex remembered = memory != nullptr ? memory->find(hash) : kNoBackend;
+  if (remembered != kNoBackend) {
+    const BackendIndex owner = sel.owner(hash);
+    const BackendIndex home = home_of(sel, hash, owner, picker, in, o.bounded, scratch);
+    if (home != kNoBackend && remembered != home && remembered < sel.backend_count() &&
+        picker.eligible(remembered)) {
+      const uint64_t home_load = picker.load_of(home);
+      if (home_load + o.hysteresis < picker.cap_of(home)) {
+        memory->erase(hash);  // home has room below its cap minus the margin: come back
+        rr.pick = picker.choose(home, owner);
+        rr.home = home;
+        rr.reason = RouteReason::kHome;
+        return rr;
+      }
+      if (picker.load_of(remembered) < picker.cap_of(remembered)) {
+        rr.pick = picker.choose(remembered, owner);  // stable spill
+        rr.home = home;
+        rr.reason = RouteReason::kSticky;
+        return rr;
+      }
+    } else {
+      memory->erase(hash);  // stale: it names home itself, or a backend now down
+    }
+  }
+
+  rr.pick = bounded_pick(sel, hash, in, o.bounded, scratch);
+  rr.reason = reason_of(rr.pick);
+  if (rr.pick.backend == kNoBackend) return rr;
+  rr.home = home_of(sel, hash, rr.pick.owner, picker, in, o.bounded, scratch);
+  if (memory != nullptr) {
+    if (rr.reason == RouteReason::kSpill) {
+      memory->store(hash, rr.pick.backend);
+    } else if (remembered != kNoBackend && rr.pick.backend == rr.home) {
+      memory->erase(hash);
+    }
+  }
+  return rr;
 }
 
 }  // namespace rondel::core

@@ -8,6 +8,7 @@
 #include "json_writer.h"
 #include "options.h"
 #include "replay.h"
+#include "routing.h"
 
 namespace rondel::sim {
 namespace {
@@ -113,7 +114,126 @@ void print_movement(const char* what, const Movement& m) {
                                 : "keys also moved between surviving backends");
 }
 
+// Writes one routing report as a JSON object on one line.
+void print_routing_json(const SimOptions& o, const RoutingReport& r,
+                        const std::vector<Check>& checks) {
+  JsonWriter j;
+  j.begin();
+  write_params(j, o);
+  j.field("mode", "routing");
+  j.field("policy", r.policy);
+  j.field("balance_factor", r.balance_factor);
+  j.field("clients", o.clients);
+  j.field("cache_objects", o.cache_objects);
+  j.field("miss_delay", o.miss_delay);
+  j.field("mean_service", o.mean_service);
+  j.field("requests", o.requests);
+  j.field("measured_requests", r.measured);
+  j.field("req_max_over_avg", r.req_max_over_avg);
+  j.field("inflight_mean_max_over_avg", r.inflight_mean_max_over_avg);
+  j.field("inflight_peak_max_over_avg", r.inflight_peak_max_over_avg);
+  j.field("max_in_flight_over_cap", r.max_cap_ratio);
+  j.field("cap_violations", r.cap_violations);
+  j.field("spill", r.spill);
+  j.field("spill_overflow", r.spill_overflow);
+  j.field("spill_sticky", r.spill_sticky);
+  j.field("spill_replica", r.spill_replica);
+  j.field("miss_rate", r.miss_rate);
+  j.field("keys_multi_backend", r.keys_multi);
+  j.field("requests_multi_backend", r.requests_multi);
+  j.field("visits_mean", r.visits_mean);
+  j.field("hot_keys", r.hot_keys);
+  j.begin("per_backend");
+  for (size_t i = 0; i < r.requests_per_backend.size() && i < 64; ++i) {
+    j.begin(std::to_string(i));
+    j.field("requests", r.requests_per_backend[i]);
+    j.field("misses", r.misses_per_backend[i]);
+    j.end();
+  }
+  j.end();
+  j.begin("keys_by_visits");
+  for (size_t i = 0; i < r.keys_by_visits.size(); ++i) {
+    j.field(std::to_string(i + 1), r.keys_by_visits[i]);
+  }
+  j.end();
+  j.field("wall_seconds", r.wall_seconds);
+  if (o.check) write_checks(j, checks);
+  j.end();
+  std::printf("%s\n", j.str().c_str());
+}
+
+// Returns the properties --check verifies for a routing report.
+std::vector<Check> routing_checks(const SimOptions& o, const RoutingReport& r) {
+  std::vector<Check> checks;
+  if (r.balance_factor != 0) {
+    checks.push_back({"no_cap_violations", r.cap_violations == 0,
+                      fmt("violations %.0f, max in_flight/cap %.4f",
+                          static_cast<double>(r.cap_violations), r.max_cap_ratio)});
+  }
+  if (o.check_max_spill >= 0) {
+    checks.push_back({"spill_at_most", r.spill <= o.check_max_spill,
+                      fmt("spill %.5f limit %.5f", r.spill, o.check_max_spill)});
+  }
+  if (o.check_max_miss >= 0) {
+    checks.push_back({"miss_rate_at_most", r.miss_rate <= o.check_max_miss,
+                      fmt("miss rate %.5f limit %.5f", r.miss_rate, o.check_max_miss)});
+  }
+  if (o.check_max_ratio > 0) {
+    checks.push_back({"req_max_over_avg_at_most", r.req_max_over_avg <= o.check_max_ratio,
+                      fmt("max/avg %.4f limit %.4f", r.req_max_over_avg, o.check_max_ratio)});
+  }
+  return checks;
+}
+
+// Runs every (policy, balance factor) pair of a --routing run and prints the curve.
+int run_routing_mode(const SimOptions& o) {
+  std::vector<std::string> policies = o.policies;
+  if (policies.empty()) policies.push_back("rondel");
+  std::vector<uint32_t> factors = o.sweep;
+  if (factors.empty()) factors.push_back(o.balance_factor);
+  if (!o.json) {
+    std::printf("routing replay: %u backends, %llu keys Zipf(%.2f), %s, service %.3g + miss "
+                "%.3g, LRU %llu objects per backend, %llu requests (%llu warm-up)\n",
+                o.backends, static_cast<unsigned long long>(o.keys), o.zipf,
+                o.clients ? (std::to_string(o.clients) + " clients (closed loop)").c_str()
+                          : "Poisson arrivals",
+                o.mean_service, o.miss_delay, static_cast<unsigned long long>(o.cache_objects),
+                static_cast<unsigned long long>(o.requests),
+                static_cast<unsigned long long>(o.warmup_requests ? o.warmup_requests
+                                                                  : o.requests / 5));
+    std::printf("%-8s %6s %8s %8s %8s %8s %8s %8s %8s %8s %8s %6s\n", "policy", "factor",
+                "req m/a", "infl m/a", "infl pk", "spill", "overflow", "sticky", "replica",
+                "miss", "keys>1", "hot");
+  }
+  bool all_ok = true;
+  for (const std::string& p : policies) {
+    for (uint32_t f : factors) {
+      auto res = run_routing(o, p, f);
+      if (!res) {
+        std::fprintf(stderr, "rondel-sim: %s\n", res.error().message.c_str());
+        return 2;
+      }
+      const RoutingReport& r = *res;
+      std::vector<Check> checks = routing_checks(o, r);
+      for (const Check& c : checks) all_ok = all_ok && c.ok;
+      if (o.json) {
+        print_routing_json(o, r, checks);
+      } else {
+        std::printf("%-8s %6u %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.5f %8.4f %6llu\n",
+                    r.policy.c_str(), r.balance_factor, r.req_max_over_avg,
+                    r.inflight_mean_max_over_avg, r.inflight_peak_max_over_avg, r.spill,
+                    r.spill_overflow, r.spill_sticky, r.spill_replica, r.miss_rate,
+                    r.keys_multi, static_cast<unsigned long long>(r.hot_keys));
+        if (o.check) print_checks(checks);
+      }
+      std::fflush(stdout);
+    }
+  }
+  return o.check && !all_ok ? 1 : 0;
+}
+
 int run(const SimOptions& o) {
+  if (o.routing) return run_routing_mode(o);
   std::vector<Check> checks;
   JsonWriter j;
   j.begin();

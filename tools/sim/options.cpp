@@ -6,6 +6,8 @@
 #include <random>
 #include <string_view>
 
+#include "routing.h"
+
 namespace rondel::sim {
 namespace {
 
@@ -43,6 +45,18 @@ bool parse_weights(std::string_view text, std::vector<uint32_t>& out) {
   return !out.empty();
 }
 
+// Parses "a,b,c" into its non-empty items.
+std::vector<std::string> split(std::string_view text) {
+  std::vector<std::string> out;
+  while (!text.empty()) {
+    size_t comma = text.find(',');
+    if (comma != 0) out.emplace_back(text.substr(0, comma));
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string usage() {
@@ -52,9 +66,18 @@ std::string usage() {
          "         [--json] [--check]\n"
          "       rondel-sim ... --replay [--balance-factor C] [--probe clockwise|random]\n"
          "         [--requests R] [--arrival-rate L] [--mean-service T]\n"
+         "       rondel-sim ... --routing [--policy haproxy,nginx,bounded,rondel]\n"
+         "         [--sweep 110,125,150,200] [--clients K] [--cache-objects C]\n"
+         "         [--miss-delay D] [--warmup R] [--slack S] [--hysteresis H]\n"
+         "         [--spill-memory N] [--hot-share PCT] [--max-replicas R]\n"
+         "         [--replica-choice least|rr] [--hot-window T] [--hot-capacity K]\n"
+         "         [--haproxy-points P] [--nginx-points P]\n"
+         "         [--check-max-spill X] [--check-max-miss X] [--check-max-ratio X]\n"
          "\n"
          "Measures key balance, movement on churn, memory, build and lookup time of one\n"
-         "placement algorithm; with --replay, runs an event-driven bounded-load replay instead.\n"
+         "placement algorithm; with --replay, runs an event-driven bounded-load replay instead;\n"
+         "with --routing, replays routing policies against per-backend LRU caches (one line per\n"
+         "policy and balance factor; --json: one JSON object per line).\n"
          "  --points K          ring points per unit of weight (default 160)\n"
          "  --weights-random S  weights drawn uniformly from 1..4 with seed S\n"
          "  --zipf S            key popularity ~ 1/rank^S (0: uniform; default 0)\n"
@@ -85,6 +108,7 @@ core::Result<SimOptions> parse_options(int argc, char** argv) {
     if (flag == "--json") { o.json = true; continue; }
     if (flag == "--check") { o.check = true; continue; }
     if (flag == "--replay") { o.replay = true; continue; }
+    if (flag == "--routing") { o.routing = true; continue; }
     if (i + 1 >= argc) return core::fail("missing value after " + std::string(flag));
     std::string_view v = argv[++i];
     uint64_t n = 0;
@@ -134,6 +158,54 @@ core::Result<SimOptions> parse_options(int argc, char** argv) {
       ok = parse_double(v, 1e-9, o.arrival_rate);
     } else if (flag == "--mean-service") {
       ok = parse_double(v, 1e-9, o.mean_service);
+    } else if (flag == "--policy") {
+      o.policies = split(v);
+      ok = !o.policies.empty();
+      for (const std::string& p : o.policies) ok = ok && valid_policy(p);
+    } else if (flag == "--sweep") {
+      o.sweep.clear();
+      for (const std::string& item : split(v)) {
+        ok = ok && parse_u64(item, 0, 100000, n) && (n == 0 || n >= 100);
+        o.sweep.push_back(static_cast<uint32_t>(n));
+      }
+      ok = ok && !o.sweep.empty();
+    } else if (flag == "--clients") {
+      ok = parse_u64(v, 1, 1u << 24, n);
+      o.clients = static_cast<uint32_t>(n);
+    } else if (flag == "--cache-objects") {
+      ok = parse_u64(v, 0, 1ull << 32, o.cache_objects);
+    } else if (flag == "--miss-delay") {
+      ok = parse_double(v, 0.0, o.miss_delay);
+    } else if (flag == "--warmup") {
+      ok = parse_u64(v, 0, 1ull << 34, o.warmup_requests);
+    } else if (flag == "--slack" || flag == "--hysteresis" || flag == "--spill-memory" ||
+               flag == "--hot-share" || flag == "--max-replicas" || flag == "--hot-capacity" ||
+               flag == "--haproxy-points" || flag == "--nginx-points") {
+      ok = parse_u64(v, 0, 1u << 24, n);
+      const auto u = static_cast<uint32_t>(n);
+      if (flag == "--slack") o.slack = u;
+      else if (flag == "--hysteresis") o.hysteresis = u;
+      else if (flag == "--spill-memory") o.spill_memory = u;
+      else if (flag == "--hot-share") o.hot_share = u;
+      else if (flag == "--max-replicas") o.max_replicas = u;
+      else if (flag == "--hot-capacity") o.hot_capacity = u;
+      else if (flag == "--haproxy-points") o.haproxy_points = u;
+      else o.nginx_points = u;
+      if (flag == "--hot-capacity" || flag == "--haproxy-points" || flag == "--nginx-points") {
+        ok = ok && u > 0;
+      }
+    } else if (flag == "--replica-choice") {
+      if (v == "least") o.replica_choice = core::ReplicaChoice::kLeastLoaded;
+      else if (v == "rr") o.replica_choice = core::ReplicaChoice::kRoundRobin;
+      else ok = false;
+    } else if (flag == "--check-max-spill") {
+      ok = parse_double(v, 0.0, o.check_max_spill);
+    } else if (flag == "--check-max-miss") {
+      ok = parse_double(v, 0.0, o.check_max_miss);
+    } else if (flag == "--check-max-ratio") {
+      ok = parse_double(v, 0.0, o.check_max_ratio);
+    } else if (flag == "--hot-window") {
+      ok = parse_double(v, 1.0, o.hot_window);
     } else {
       return core::fail("unknown flag " + std::string(flag));
     }
@@ -151,7 +223,7 @@ core::Result<SimOptions> parse_options(int argc, char** argv) {
   if (o.algo == AlgoChoice::kJump && !o.weights.empty()) {
     return core::fail("jump hash has no weights (numbered shards only)");
   }
-  if (o.algo == AlgoChoice::kJump && o.replay) {
+  if (o.algo == AlgoChoice::kJump && (o.replay || o.routing)) {
     return core::fail("--replay needs a Selector algorithm (ring, rendezvous, maglev)");
   }
   return o;

@@ -36,6 +36,28 @@ struct SimOptions {
   uint64_t requests = 1000000;
   double arrival_rate = 1000.0;    // Requests per unit of time.
   double mean_service = 1.0;       // Mean service time, same unit.
+
+  // --routing: routing-policy replay with a cache model (routing.h, docs/routing.md).
+  bool routing = false;
+  std::vector<std::string> policies;  // --policy a,b,...; empty: rondel
+  std::vector<uint32_t> sweep;        // --sweep 110,125,...: balance factors; empty: --balance-factor
+  uint32_t clients = 0;               // --clients K: closed loop of K clients; 0: Poisson arrivals
+  uint64_t cache_objects = 0;         // --cache-objects C: LRU objects per backend; 0: no cache
+  double miss_delay = 0.0;            // --miss-delay D: extra service time of a cache miss
+  uint64_t warmup_requests = 0;       // --warmup R: requests not measured; 0: requests / 5
+  uint32_t slack = 0;                 // --slack S (rondel policy)
+  uint32_t hysteresis = 0;            // --hysteresis H (rondel policy)
+  uint32_t spill_memory = 0;          // --spill-memory N entries (rondel policy); 0: off
+  uint32_t hot_share = 0;             // --hot-share PCT (rondel policy); 0: no replicas
+  uint32_t max_replicas = 0;          // --max-replicas R; 0: all eligible backends
+  core::ReplicaChoice replica_choice = core::ReplicaChoice::kLeastLoaded;  // --replica-choice
+  double hot_window = 1000.0;         // --hot-window T: hot-key detector window, time units
+  uint32_t hot_capacity = 64;         // --hot-capacity K: space-saving counters per window
+  uint32_t haproxy_points = 16;       // --haproxy-points: ring points of the haproxy policy
+  uint32_t nginx_points = 160;        // --nginx-points: ring points of the nginx policy
+  double check_max_spill = -1;        // --check-max-spill X: --check fails above it (< 0: off)
+  double check_max_miss = -1;         // --check-max-miss X
+  double check_max_ratio = 0;         // --check-max-ratio X: requests max/avg (0: off)
 };
 
 // Returns the usage text printed by --help and on a parse error.

@@ -16,6 +16,7 @@
 
 #include "rondel/core/backend_set.h"
 #include "rondel/core/selector.h"
+#include "rondel/core/spill_memory.h"
 
 namespace rondel::core {
 
@@ -79,5 +80,68 @@ size_t pick_scratch_words(const Selector& sel) noexcept;
 // (otherwise returns kNoBackend). Any thread, concurrently with others on the same Selector.
 PickResult bounded_pick(const Selector& sel, uint64_t hash, const PickInput& in,
                         const BoundedOptions& o, std::span<uint64_t> scratch) noexcept;
+
+// ---------------------------------------------------------------------------------------------
+// Routing-quality pick: bounded loads plus stable spill, hysteresis and hot-key replicas.
+// docs/routing.md explains each policy with measured curves.
+//
+// * Noise-aware capacity: BoundedOptions::slack (see capacity()): an absolute margin above the
+//   fair share, so that random fluctuation at low concurrency (a dozen requests per backend)
+//   does not push a key off its home.
+// * Stable spill and hysteresis (needs a SpillMemory): a key that spilled is remembered with
+//   the backend it went to. While its home stays at or above cap_home - hysteresis, the key
+//   keeps going to that backend (if it has room), so one successor's cache holds it; it returns
+//   home once home.in_flight + hysteresis < cap_home.
+// * Hot-key replicas (RouteRequest::replicas = R > 1, computed by the caller, e.g. from
+//   HotReplicas): the key is spread over the first R eligible backends of its preference order,
+//   choosing among those with room the least loaded (in-flight per unit of weight; ties: earliest
+//   in the order, so home first) or the one at sequence % R (round robin), then overflowing along
+//   the preference order. Replica keys never touch the SpillMemory.
+// ---------------------------------------------------------------------------------------------
+
+enum class ReplicaChoice : uint8_t { kLeastLoaded, kRoundRobin };
+
+struct RouteOptions {
+  BoundedOptions bounded;  // factor, slack, probe: as bounded_pick
+  // A remembered spill returns home only when home.in_flight + hysteresis < cap_home (0: as soon
+  // as home has room, which is bounded_pick's rule). Needs a SpillMemory to have any effect.
+  uint32_t hysteresis = 0;
+  ReplicaChoice replica_choice = ReplicaChoice::kLeastLoaded;
+};
+
+// Per-request inputs of route_pick.
+struct RouteRequest {
+  uint32_t replicas = 1;  // R, clamped to [1, kMaxReplicas] and to the eligible backends found
+  uint64_t sequence = 0;  // kRoundRobin: the walk over the R candidates starts at sequence % R
+  static constexpr uint32_t kMaxReplicas = 64;
+};
+
+enum class RouteReason : uint8_t {
+  kHome,     // served by home: the first eligible backend of the key's preference order
+  kReplica,  // hot key served by one of its first R eligible backends other than home
+  kSticky,   // remembered spill target (home still at or above cap_home - hysteresis)
+  kSpill,    // home (or all R replicas) full: first backend with room along the probe order
+  kAllFull,  // every eligible backend at capacity: the least loaded one
+  kNone,     // no eligible backend (pick.backend == kNoBackend)
+};
+
+struct RouteResult {
+  PickResult pick;                 // backend, owner, skip counts, capacity (as bounded_pick)
+  BackendIndex home = kNoBackend;  // first eligible backend of the preference order
+  RouteReason reason = RouteReason::kNone;
+  uint16_t replicas = 1;           // R actually used (1 for cold keys)
+};
+
+// Routes `hash`. With memory == nullptr, rq.replicas == 1 and o.hysteresis == 0 this is exactly
+// bounded_pick(sel, hash, in, o.bounded, scratch) (reason/home added). With a SpillMemory the
+// pick consults it first (O(1)) and updates it: stores the target of a kSpill, erases the entry
+// when the key goes home. Never chooses a backend at or above its capacity while another
+// eligible backend has room (kAllFull picks the least loaded, as bounded_pick). Never allocates,
+// locks or throws; cost: bounded_pick's, plus for R > 1 a walk to the R-th eligible backend and
+// R load reads. Precondition: scratch.size() >= pick_scratch_words(sel) (else kNone). Thread:
+// any, but `memory` must not be shared between threads (one SpillMemory per worker loop).
+RouteResult route_pick(const Selector& sel, uint64_t hash, const PickInput& in,
+                       const RouteOptions& o, const RouteRequest& rq, SpillMemory* memory,
+                       std::span<uint64_t> scratch) noexcept;
 
 }  // namespace rondel::core
