@@ -2,9 +2,10 @@
 
 namespace rondel::http {
 
-void HeadScanner::start_head(size_t max_first_line, size_t max_bytes) noexcept {
+void HeadScanner::start_head(size_t max_first_line, size_t max_bytes, bool request_line) noexcept {
   *this = HeadScanner{};
   active_ = true;
+  request_line_ = request_line;
   max_first_line_ = max_first_line;
   max_bytes_ = max_bytes;
 }
@@ -32,6 +33,7 @@ ScanResult HeadScanner::scan(const char* data, size_t len) noexcept {
     if (++bytes_ > max_bytes_) return fail(i, 431, "header_too_large");
     if (cr_pending_) {
       if (c != '\n') return fail(i, 400, "bare_cr");
+      if (in_first_line_ && request_line_ && prev_space_) return fail(i, 400, "bad_request_line");
       cr_pending_ = false;
       if (line_len_ == 0 && !in_first_line_) {
         active_ = false;
@@ -52,6 +54,13 @@ ScanResult HeadScanner::scan(const char* data, size_t len) noexcept {
     if ((c < 0x20 && c != '\t') || c == 0x7f) return fail(i, 400, "invalid_header");
     if (at_line_start_ && !in_first_line_ && (c == ' ' || c == '\t')) {
       return fail(i, 400, "obs_fold");
+    }
+    if (in_first_line_ && request_line_) {
+      const bool space = c == ' ';
+      if (c == '\t' || (space && (prev_space_ || line_len_ == 0))) {
+        return fail(i, 400, "bad_request_line");
+      }
+      prev_space_ = space;
     }
     at_line_start_ = false;
     ++line_len_;

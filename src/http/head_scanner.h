@@ -24,7 +24,9 @@ class HeadScanner {
  public:
   // Starts a head: the first non-empty line may hold at most max_first_line bytes (414 beyond);
   // the whole head at most max_bytes (431 beyond). Empty lines before the first line are allowed.
-  void start_head(size_t max_first_line, size_t max_bytes) noexcept;
+  // With request_line, that first line must separate its parts by single spaces (RFC 9112 3: no
+  // HTAB, no leading, trailing or repeated SP; llhttp 8.1 accepts "GET  / HTTP/1.1").
+  void start_head(size_t max_first_line, size_t max_bytes, bool request_line = false) noexcept;
   // Starts a trailer section (after the last chunk): an empty first line ends it.
   void start_trailers(size_t max_bytes) noexcept;
   // Marks the scanner idle (body bytes are not scanned).
@@ -43,6 +45,8 @@ class HeadScanner {
   bool in_first_line_ = true;  // no non-empty line seen yet
   bool at_line_start_ = true;
   bool cr_pending_ = false;
+  bool request_line_ = false;
+  bool prev_space_ = false;  // the previous byte of the first line was SP
   size_t line_len_ = 0;
   size_t bytes_ = 0;
   size_t max_first_line_ = 0;

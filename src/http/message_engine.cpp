@@ -113,7 +113,7 @@ void MessageEngine::reset(bool skip_body) noexcept {
   body_ = {};
   request_ = RequestHead{};
   response_ = ResponseHead{};
-  scanner_.start_head(limits_.max_request_line, limits_.max_header_bytes);
+  scanner_.start_head(limits_.max_request_line, limits_.max_header_bytes, is_request());
 }
 
 size_t MessageEngine::head_bytes_pending() const noexcept {

@@ -97,6 +97,21 @@ const std::vector<BrokenCase> kBrokenCases = {
      {"balance_factor.yaml:5:21: 'balance_factor' must be 0 (no bound) or between 101 and 10000 "
       "percent, got 100 (100 would leave no slack above the average load)",
       "balance_factor.yaml:8:21: 'balance_factor' must be at most 10000, got 20000"}},
+    {"dns_errors.yaml",
+     {"dns_errors.yaml:2:33: bad address 'ns.example:53' for 'nameservers': an IP address is "
+      "required here, not a host name",
+      "dns_errors.yaml:2:48: bad address '127.0.0.1:0' for 'nameservers': the port must be a "
+      "number between 1 and 65535",
+      "dns_errors.yaml:3:8: 'ttl' must be at least 100ms, got 50ms",
+      "dns_errors.yaml:4:11: 'jitter' must be a percentage from 0% to 100%, such as 10%, got "
+      "'150%'",
+      "dns_errors.yaml:5:3: unknown key 'retries'",
+      "dns_errors.yaml:10:20: 'jitter' must be a percentage from 0% to 100%, such as 10%, got "
+      "'ten'",
+      "dns_errors.yaml:10:35: 'attempts' must be between 1 and 16, got 0",
+      "dns_errors.yaml:10:47: 'timeout' must be at least 1ms, got 0",
+      "dns_errors.yaml:12:43: 'id' cannot be set for a backend named by DNS "
+      "('cache.internal:80'): each address it resolves to is a backend with id ADDRESS:PORT"}},
     {"dup_backend_id.yaml",
      {"dup_backend_id.yaml:7:20: duplicate backend id '127.0.0.1:9001' (first at line 6)",
       "dup_backend_id.yaml:9:40: duplicate backend id 'cache-b' (first at line 8)"}},
@@ -159,7 +174,7 @@ const std::vector<BrokenCase> kBrokenCases = {
       "three_errors.yaml:10:18: bad address '127.0.0.1:99999' for 'address': the port must be a "
       "number between 1 and 65535"}},
     {"two_documents.yaml",
-     {"two_documents.yaml:6:1: a configuration file holds one YAML document; a second one starts "
+     {"two_documents.yaml:5:1: a configuration file holds one YAML document; a second one starts "
       "here"}},
     {"unknown_key_plain.yaml", {"unknown_key_plain.yaml:5:5: unknown key 'frobnicate'"}},
     {"unknown_key_suggest.yaml",
@@ -316,6 +331,14 @@ TEST_CASE("defaults apply when keys are absent") {
   CHECK(p.passive.consecutive_failures == 5);
   CHECK(p.passive.ejection_ms == 10000);
   CHECK(p.passive.max_ejected_percent == 50);
+  CHECK(c.dns.nameservers.empty());
+  CHECK(c.dns.ttl_ms == 60000);
+  CHECK(c.dns.jitter_percent == 10);
+  CHECK(c.dns.timeout_ms == 2000);
+  CHECK(c.dns.attempts == 2);
+  CHECK(p.dns.nameservers.empty());
+  CHECK(p.dns.ttl_ms == 60000);
+  CHECK(p.dns.jitter_percent == 10);
 
   const BackendConfig& b = p.backends.at(0);
   CHECK(b.id == "127.0.0.1:9001");
@@ -457,6 +480,37 @@ admin:
   CHECK(c.admin.enabled);
   CHECK(c.admin.bind.to_string() == "0.0.0.0:9901");
   CHECK(c.admin.hot_keys == 0);
+}
+
+TEST_CASE("a pool's dns settings start from the top-level ones and override them key by key") {
+  constexpr std::string_view kDns = R"(
+dns: { nameservers: [127.0.0.1:5353, "[::1]:53"], ttl: 30s, jitter: 5% }
+listeners:
+  - { name: web, bind: 127.0.0.1:8080, pool: a }
+pools:
+  - name: a
+    dns: { ttl: 1s, jitter: 0 }
+    backends: [{ address: cache.internal:80, weight: 2 }]
+  - name: b
+    backends: [{ address: 127.0.0.1:9001 }]
+)";
+  const LoadResult r = load_string(kDns, "dns.yaml");
+  REQUIRE(r.ok());
+  const Config& c = r.config;
+  REQUIRE(c.dns.nameservers.size() == 2);
+  CHECK(c.dns.nameservers[0].to_string() == "127.0.0.1:5353");
+  CHECK(c.dns.nameservers[1].to_string() == "[::1]:53");
+  CHECK(c.dns.ttl_ms == 30000);
+  CHECK(c.dns.jitter_percent == 5);
+  const PoolConfig& a = c.pools.at(0);
+  CHECK(a.dns.nameservers.size() == 2);
+  CHECK(a.dns.ttl_ms == 1000);
+  CHECK(a.dns.jitter_percent == 0);
+  CHECK(a.backends.at(0).address.is_name);
+  CHECK(a.backends.at(0).weight == 2);
+  const PoolConfig& b = c.pools.at(1);
+  CHECK(b.dns.ttl_ms == 30000);
+  CHECK(b.dns.jitter_percent == 5);
 }
 
 TEST_CASE("an admin section with enabled: false needs no bind") {

@@ -89,6 +89,38 @@ TEST_CASE("request line guards") {
   for (const Case& c : cases) check_rejected(c);
 }
 
+// Hardening issue (conformance suite, tests/conformance/head_syntax.vtc): llhttp 8.1 in strict
+// mode accepts repeated or odd whitespace in the request line, which rondel then forwarded,
+// normalised, as "GET /a HTTP/1.1". RFC 9112 3 requires single SPs; rondel now answers 400.
+TEST_CASE("request line whitespace") {
+  const Case cases[] = {
+      {"two SP after the method (rondel)", "GET  /a HTTP/1.1\r\nHost: a\r\n\r\n", 400,
+       "bad_request_line"},
+      {"two SP before the version (rondel)", "GET /a  HTTP/1.1\r\nHost: a\r\n\r\n", 400,
+       "bad_request_line"},
+      {"HTAB as separator (rondel)", "GET\t/a HTTP/1.1\r\nHost: a\r\n\r\n", 400,
+       "bad_request_line"},
+      {"leading SP (rondel)", " GET /a HTTP/1.1\r\nHost: a\r\n\r\n", 400, "bad_request_line"},
+      {"trailing SP (rondel)", "GET /a HTTP/1.1 \r\nHost: a\r\n\r\n", 400, "bad_request_line"},
+  };
+  for (const Case& c : cases) check_rejected(c);
+  // Split anywhere, the verdict is the same.
+  const std::string wire = "GET  /a HTTP/1.1\r\nHost: a\r\n\r\n";
+  for (size_t cut = 1; cut < wire.size(); ++cut) {
+    Parsed p = parse_request(wire, Limits{}, {cut});
+    CHECK(p.failed);
+    CHECK(p.reason == "bad_request_line");
+  }
+  // Single spaces, and SP inside a response reason phrase, stay fine.
+  Parsed ok = parse_request("GET /a HTTP/1.1\r\nHost: a\r\n\r\n");
+  CHECK(ok.ended);
+  ResponseParser rp(Limits{});
+  rp.begin(false);
+  const std::string resp = "HTTP/1.1 404 Not  Found \r\nContent-Length: 0\r\n\r\n";
+  Step s = rp.feed(resp.data(), resp.size());
+  CHECK(s.event == Event::kHead);
+}
+
 TEST_CASE("Host guards") {
   const Case cases[] = {
       {"missing Host in HTTP/1.1 (rondel)", "GET / HTTP/1.1\r\n\r\n", 400, "missing_host"},
