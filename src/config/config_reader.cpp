@@ -33,8 +33,8 @@ constexpr uint64_t kMaxRingPoints = 1u << 24;
 constexpr uint64_t kMaxMaglevTableSize = core::kMaglevMaxTableSize;
 constexpr uint64_t kMaxHotKeys = 10000;
 
-constexpr string_view kRootKeys[] = {"workers",   "drain_timeout", "log",
-                                     "listeners", "pools",         "admin"};
+constexpr string_view kRootKeys[] = {"workers", "drain_timeout", "log",  "listeners",
+                                     "pools",   "admin",         "dns"};
 constexpr string_view kLogKeys[] = {"access_log", "error_log", "level"};
 constexpr string_view kListenerKeys[] = {"name",
                                          "bind",
@@ -67,6 +67,7 @@ constexpr string_view kPoolKeys[] = {"name",
                                      "slow_start",
                                      "health_check",
                                      "passive_health",
+                                     "dns",
                                      "backends"};
 constexpr string_view kHealthKeys[] = {"enabled",  "method",  "path", "expect_status",
                                        "interval", "timeout", "rise", "fall"};
@@ -74,6 +75,10 @@ constexpr string_view kPassiveKeys[] = {"consecutive_failures", "ejection_time",
                                         "max_ejected_percent"};
 constexpr string_view kBackendKeys[] = {"address", "weight", "id"};
 constexpr string_view kAdminKeys[] = {"enabled", "bind", "hot_keys"};
+constexpr string_view kDnsKeys[] = {"nameservers", "ttl", "jitter", "timeout", "attempts"};
+// Re-resolving more often than this only loads the nameserver.
+constexpr uint64_t kMinDnsTtlMs = 100;
+constexpr uint64_t kMaxDnsAttempts = 16;
 
 constexpr Choice<Algorithm> kAlgorithms[] = {{"ring", Algorithm::kRing},
                                              {"rendezvous", Algorithm::kRendezvous},
@@ -138,6 +143,8 @@ class ConfigReader {
     if (auto* f = top.get("workers")) r_.read_unsigned(*f, c.workers, 1, kMaxWorkers);
     if (auto* f = top.get("drain_timeout")) r_.read_duration(*f, c.drain_timeout_ms, 0);
     if (auto* f = top.get("log")) read_log(*f, c.log);
+    // Before the pools: a pool's `dns` starts from the top-level one.
+    if (auto* f = top.get("dns")) read_dns(*f, c.dns);
     if (auto* f = r_.require(top, "listeners")) read_listeners(*f, c);
     if (auto* f = r_.require(top, "pools")) read_pools(*f, c);
     if (auto* f = top.get("admin")) read_admin(*f, c.admin);
@@ -226,6 +233,7 @@ class ConfigReader {
         }
         pool_names_.push_back(p.name);
       }
+      p.dns = c.dns;
       read_pool_fields(m, p);
       c.pools.push_back(std::move(p));
     });
@@ -263,6 +271,7 @@ class ConfigReader {
     if (auto* g = m.get("slow_start")) r_.read_duration(*g, p.slow_start_ms, 0);
     if (auto* g = m.get("health_check")) read_health(*g, p.health);
     if (auto* g = m.get("passive_health")) read_passive(*g, p.passive);
+    if (auto* g = m.get("dns")) read_dns(*g, p.dns);
     if (auto* g = r_.require(m, "backends")) read_backends(*g, p);
 
     // Maglev gives each weighted backend at least one slot of the table (core/maglev.h).
@@ -428,7 +437,14 @@ class ConfigReader {
         ok = false;
       }
       if (auto* g = m.get("weight")) ok &= r_.read_unsigned(*g, b.weight, 0, kMaxWeight);
-      if (auto* g = m.get("id")) {
+      if (auto* g = m.get("id"); g && b.address.is_name) {
+        // Each address the name resolves to becomes its own backend, with id ADDRESS:PORT.
+        r_.error(NodeReader::value_position(*g),
+                 "'id' cannot be set for a backend named by DNS (" + quote(b.address.to_string()) +
+                     "): each address it resolves to is a backend with id ADDRESS:PORT");
+        ok = false;
+        id_at = Position{};
+      } else if (g) {
         std::string id;
         if (r_.read_string(*g, id, false) && !has_space_or_control(id)) {
           b.id = std::move(id);
@@ -464,6 +480,46 @@ class ConfigReader {
                          "has weight 0; at least one needs a positive weight");
       }
     }
+  }
+
+  void read_dns(const Field& f, DnsConfig& d) {
+    MapFields m = r_.map(f.value, quote(f.key), NodeReader::value_position(f), kDnsKeys);
+    if (!m.is_map()) return;
+    if (auto* g = m.get("nameservers")) {
+      std::vector<Address> servers;
+      bool ok = r_.read_sequence(*g);
+      if (ok) {
+        for (const YAML::Node& entry : g->value) {
+          Field one{g->key, g->key_node, entry};
+          Address a;
+          if (r_.read_address(one, a, false, false)) servers.push_back(std::move(a));
+          else ok = false;
+        }
+      }
+      if (ok) d.nameservers = std::move(servers);
+    }
+    if (auto* g = m.get("ttl")) r_.read_duration(*g, d.ttl_ms, kMinDnsTtlMs);
+    if (auto* g = m.get("jitter")) read_percent(*g, d.jitter_percent);
+    if (auto* g = m.get("timeout")) r_.read_duration(*g, d.timeout_ms, 1);
+    if (auto* g = m.get("attempts")) r_.read_unsigned(*g, d.attempts, 1, kMaxDnsAttempts);
+  }
+
+  // "10%" or a bare integer, 0..100.
+  void read_percent(const Field& f, uint32_t& out) {
+    constexpr string_view kExpected = "a percentage from 0% to 100%, such as 10%";
+    if (!f.value.IsScalar()) {
+      r_.report_type(f, kExpected);
+      return;
+    }
+    string_view text = f.value.Scalar();
+    if (!text.empty() && text.back() == '%') text.remove_suffix(1);
+    uint64_t v = 0;
+    if (!parse_unsigned(text, v) || v > 100) {
+      r_.error(NodeReader::value_position(f), quote(f.key) + " must be " + std::string(kExpected) +
+                                                   ", got " + quote(f.value.Scalar()));
+      return;
+    }
+    out = static_cast<uint32_t>(v);
   }
 
   void read_admin(const Field& f, AdminConfig& a) {

@@ -77,7 +77,12 @@ void BackendConn::close() noexcept {
 }
 
 void BackendConn::on_all_closed() noexcept {
-  drop_buffer();
+  // Unconditionally: a connection closed after a bad response may hold unconsumed bytes, which
+  // drop_buffer() keeps (it only returns an empty buffer).
+  if (buf_ != nullptr) {
+    worker_.buffers().put(buf_);
+    buf_ = nullptr;
+  }
   delete this;
 }
 

@@ -1,6 +1,8 @@
 // Pool: builds a snapshot's placement for one pool and runs the bounded-load pick over it.
 #include "rondel/proxy/pool.h"
 
+#include <algorithm>
+
 #include "rondel/core/bitset.h"
 #include "rondel/net/uv_util.h"
 
@@ -61,6 +63,8 @@ core::Result<std::unique_ptr<Pool>> Pool::build(const config::PoolConfig& cfg,
   uint32_t unusable = 0;
   for (const auto& b : pool->backends_) unusable += b->usable() ? 0 : 1;
   pool->state_->unusable.store(unusable, std::memory_order_relaxed);
+  for (uint32_t w : pool->weights_) pool->eff_weights_.push_back(w * kWeightScale);
+  pool->eff_total_weight_ = pool->total_weight_ * kWeightScale;
   pool->excluded_words_ = core::bitset_words(pool->backends_.size());
   pool->pick_words_ = core::pick_scratch_words(pool->selector_);
   return pool;
@@ -70,9 +74,9 @@ core::PickResult Pool::pick(uint64_t hash, std::span<const uint64_t> tried,
                             std::span<uint64_t> scratch) const noexcept {
   core::PickInput in;
   in.in_flight_ptrs = in_flight_ptrs_;
-  in.weights = weights_;
+  in.weights = eff_weights_;
   in.total_in_flight = state_->total_in_flight.load(std::memory_order_relaxed);
-  in.total_weight = total_weight_;
+  in.total_weight = eff_total_weight_;
   std::span<uint64_t> excluded = scratch.subspan(0, excluded_words_);
   std::span<uint64_t> pick_scratch = scratch.subspan(excluded_words_);
   bool any_excluded = false;
@@ -85,7 +89,7 @@ core::PickResult Pool::pick(uint64_t hash, std::span<const uint64_t> tried,
     uint64_t w_up = 0;
     for (size_t i = 0; i < backends_.size(); ++i) {
       if (backends_[i]->usable()) {
-        w_up += weights_[i];
+        w_up += eff_weights_[i];
       } else {
         core::bit_set(excluded, i);
         any_excluded = true;
@@ -101,17 +105,44 @@ core::BackendIndex Pool::least_loaded(std::span<const uint64_t> tried) const noe
   core::BackendIndex best = core::kNoBackend;
   uint64_t best_load = UINT64_MAX;
   for (size_t i = 0; i < backends_.size(); ++i) {
-    if (weights_[i] == 0 || !backends_[i]->usable()) continue;
+    if (eff_weights_[i] == 0 || !backends_[i]->usable()) continue;
     if (core::bit_test(tried, i)) continue;
-    // Compare load relative to weight: in_flight / w, as in_flight * W_other cross-multiplied.
-    uint64_t load = (uint64_t{backends_[i]->in_flight.load(std::memory_order_relaxed)} << 20) /
-                    weights_[i];
+    // Load relative to (effective) weight, in fixed point.
+    uint64_t load = (uint64_t{backends_[i]->in_flight.load(std::memory_order_relaxed)} << 32) /
+                    eff_weights_[i];
     if (load < best_load) {
       best_load = load;
       best = static_cast<core::BackendIndex>(i);
     }
   }
   return best;
+}
+
+bool Pool::refresh_weights(uint64_t now_ms) noexcept {
+  const uint64_t ramp_ms = cfg_.slow_start_ms;
+  bool ramping = false;
+  uint64_t total = 0;
+  uint32_t unusable = 0;
+  for (size_t i = 0; i < backends_.size(); ++i) {
+    BackendState& b = *backends_[i];
+    uint64_t w = uint64_t{weights_[i]} * kWeightScale;
+    if (b.ramp_start_ms != 0) {
+      uint64_t elapsed = now_ms > b.ramp_start_ms ? now_ms - b.ramp_start_ms : 0;
+      if (ramp_ms == 0 || elapsed >= ramp_ms) {
+        b.ramp_start_ms = 0;
+      } else if (b.usable()) {
+        uint64_t permille = std::max<uint64_t>(kSlowStartFloorPermille, elapsed * 1000 / ramp_ms);
+        w = std::max<uint64_t>(w > 0 ? 1 : 0, w * permille / 1000);
+        ramping = true;
+      }
+    }
+    eff_weights_[i] = static_cast<uint32_t>(w);
+    total += w;
+    unusable += b.usable() ? 0 : 1;
+  }
+  eff_total_weight_ = total;
+  state_->unusable.store(unusable, std::memory_order_relaxed);
+  return ramping;
 }
 
 }  // namespace rondel::proxy

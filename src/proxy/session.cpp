@@ -354,7 +354,20 @@ void ClientSession::reject(uint16_t status, Reject reason, std::string_view why)
   to_client_.push(resp.data(), resp.size());
   close_after_ = true;
   close_after_flush_ = true;
-  if (flush_to_client()) linger_close();
+  // A refused request gets its access-log line too. It reached no backend; before a complete
+  // head there is no method or target to show. (The session object lives on until its handles'
+  // close callbacks, so logging after a failed flush is safe.)
+  bool head_known = head_known_;
+  backend_ = owner_ = core::kNoBackend;
+  if (!head_known) {
+    start_ns_ = uv_hrtime();
+    hops_ = 0;
+    attempts_ = 0;
+  }
+  bool flushed = flush_to_client();
+  log_access(Outcome::kRejected, head_known);
+  bytes_from_client_ = bytes_to_client_ = 0;
+  if (flushed) linger_close();
 }
 
 bool ClientSession::flush_to_client() noexcept {
@@ -488,6 +501,7 @@ void ClientSession::on_request_head() noexcept {
   set_client_reading(false);
   uv_timer_stop(&timer_);
   head_timer_armed_ = false;
+  head_known_ = true;
   start_ns_ = uv_hrtime();
   status_ = 0;
   hops_ = 0;
@@ -543,11 +557,14 @@ void ClientSession::start_attempt() noexcept {
       core::PickResult r = pool_->pick(hash_, tried, worker_.scratch(pool_->scratch_words()));
       b = r.backend;
       if (owner_ == core::kNoBackend) owner_ = r.owner;
-      hops_ = static_cast<uint16_t>(hops_ + r.skipped_full + r.skipped_excluded);
+      // This walk passes over the backends already tried (excluded) as well as full ones, so it
+      // counts every hop of the earlier attempts again: assign, do not accumulate.
+      hops_ = static_cast<uint16_t>(r.skipped_full + r.skipped_excluded);
       if (r.all_full) pool_->state().all_full.fetch_add(1, std::memory_order_relaxed);
     } else {
       b = pool_->least_loaded(tried);
       if (owner_ == core::kNoBackend) owner_ = b;
+      hops_ = static_cast<uint16_t>(attempts_ - 1);  // one backend passed over per retry
     }
     if (b == core::kNoBackend) {
       pool_->state().no_backend.fetch_add(1, std::memory_order_relaxed);
@@ -666,7 +683,6 @@ void ClientSession::attempt_failed(bool connect_failure, Reject reason, uint16_t
   if (can) {
     worker_.stats().retries.fetch_add(1, std::memory_order_relaxed);
     st.counters.retries.fetch_add(1, std::memory_order_relaxed);
-    ++hops_;
     to_backend_.clear();
     if (to_backend_.pending) {
       retry_after_write_ = true;
@@ -760,7 +776,9 @@ void ClientSession::pump_response() noexcept {
         resp_head_seen_ = true;
         status_ = rh.status;
         client_framing_ = http::choose_client_framing(req, rh);
-        if (close_after_ || worker_.draining()) client_framing_.close_after = true;
+        // A final response before the request body ended: the rest of the body will not be
+        // forwarded, so the connection ends after this response (see response_done); say so.
+        if (close_after_ || worker_.draining() || !req_done_) client_framing_.close_after = true;
         if (client_framing_.close_after) close_after_ = true;
         if (!rh.keep_alive) backend_reusable_ = false;
         resp_head_out_.clear();
@@ -820,11 +838,15 @@ void ClientSession::pump_response() noexcept {
 void ClientSession::response_done() noexcept {
   if (!in_exchange() || !resp_complete_) return;
   if (!req_done_) {
-    // The backend answered before the request body ended: stop forwarding and close.
+    // The backend answered before the request body ended: stop forwarding and close. Do not
+    // wait for a pending body write: a backend that answers without reading the body may never
+    // read it, and the write would hold the exchange until the I/O timeout. Closing the backend
+    // connection (finish_exchange) cancels the write; its callback only clears the queue.
     close_after_ = true;
     backend_reusable_ = false;
+  } else if (to_backend_.pending) {
+    return;  // on_backend_written calls back here
   }
-  if (to_backend_.pending) return;  // on_backend_written calls back here
   finish_exchange(Outcome::kOk);
 }
 
@@ -904,16 +926,19 @@ void ClientSession::finish_exchange(Outcome outcome) noexcept {
     return;
   }
   // Keep-alive: parse the next (possibly already pipelined) request.
+  head_known_ = false;
   req_parser_.reset();
   backend_ = owner_ = core::kNoBackend;
   arm_client_timer();
   pump_request();
 }
 
-void ClientSession::log_access(Outcome outcome) noexcept {
+void ClientSession::log_access(Outcome outcome, bool head_known) noexcept {
   LogSink& sink = worker_.access_log();
   if (!sink.enabled()) return;
   const auto& head = req_parser_.head();
+  std::string_view method = head_known ? std::string_view(head.method) : "-";
+  std::string_view target = head_known ? std::string_view(head.target) : "-";
   std::string& l = access_line_;
   l.clear();
   char num[32];
@@ -927,14 +952,15 @@ void ClientSession::log_access(Outcome outcome) noexcept {
   l += "access client=";
   l.append(client_ip_, client_ip_len_);
   l += " method=";
-  l += head.method;
+  l += method;
   l += " target=";
-  l += head.target;
+  l += target;
   add_num("status", status_);
   add_num("bytes_in", bytes_from_client_);
   add_num("bytes_out", bytes_to_client_);
   l += " pool=";
   if (pool_ != nullptr) l += pool_->name();
+  else if (route_.pool != nullptr) l += route_.pool->name();  // refused before any exchange
   l += " backend=";
   if (backend_ != core::kNoBackend) l += pool_->backend(backend_).id();
   else l += '-';

@@ -1,6 +1,8 @@
-// Admin endpoint: /healthz, /readyz, /api/pools, /api/route (metrics come from metrics.cpp).
+// Admin endpoint: /healthz, /readyz, /metrics, /api/pools, /api/route, /api/ring and the /ui
+// page (metrics come from metrics.cpp; the page is compiled in from src/server/ui/index.html).
 #include "rondel/server/admin.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -10,12 +12,18 @@
 #include "rondel/http/parser.h"
 #include "rondel/proxy/hash_key.h"
 #include "rondel/server/daemon.h"
+#include "rondel/server/metrics.h"
 
 namespace rondel::server {
+
+// The /ui page, generated at build time (see src/server/CMakeLists.txt).
+extern const std::string_view kUiIndexHtml;
 
 namespace {
 
 constexpr size_t kMaxAdminRequest = 16 * 1024;
+// Most arcs /api/ring returns; bigger rings are resampled into this many equal slots.
+constexpr size_t kMaxRingArcs = 2048;
 
 void json_string(std::string& out, std::string_view s) {
   out += '"';
@@ -132,7 +140,7 @@ class AdminConn final : public net::HandleCloser {
         int status = 200;
         std::string ctype, body;
         c->admin_.handle(h.method, h.target, status, ctype, body);
-        c->respond(status, ctype, body);
+        c->respond(status, ctype, body, h.method == "HEAD");
         return;
       }
       if (st.event == http::Event::kNeedMore) break;
@@ -140,7 +148,7 @@ class AdminConn final : public net::HandleCloser {
     if (c->received_ > kMaxAdminRequest) c->respond(431, "text/plain", "request too large\n");
   }
 
-  void respond(int status, std::string_view ctype, std::string_view body) {
+  void respond(int status, std::string_view ctype, std::string_view body, bool head_only = false) {
     answered_ = true;
     uv_read_stop(reinterpret_cast<uv_stream_t*>(&tcp));
     const char* reason = status == 200 ? "OK" : status == 404 ? "Not Found"
@@ -149,7 +157,7 @@ class AdminConn final : public net::HandleCloser {
     out_ = "HTTP/1.1 " + std::to_string(status) + " " + reason + "\r\nContent-Type: " +
            std::string(ctype) + "\r\nContent-Length: " + std::to_string(body.size()) +
            "\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n";
-    out_ += body;
+    if (!head_only) out_ += body;
     uv_buf_t b = uv_buf_init(out_.data(), static_cast<unsigned>(out_.size()));
     if (uv_write(&write_req, reinterpret_cast<uv_stream_t*>(&tcp), &b, 1, &on_written) != 0) {
       close_handle(reinterpret_cast<uv_handle_t*>(&tcp));
@@ -208,7 +216,8 @@ void Admin::handle(std::string_view method, std::string_view target, int& status
     return;
   }
   bool known = path == "/healthz" || path == "/readyz" || path == "/metrics" ||
-               path == "/api/pools" || path == "/api/route";
+               path == "/api/pools" || path == "/api/route" || path == "/api/ring" ||
+               path == "/ui" || path == "/ui/";
   if (!known) {
     status = 404;
     body = "not found\n";
@@ -243,6 +252,12 @@ void Admin::handle(std::string_view method, std::string_view target, int& status
   } else if (path == "/api/pools") {
     ctype = "application/json";
     api_pools(body);
+  } else if (path == "/api/ring") {
+    ctype = "application/json";
+    if (!api_ring(query, body)) status = 400;
+  } else if (path == "/ui" || path == "/ui/") {
+    ctype = "text/html; charset=utf-8";
+    body = kUiIndexHtml;
   } else {
     ctype = "application/json";
     if (!api_route(query, body)) status = 400;
@@ -251,6 +266,7 @@ void Admin::handle(std::string_view method, std::string_view target, int& status
 
 void Admin::api_pools(std::string& out) {
   const auto& snap = daemon_.snapshot();
+  Metrics* met = daemon_.metrics();
   out = "{\"generation\":";
   json_uint(out, snap ? snap->generation() : 0);
   out += ",\"pools\":[";
@@ -279,7 +295,9 @@ void Admin::api_pools(std::string& out) {
     out += ",\"ring_bytes\":";
     json_uint(out, p->selector().memory_bytes());
     out += ",\"backends\":[";
-    std::vector<double> shares = p->selector().key_shares();
+    std::vector<double> computed;
+    if (met == nullptr) computed = p->selector().key_shares();
+    const std::vector<double>& shares = met != nullptr ? met->key_shares(*p) : computed;
     uint64_t total = st.total_in_flight.load();
     uint64_t w_total = p->set().total_weight();
     for (size_t i = 0; i < p->size(); ++i) {
@@ -315,7 +333,41 @@ void Admin::api_pools(std::string& out) {
       json_uint(out, b.idle_count());
       out += '}';
     }
-    out += "]}";
+    out += ']';
+    if (met != nullptr) {
+      out += ",\"hot_keys\":[";
+      bool first = true;
+      for (const auto& e : met->hot_keys(p->name())) {
+        if (!first) out += ',';
+        first = false;
+        char hex[24];
+        std::snprintf(hex, sizeof hex, "%016" PRIx64, e.hash);
+        out += "{\"hash\":\"";
+        out += hex;
+        out += "\",\"key\":";
+        json_string(out, e.key);
+        out += ",\"count\":";
+        json_uint(out, e.count);
+        out += ",\"error\":";
+        json_uint(out, e.error);
+        out += '}';
+      }
+      out += "],\"spill_pairs\":[";
+      first = true;
+      for (const auto& sp : met->spill_pairs(p->name())) {
+        if (!first) out += ',';
+        first = false;
+        out += "{\"owner\":";
+        json_string(out, sp.owner);
+        out += ",\"backend\":";
+        json_string(out, sp.backend);
+        out += ",\"count\":";
+        json_uint(out, sp.count);
+        out += '}';
+      }
+      out += ']';
+    }
+    out += '}';
   }
   out += "]}\n";
 }
@@ -389,11 +441,96 @@ bool Admin::api_route(std::string_view query, std::string& out) {
 }
 
 void Admin::metrics(std::string& out) {
-  // Placeholder until the Prometheus registry lands: a minimal exposition of the core counters.
-  const auto& s = daemon_.stats();
-  out = "# TYPE rondel_requests_total counter\nrondel_requests_total ";
-  out += std::to_string(s.requests.load());
-  out += "\n";
+  Metrics* m = daemon_.metrics();
+  out = m != nullptr ? m->serialize() : std::string();
+}
+
+// Arcs of the pool's placement as [start, backend index] pairs in ascending start order over
+// the 32-bit circle; an arc ends where the next begins (the last at 2^32). Ring: exact when it
+// has at most kMaxRingArcs runs of one owner, else resampled into kMaxRingArcs equal slots (each
+// slot takes the owner of its midpoint). Rendezvous and Maglev have no circle: one arc per
+// backend, sized by its key share, so the page can still draw the split.
+bool Admin::api_ring(std::string_view query, std::string& out) {
+  std::string_view pool_name;
+  std::string target = "/?";
+  target += query;
+  const auto& snap = daemon_.snapshot();
+  const proxy::Pool* p = nullptr;
+  if (proxy::find_query_param(target, "pool", pool_name)) {
+    p = snap->find_pool(url_decode(pool_name));
+  } else if (!snap->pools().empty()) {
+    p = snap->pools().front().get();
+  }
+  if (p == nullptr) {
+    out = "{\"error\":\"usage: /api/ring?pool=NAME\"}\n";
+    return false;
+  }
+  std::vector<std::pair<uint64_t, core::BackendIndex>> runs;
+  auto push = [&runs](uint64_t start, core::BackendIndex owner) {
+    if (!runs.empty() && runs.back().second == owner) return;
+    runs.emplace_back(start, owner);
+  };
+  bool exact = true;
+  const core::Ring* ring = p->selector().ring();
+  if (ring != nullptr && ring->points() > 0) {
+    auto pos = ring->positions();
+    auto own = ring->owners();
+    // Keys whose top 32 bits are in (pos[j-1], pos[j]] belong to point j; [0, pos[0]] and
+    // (pos[P-1], 2^32) to point 0.
+    push(0, own[0]);
+    for (size_t j = 1; j < pos.size(); ++j) push(uint64_t{pos[j - 1]} + 1, own[j]);
+    if (uint64_t{pos.back()} + 1 < (uint64_t{1} << 32)) push(uint64_t{pos.back()} + 1, own[0]);
+    if (runs.size() > kMaxRingArcs) {
+      exact = false;
+      std::vector<std::pair<uint64_t, core::BackendIndex>> all = std::move(runs);
+      runs.clear();
+      size_t r = 0;
+      for (size_t s = 0; s < kMaxRingArcs; ++s) {
+        uint64_t start = (uint64_t{s} << 32) / kMaxRingArcs;
+        uint64_t mid = ((2 * uint64_t{s} + 1) << 31) / kMaxRingArcs;
+        while (r + 1 < all.size() && all[r + 1].first <= mid) ++r;
+        push(start, all[r].second);
+      }
+    }
+  } else {
+    exact = false;
+    const std::vector<double> computed =
+        daemon_.metrics() == nullptr ? p->selector().key_shares() : std::vector<double>{};
+    const std::vector<double>& shares =
+        daemon_.metrics() != nullptr ? daemon_.metrics()->key_shares(*p) : computed;
+    double acc = 0;
+    for (size_t i = 0; i < shares.size(); ++i) {
+      if (shares[i] <= 0) continue;
+      runs.emplace_back(static_cast<uint64_t>(acc * 4294967296.0), static_cast<core::BackendIndex>(i));
+      acc += shares[i];
+    }
+  }
+  out = "{\"pool\":";
+  json_string(out, p->name());
+  out += ",\"generation\":";
+  json_uint(out, snap->generation());
+  out += ",\"algorithm\":";
+  json_string(out, algorithm_name(p->config().algorithm));
+  out += ",\"points\":";
+  json_uint(out, p->selector().points());
+  out += ",\"exact\":";
+  out += exact ? "true" : "false";
+  out += ",\"backends\":[";
+  for (size_t i = 0; i < p->size(); ++i) {
+    if (i > 0) out += ',';
+    json_string(out, p->backend(static_cast<core::BackendIndex>(i)).id());
+  }
+  out += "],\"arcs\":[";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (i > 0) out += ',';
+    out += '[';
+    json_uint(out, runs[i].first);
+    out += ',';
+    json_uint(out, runs[i].second);
+    out += ']';
+  }
+  out += "]}\n";
+  return true;
 }
 
 }  // namespace rondel::server

@@ -4,16 +4,23 @@
 #include <csignal>
 #include <cstdio>
 #include <ctime>
+#include <unordered_set>
 
 #include "rondel/config/loader.h"
 #include "rondel/core/hash.h"
 #include "rondel/server/admin.h"
+#include "rondel/server/discovery.h"
+#include "rondel/server/metrics.h"
 
 namespace rondel::server {
 
 namespace {
 
 constexpr uint64_t kTickMs = 200;
+// How long start-up waits for the first answers for backends named by DNS.
+constexpr uint64_t kStartDnsWaitMs = 5000;
+// How long a reload naming new hosts waits for their first answers before switching anyway.
+constexpr uint64_t kReloadDnsWaitMs = 5000;
 constexpr size_t kMoveSamples = 65536;
 constexpr uint64_t kMoveSeed = 0x4d4f564544000000ull;  // "MOVED"
 
@@ -37,6 +44,8 @@ Daemon::Daemon(std::string config_path) : config_path_(std::move(config_path)) {
 
 Daemon::~Daemon() {
   admin_.reset();
+  health_.reset();
+  discovery_.reset();
   worker_.reset();
   uv_run(&loop_, UV_RUN_NOWAIT);
   uv_loop_close(&loop_);
@@ -52,15 +61,24 @@ bool Daemon::start(config::Config cfg) {
   proxy::parse_level(cfg.log.level, level);
   log_.set_level(level);
   worker_ = std::make_unique<proxy::Worker>(&loop_, log_, access_sink_, stats_);
+  discovery_ = std::make_unique<Discovery>(&loop_, log_, [this] { on_dns_change(); });
+  health_ = std::make_unique<proxy::HealthChecker>(
+      &loop_, log_, [this](const std::string&, proxy::BackendState&) { refresh_pools(); });
+  discovery_->add(cfg);
+  wait_for_dns(cfg);
 
-  auto snap = proxy::Snapshot::build(cfg, registry_, pool_states_, ++generation_);
+  auto snap = build_snapshot(cfg, ++generation_);
   if (!snap) {
     log_.log(proxy::Level::kError, "config_invalid", snap.error().message);
     return false;
   }
   worker_->publish(*snap);
+  after_publish(nullptr);
   if (!apply_listeners(cfg, true)) return false;
   if (cfg.admin.enabled) {
+    metrics_ = std::make_unique<Metrics>(*this);
+    worker_->on_exchange = &Metrics::on_exchange;
+    worker_->on_exchange_ctx = metrics_.get();
     admin_ = std::make_unique<Admin>(*this);
     auto ok = admin_->open(cfg.admin.bind);
     if (!ok) {
@@ -80,7 +98,83 @@ bool Daemon::start(config::Config cfg) {
   reload_stats_.last_ok_unix = std::time(nullptr);
   log_.log(proxy::Level::kInfo, "started",
            "config=" + config_path_ + " pools=" + std::to_string(cfg.pools.size()));
+  base_cfg_ = std::move(cfg);
+  started_ = true;
   return true;
+}
+
+void Daemon::wait_for_dns(const config::Config& cfg) {
+  if (discovery_->settled(cfg)) return;
+  // Nothing else runs yet: turn the loop until every name has its first answer (or failure),
+  // with a timer bounding the wait.
+  uv_timer_t deadline;
+  uv_timer_init(&loop_, &deadline);
+  bool expired = false;
+  deadline.data = &expired;
+  uv_timer_start(&deadline, [](uv_timer_t* t) noexcept { *static_cast<bool*>(t->data) = true; },
+                 kStartDnsWaitMs, 0);
+  while (!expired && !discovery_->settled(cfg)) uv_run(&loop_, UV_RUN_ONCE);
+  uv_close(reinterpret_cast<uv_handle_t*>(&deadline), nullptr);
+  uv_run(&loop_, UV_RUN_NOWAIT);  // runs the close callback; `deadline` may then go
+  if (expired) log_.log(proxy::Level::kWarn, "dns_start_timeout", "waited_ms=" +
+                                                                      std::to_string(kStartDnsWaitMs));
+}
+
+core::Result<std::shared_ptr<const proxy::Snapshot>> Daemon::build_snapshot(
+    const config::Config& cfg, uint64_t generation) {
+  config::Config expanded = discovery_->expand(cfg);
+  for (const auto& p : expanded.pools) {
+    if (p.backends.empty()) {
+      return core::fail("pool " + p.name + ": no backend (its host names resolved to no address)");
+    }
+  }
+  return proxy::Snapshot::build(std::move(expanded), registry_, pool_states_, generation);
+}
+
+std::vector<std::pair<std::string, double>> Daemon::report_moved(const proxy::Snapshot& prev,
+                                                                 const proxy::Snapshot& next,
+                                                                 std::string_view msg) {
+  std::vector<std::pair<std::string, double>> moved;
+  for (const auto& p : next.pools()) {
+    const proxy::Pool* before = prev.find_pool(p->name());
+    double share = before != nullptr ? moved_share(*before, *p) : 1.0;
+    moved.emplace_back(p->name(), share);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.4f", share);
+    log_.log(proxy::Level::kInfo, msg, "pool=" + p->name() + " share=" + buf);
+  }
+  return moved;
+}
+
+void Daemon::after_publish(const std::shared_ptr<const proxy::Snapshot>& prev) {
+  const auto& snap = worker_->snapshot();
+  if (!snap) return;
+  uint64_t now = uv_now(&loop_);
+  if (prev) {
+    // Slow start for backends this pool did not have (not at start-up, when every backend is
+    // new and ramping them all together would change nothing).
+    for (const auto& p : snap->pools()) {
+      const proxy::Pool* before = prev->find_pool(p->name());
+      if (before == nullptr || p->config().slow_start_ms == 0) continue;
+      std::unordered_set<const proxy::BackendState*> had;
+      for (size_t i = 0; i < before->size(); ++i) {
+        had.insert(&before->backend(static_cast<core::BackendIndex>(i)));
+      }
+      for (size_t i = 0; i < p->size(); ++i) {
+        auto& b = p->backend(static_cast<core::BackendIndex>(i));
+        if (had.count(&b) == 0) b.ramp_start_ms = now;
+      }
+    }
+  }
+  health_->sync(*snap, now);
+  refresh_pools();
+}
+
+void Daemon::refresh_pools() noexcept {
+  const auto& snap = worker_->snapshot();
+  if (!snap) return;
+  uint64_t now = uv_now(&loop_);
+  for (const auto& p : snap->pools()) p->refresh_weights(now);
 }
 
 bool Daemon::apply_listeners(const config::Config& cfg, bool at_start) {
@@ -145,35 +239,88 @@ bool Daemon::reload() {
                  std::to_string(worker_->snapshot()->generation()));
     return false;
   }
+  discovery_->add(lr.config);
+  if (!discovery_->settled(lr.config)) {
+    // New host names: switch once they have answered (on_dns_change) or at the deadline (tick).
+    if (pending_) log_.log(proxy::Level::kInfo, "reload_superseded");
+    pending_ = std::move(lr.config);
+    pending_deadline_ms_ = uv_now(&loop_) + kReloadDnsWaitMs;
+    log_.log(proxy::Level::kInfo, "reload_waiting_dns");
+    return true;
+  }
+  pending_.reset();
+  return finish_reload(std::move(lr.config));
+}
+
+bool Daemon::finish_reload(config::Config cfg) {
   auto old = worker_->snapshot();
-  auto snap = proxy::Snapshot::build(lr.config, registry_, pool_states_, generation_ + 1);
+  auto snap = build_snapshot(cfg, generation_ + 1);
   if (!snap) {
     log_.log(proxy::Level::kError, "reload_failed", snap.error().message);
     reload_stats_.failed.fetch_add(1);
+    discovery_->retain(base_cfg_);
     return false;
   }
-  if (!apply_listeners(lr.config, false)) {
+  if (!apply_listeners(cfg, false)) {
     reload_stats_.failed.fetch_add(1);
     log_.log(proxy::Level::kError, "reload_failed", "reason=listener");
+    discovery_->retain(base_cfg_);
     return false;
   }
   ++generation_;
-  std::vector<std::pair<std::string, double>> moved;
-  for (const auto& p : (*snap)->pools()) {
-    const proxy::Pool* before = old->find_pool(p->name());
-    double share = before != nullptr ? moved_share(*before, *p) : 1.0;
-    moved.emplace_back(p->name(), share);
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.4f", share);
-    log_.log(proxy::Level::kInfo, "reload_moved", "pool=" + p->name() + " share=" + buf);
-  }
+  auto moved = report_moved(*old, **snap, "reload_moved");
   worker_->publish(*snap);
+  base_cfg_ = std::move(cfg);
+  discovery_->retain(base_cfg_);
+  after_publish(old);
+  old.reset();
   registry_.prune();
   reload_stats_.last_moved = std::move(moved);
   reload_stats_.ok.fetch_add(1);
   reload_stats_.last_ok_unix = std::time(nullptr);
   log_.log(proxy::Level::kInfo, "reload_ok", "generation=" + std::to_string(generation_));
   return true;
+}
+
+void Daemon::on_dns_change() {
+  if (!started_ || stopped_) return;
+  if (pending_ && discovery_->settled(*pending_)) {
+    config::Config cfg = std::move(*pending_);
+    pending_.reset();
+    finish_reload(std::move(cfg));  // uses every cached answer, this one included
+    return;
+  }
+  auto old = worker_->snapshot();
+  auto snap = build_snapshot(base_cfg_, generation_ + 1);
+  if (!snap) {
+    log_.log(proxy::Level::kError, "dns_update_failed",
+             "error=\"" + snap.error().message + "\" keeping=generation:" +
+                 std::to_string(old->generation()));
+    return;
+  }
+  ++generation_;
+  report_moved(*old, **snap, "dns_moved");
+  worker_->publish(*snap);
+  after_publish(old);
+  old.reset();
+  registry_.prune();
+  log_.log(proxy::Level::kInfo, "dns_update", "generation=" + std::to_string(generation_));
+}
+
+void Daemon::watch_connect_failures() {
+  if (discovery_->resolvers() == 0) return;
+  const auto& snap = worker_->snapshot();
+  if (!snap) return;
+  // Collect first: drop() may schedule a rebuild, never run one, so the snapshot stays valid.
+  for (const auto& p : snap->pools()) {
+    for (size_t i = 0; i < p->size(); ++i) {
+      auto& b = p->backend(static_cast<core::BackendIndex>(i));
+      uint64_t errors = b.counters.connect_errors.load(std::memory_order_relaxed);
+      if (errors == b.connect_errors_seen) continue;
+      b.connect_errors_seen = errors;
+      if (discovery_->owns(p->name(), b.id())) discovery_->drop(p->name(), b.id());
+    }
+  }
 }
 
 void Daemon::install_signals() {
@@ -208,6 +355,10 @@ void Daemon::on_signal(uv_signal_t* h, int signum) noexcept {
 void Daemon::shutdown() {
   if (draining_) return;
   draining_ = true;
+  if (pending_) {
+    log_.log(proxy::Level::kInfo, "reload_abandoned", "reason=shutdown");
+    pending_.reset();
+  }
   log_.log(proxy::Level::kInfo, "shutdown_started",
            "in_flight=" + std::to_string(worker_->active_exchanges()));
   for (auto& e : listeners_) {
@@ -230,7 +381,16 @@ void Daemon::on_tick(uv_timer_t* t) noexcept {
   auto* d = static_cast<Daemon*>(t->data);
   d->access_sink_.flush();
   d->error_sink_.flush();
+  if (d->stopped_) return;
   d->check_health();
+  d->watch_connect_failures();
+  if (d->pending_ && (d->discovery_->settled(*d->pending_) ||
+                      uv_now(&d->loop_) >= d->pending_deadline_ms_)) {
+    config::Config cfg = std::move(*d->pending_);
+    d->pending_.reset();
+    if (!d->discovery_->settled(cfg)) d->log_.log(proxy::Level::kWarn, "reload_dns_timeout");
+    d->finish_reload(std::move(cfg));
+  }
   if (d->draining_ && d->worker_->sessions() == 0) d->finish_shutdown();
 }
 
@@ -239,21 +399,42 @@ void Daemon::check_health() noexcept {
   if (!snap) return;
   uint64_t now = uv_now(&loop_);
   for (const auto& p : snap->pools()) {
+    const config::PassiveHealthConfig& pc = p->config().passive;
+    uint32_t unusable = 0;
+    for (size_t i = 0; i < p->size(); ++i) {
+      unusable += p->backend(static_cast<core::BackendIndex>(i)).usable() ? 0 : 1;
+    }
+    const uint64_t limit = p->size() * pc.max_ejected_percent / 100;
     for (size_t i = 0; i < p->size(); ++i) {
       auto& b = p->backend(static_cast<core::BackendIndex>(i));
       if (b.health() == proxy::Health::kEjected && b.ejected_until_ms <= now) {
+        // Cool-down over: back on probation. One more failure ejects it again.
         b.set_health(proxy::Health::kUp);
-        b.note_success();
-        p->state().unusable.fetch_sub(1, std::memory_order_relaxed);
+        b.set_consecutive_failures(pc.consecutive_failures > 0 ? pc.consecutive_failures - 1 : 0);
+        b.ramp_start_ms = now;
+        --unusable;
         log_.log(proxy::Level::kInfo, "backend_restored", "pool=" + p->name() + " backend=" + b.id());
+      } else if (b.usable() && pc.consecutive_failures > 0 &&
+                 b.consecutive_failures() >= pc.consecutive_failures && unusable < limit) {
+        // A run of 5xx responses (connect failures are ejected by the session at once).
+        b.set_health(proxy::Health::kEjected);
+        b.ejected_until_ms = now + pc.ejection_ms;
+        ++unusable;
+        log_.log(proxy::Level::kWarn, "backend_ejected",
+                 "pool=" + p->name() + " backend=" + b.id() + " failures=" +
+                     std::to_string(b.consecutive_failures()));
       }
     }
+    p->refresh_weights(now);
   }
 }
 
 void Daemon::finish_shutdown() noexcept {
   if (stopped_) return;
   stopped_ = true;
+  pending_.reset();
+  health_->stop();
+  discovery_->stop();
   worker_->close_all();
   if (admin_) admin_->close();
   uv_timer_stop(&tick_);

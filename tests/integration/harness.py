@@ -95,10 +95,10 @@ class _LineReader:
 class Backend:
     """One rondel-test-backend process. `args` are extra CLI flags (see its --help)."""
 
-    def __init__(self, name, *args, host="127.0.0.1"):
+    def __init__(self, name, *args, host="127.0.0.1", port=0):
         self.name = name
         self.proc = subprocess.Popen(
-            [BACKEND_BIN, "--listen", f"{host}:0", "--name", name, *args],
+            [BACKEND_BIN, "--listen", f"{host}:{port}", "--name", name, *args],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         _processes.append(self.proc)
         self.out = _LineReader(self.proc.stdout)
@@ -322,3 +322,409 @@ def parse_responses(data):
 
 def main():
     unittest.main(verbosity=2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers added for the proxy data-path tests (test_proxy_*.py). Additive only.
+
+class HttpConn:
+    """One raw client connection: send bytes, read whole responses, see when the peer closes.
+
+    read_response() understands Content-Length, chunked and close-delimited bodies and the
+    bodiless cases (HEAD, 1xx, 204, 304). Every read is bounded by `timeout`.
+    """
+
+    def __init__(self, port, timeout=10.0):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.timeout = timeout
+        self.buf = b""
+        self.eof = False
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def request(self, method, target, headers=None, body=b"", version="HTTP/1.1", host="t"):
+        lines = [f"{method} {target} {version}"]
+        hs = dict(headers or {})
+        if host is not None:
+            hs.setdefault("Host", host)
+        if body and not any(k.lower() in ("content-length", "transfer-encoding") for k in hs):
+            hs["Content-Length"] = str(len(body))
+        lines += [f"{k}: {v}" for k, v in hs.items()]
+        self.send(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
+
+    def _fill(self, deadline):
+        if self.eof:
+            return False
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise socket.timeout("read deadline")
+        self.sock.settimeout(left)
+        try:
+            c = self.sock.recv(1 << 20)
+        except ConnectionResetError:
+            c = b""
+        if not c:
+            self.eof = True
+            return False
+        self.buf += c
+        return True
+
+    def _read_until(self, sep, deadline):
+        while sep not in self.buf:
+            if not self._fill(deadline):
+                raise ConnectionError("connection closed before " + repr(sep))
+        i = self.buf.index(sep) + len(sep)
+        out, self.buf = self.buf[:i], self.buf[i:]
+        return out
+
+    def _read_exact(self, n, deadline, sink=None):
+        got = 0
+        chunks = []
+        while got < n:
+            if not self.buf and not self._fill(deadline):
+                raise ConnectionError(f"connection closed after {got} of {n} body bytes")
+            take = self.buf[:n - got]
+            self.buf = self.buf[len(take):]
+            got += len(take)
+            if sink is not None:
+                sink(take)
+            else:
+                chunks.append(take)
+        return b"".join(chunks)
+
+    def read_head(self, timeout=None):
+        """(status, headers lower-cased, raw head) of the next response head (1xx included)."""
+        deadline = time.monotonic() + (timeout or self.timeout)
+        raw = self._read_until(b"\r\n\r\n", deadline)
+        lines = raw.decode("latin-1").split("\r\n")
+        status = int(lines[0].split()[1])
+        headers = {}
+        for l in lines[1:]:
+            if l:
+                k, _, v = l.partition(":")
+                headers[k.strip().lower()] = v.strip()
+        return status, headers, raw
+
+    def read_response(self, method="GET", timeout=None, sink=None, skip_interim=True):
+        """(status, headers, body) of the next response; body is b"" when `sink` takes it."""
+        deadline = time.monotonic() + (timeout or self.timeout)
+        while True:
+            status, headers, _ = self.read_head(timeout=deadline - time.monotonic())
+            if status >= 200 or not skip_interim:
+                break
+        if method == "HEAD" or status < 200 or status in (204, 304):
+            return status, headers, b""
+        body = []
+        put = sink or body.append
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            while True:
+                line = self._read_until(b"\r\n", deadline)
+                n = int(line.split(b";")[0].strip(), 16)
+                if n == 0:
+                    while self._read_until(b"\r\n", deadline) != b"\r\n":
+                        pass  # trailers
+                    break
+                self._read_exact(n, deadline, sink=put)
+                self._read_until(b"\r\n", deadline)
+        elif "content-length" in headers:
+            self._read_exact(int(headers["content-length"]), deadline, sink=put)
+        else:
+            while self._fill(deadline) or self.buf:
+                put(self.buf)
+                self.buf = b""
+        return status, headers, b"".join(body) if sink is None else b""
+
+    def closed_by_peer(self, timeout=3.0):
+        """True when the peer closes (EOF or reset) within `timeout` and sends nothing more."""
+        deadline = time.monotonic() + timeout
+        try:
+            while self._fill(deadline):
+                pass
+        except socket.timeout:
+            return False
+        return self.eof
+
+
+def parse_kv(line):
+    """{key: value} of a `key=value key=value` log line (values without spaces)."""
+    return dict(m.groups() for m in re.finditer(r"(\w+)=(\S*)", line))
+
+
+def access_records(path, timeout=3.0, min_count=0):
+    """Parsed access-log lines of `path`, waiting up to timeout for at least min_count of them."""
+    deadline = time.monotonic() + timeout
+    while True:
+        recs = []
+        if os.path.exists(path):
+            with open(path) as f:
+                recs = [parse_kv(l) for l in f if l.startswith("access ")]
+        if len(recs) >= min_count or time.monotonic() > deadline:
+            return recs
+        time.sleep(0.05)
+
+
+def read_ledger(path):
+    """[(request_id, method, target, body_bytes)] from a test backend's --ledger file."""
+    if not os.path.exists(path):
+        return []
+    out = []
+    with open(path) as f:
+        for l in f:
+            parts = l.split()
+            if len(parts) >= 4:
+                out.append((parts[0], parts[1], parts[2], int(parts[3])))
+    return out
+
+
+def unused_port():
+    """A port on 127.0.0.1 that nothing listens on (bound, then closed: connects are refused)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class BlackholeListener:
+    """A listening socket that never accepts, with its accept queue filled: further connects
+    hang in SYN-SENT (the SYNs are dropped), which is how a connect timeout is provoked on
+    127.0.0.1 only."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(0)
+        self.port = self.sock.getsockname()[1]
+        self.address = f"127.0.0.1:{self.port}"
+        self.fillers = []
+        # Fill the accept queue (a backlog of 0 still admits one or two connections).
+        for _ in range(4):
+            c = socket.socket()
+            c.setblocking(False)
+            try:
+                c.connect(("127.0.0.1", self.port))
+            except BlockingIOError:
+                pass
+            self.fillers.append(c)
+        time.sleep(0.1)
+
+    def close(self):
+        for c in self.fillers:
+            c.close()
+        self.sock.close()
+
+
+def zipf_keys(n_keys, s=1.1, seed=1):
+    """A sampler of key indices 0..n_keys-1 with P(k) ~ 1/(k+1)^s (deterministic seed)."""
+    import bisect
+    import random
+    rng = random.Random(seed)
+    weights = [1.0 / (k + 1) ** s for k in range(n_keys)]
+    cum = []
+    acc = 0.0
+    for w in weights:
+        acc += w
+        cum.append(acc)
+
+    def sample():
+        return bisect.bisect_left(cum, rng.random() * acc)
+
+    return sample
+
+
+class ScriptedBackend:
+    """A tiny Python backend for responses the C++ test backend cannot produce (close-delimited
+    bodies, interim 1xx, malformed heads). handler(method, target, head_bytes, body) returns
+    (bytes to send, close_after). Requests are read with Content-Length bodies only. Connections
+    and requests are counted in .connections / .requests."""
+
+    def __init__(self, handler, read_body=True):
+        self.handler = handler
+        self.read_body = read_body  # False: answer right after the head, leave the body unread
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.address = f"127.0.0.1:{self.port}"
+        self.connections = 0
+        self.requests = 0
+        self._stop = False
+        self._t = threading.Thread(target=self._accept, daemon=True)
+        self._t.start()
+
+    def _accept(self):
+        while not self._stop:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        c.settimeout(10)
+        buf = b""
+        try:
+            while True:
+                while b"\r\n\r\n" not in buf:
+                    d = c.recv(65536)
+                    if not d:
+                        return
+                    buf += d
+                head, _, buf = buf.partition(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                method, target = lines[0].split()[:2]
+                n = 0
+                for l in lines[1:]:
+                    k, _, v = l.partition(":")
+                    if k.strip().lower() == "content-length":
+                        n = int(v)
+                if not self.read_body:
+                    n = 0
+                while len(buf) < n:
+                    d = c.recv(65536)
+                    if not d:
+                        return
+                    buf += d
+                body, buf = buf[:n], buf[n:]
+                self.requests += 1
+                out, close = self.handler(method, target, head, body)
+                if out:
+                    c.sendall(out)
+                if not self.read_body and not close:
+                    # Hold the connection without reading anything more (the unread body fills
+                    # the socket buffers), until the peer gives up or 10 s pass.
+                    deadline = time.monotonic() + 10
+                    while time.monotonic() < deadline and not self._stop:
+                        time.sleep(0.05)
+                    return
+                if close:
+                    # Lingering close: half-close, then drain what the peer still sends, so
+                    # unread input does not turn the FIN into a reset that destroys the answer.
+                    c.shutdown(socket.SHUT_WR)
+                    deadline = time.monotonic() + 2
+                    while time.monotonic() < deadline and c.recv(65536):
+                        pass
+                    return
+        except OSError:
+            pass
+        finally:
+            c.close()
+
+    def stop(self):
+        self._stop = True
+        self.sock.close()
+
+
+# ---- Metrics helpers (Prometheus text format, a real Prometheus server) -----------------------
+
+_SAMPLE_RX = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)(\s+\d+)?$')
+_LABEL_RX = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_metrics(text):
+    """(samples, types) of a Prometheus text exposition: samples is a list of
+    (name, {label: value}, float); types maps each family name to its # TYPE."""
+    samples, types = [], {}
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(None, 3)
+            types[name] = kind.strip()
+            continue
+        if not line or line.startswith("#"):
+            continue
+        m = _SAMPLE_RX.match(line)
+        if not m:
+            raise AssertionError(f"unparsable metrics line: {line!r}")
+        labels = {k: re.sub(r"\\(.)", lambda e: "\n" if e.group(1) == "n" else e.group(1), v)
+                  for k, v in _LABEL_RX.findall(m.group(3) or "")}
+        samples.append((m.group(1), labels, float(m.group(4))))
+    return samples, types
+
+
+def metric_sum(samples, name, **labels):
+    """Sum of the samples named `name` whose labels include `labels`."""
+    return sum(v for n, l, v in samples
+               if n == name and all(l.get(k) == str(want) for k, want in labels.items()))
+
+
+def scrape(admin_port):
+    """(text, samples, types) of one GET /metrics."""
+    status, _, body = http_get(admin_port, "/metrics")
+    if status != 200:
+        raise AssertionError(f"/metrics answered {status}")
+    text = body.decode("utf-8")
+    samples, types = parse_metrics(text)
+    return text, samples, types
+
+
+class Prometheus:
+    """A real Prometheus server on 127.0.0.1 (high port, own temp storage) scraping `targets`
+    ("host:port" of admin listeners) every `interval`. Killed at exit like every process here."""
+
+    BIN = os.environ.get("PROMETHEUS_BIN", "prometheus")
+
+    def __init__(self, targets, interval="1s"):
+        self.dir = tempfile.mkdtemp(prefix="rondel-prom-")
+        self.port = unused_port()
+        cfg = os.path.join(self.dir, "prometheus.yml")
+        with open(cfg, "w") as f:
+            f.write("global:\n"
+                    f"  scrape_interval: {interval}\n"
+                    f"  evaluation_interval: {interval}\n"
+                    "scrape_configs:\n"
+                    "  - job_name: rondel\n"
+                    f"    scrape_interval: {interval}\n"
+                    f"    scrape_timeout: {interval}\n"
+                    "    static_configs:\n"
+                    f"      - targets: [{', '.join(repr(t) for t in targets)}]\n")
+        self.proc = subprocess.Popen(
+            [self.BIN, f"--config.file={cfg}", f"--storage.tsdb.path={self.dir}/data",
+             f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        _processes.append(self.proc)
+        self.out = _LineReader(self.proc.stdout)
+
+        def ready():
+            if self.proc.poll() is not None:
+                raise AssertionError("prometheus exited:\n" + "\n".join(self.out.lines[-20:]))
+            try:
+                return http_get(self.port, "/-/ready", timeout=2)[0] == 200
+            except OSError:
+                return False
+        wait_until(ready, timeout=20, interval=0.1, what="prometheus to be ready")
+
+    def query(self, expr):
+        """The `result` list of an instant query through the HTTP API (/api/v1/query)."""
+        from urllib.parse import quote
+        status, _, body = http_get(self.port, "/api/v1/query?query=" + quote(expr, safe=""))
+        data = json.loads(body)
+        if status != 200 or data.get("status") != "success":
+            raise AssertionError(f"query {expr!r} failed: {status} {body[:300]!r}")
+        return data["data"]["result"]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        import shutil
+        shutil.rmtree(self.dir, ignore_errors=True)

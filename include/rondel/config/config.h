@@ -62,6 +62,16 @@ struct PassiveHealthConfig {
   uint32_t max_ejected_percent = 50;  // never eject more than this share of a pool
 };
 
+// DNS discovery of backends named by host name (see docs/configuration.md, `dns`). Set at the top
+// level for every pool; a pool's own `dns` mapping overrides it key by key.
+struct DnsConfig {
+  std::vector<Address> nameservers;  // IP literal and port each; empty = /etc/resolv.conf
+  uint64_t ttl_ms = 60000;           // a name is re-resolved this often
+  uint32_t jitter_percent = 10;      // each interval is drawn from ttl ± this percent
+  uint64_t timeout_ms = 2000;        // one query attempt to one nameserver
+  uint32_t attempts = 2;             // query attempts per nameserver before giving up
+};
+
 struct PoolConfig {
   std::string name;
   Algorithm algorithm = Algorithm::kRing;
@@ -83,6 +93,7 @@ struct PoolConfig {
   uint64_t slow_start_ms = 0;
   HealthCheckConfig health;
   PassiveHealthConfig passive;
+  DnsConfig dns;                     // used only by backends named by host name
   std::vector<BackendConfig> backends;
   Position position;
 };
@@ -118,6 +129,7 @@ struct Config {
   std::string file;                     // path the configuration was read from
   uint32_t workers = 1;
   uint64_t drain_timeout_ms = 30000;
+  DnsConfig dns;                        // defaults for every pool's `dns`
   std::vector<ListenerConfig> listeners;
   std::vector<PoolConfig> pools;
   AdminConfig admin;

@@ -56,7 +56,21 @@ class BackendState {
   // Passive health: a connect failure or a 5xx; returns true when it crosses `threshold`.
   bool note_failure(uint32_t threshold) noexcept;
   void note_success() noexcept { consecutive_failures_ = 0; }
+  // Failures in a row seen on real traffic (the daemon tick ejects on 5xx runs with it).
+  uint32_t consecutive_failures() const noexcept { return consecutive_failures_; }
+  // After an ejection's cool-down the backend is let back on probation: `n` = threshold - 1,
+  // so one more failure ejects it again, one success clears the record.
+  void set_consecutive_failures(uint32_t n) noexcept { consecutive_failures_ = n; }
   uint64_t ejected_until_ms = 0;
+
+  // Slow start (loop thread): loop time (ms) at which the backend came up, was added or
+  // recovered; 0 = not ramping. Pool::refresh_weights turns it into an effective weight.
+  uint64_t ramp_start_ms = 0;
+  // Active health checks (loop thread): results in a row, kept across reloads.
+  uint32_t check_successes = 0;
+  uint32_t check_failures = 0;
+  // Connect failures already acted on by DNS discovery (compared with counters.connect_errors).
+  uint64_t connect_errors_seen = 0;
 
   // Idle keep-alive connections (loop thread only). pop_idle returns nullptr when empty.
   BackendConn* pop_idle() noexcept;

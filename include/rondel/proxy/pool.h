@@ -1,7 +1,8 @@
 // A pool as one configuration snapshot sees it: its backends, its placement and its policy.
 //
-// Immutable after build except for the live BackendState objects it points to. The pick reads
-// the in-flight counts through `in_flight_ptrs` and never allocates (scratch is the caller's).
+// Immutable after build except for the live BackendState objects it points to and the effective
+// weights, which refresh_weights() recomputes on the daemon tick (slow start). The pick reads the
+// in-flight counts through `in_flight_ptrs` and never allocates (scratch is the caller's).
 #pragma once
 
 #include <atomic>
@@ -43,6 +44,9 @@ class Pool {
   const core::BackendSet& set() const noexcept { return set_; }
   size_t size() const noexcept { return backends_.size(); }
   BackendState& backend(core::BackendIndex i) const noexcept { return *backends_[i]; }
+  const std::shared_ptr<BackendState>& backend_ptr(core::BackendIndex i) const noexcept {
+    return backends_[i];
+  }
   PoolState& state() const noexcept { return *state_; }
   const core::BoundedOptions& bounded() const noexcept { return bounded_; }
 
@@ -57,6 +61,22 @@ class Pool {
   // Least-loaded usable backend not in `tried` (for requests without a hash key).
   core::BackendIndex least_loaded(std::span<const uint64_t> tried) const noexcept;
 
+  // Effective weights are configured weights times kWeightScale, so that slow start can give a
+  // backend a fraction of even weight 1. Capacity depends only on w_i / W, so scaling every
+  // weight alike changes nothing.
+  static constexpr uint32_t kWeightScale = 1024;
+  // A ramping backend starts at this per-mille of its weight.
+  static constexpr uint32_t kSlowStartFloorPermille = 100;
+
+  // Recomputes the effective weights for slow start (a backend whose ramp_start_ms is set gets
+  // max(10%, elapsed / slow_start) of its weight; the ramp ends, and ramp_start_ms is cleared,
+  // once slow_start has passed) and the pool's count of unusable backends. Placement is not
+  // touched: only capacity ramps. Returns true while some backend is still ramping. O(backends),
+  // integer math. Loop thread only (the thread that runs the picks), e.g. on the daemon tick.
+  bool refresh_weights(uint64_t now_ms) noexcept;
+  // Effective weight of backend i (scaled by kWeightScale).
+  uint32_t effective_weight(core::BackendIndex i) const noexcept { return eff_weights_[i]; }
+
  private:
   Pool(core::BackendSet set, core::Selector selector)
       : set_(std::move(set)), selector_(std::move(selector)) {}
@@ -66,8 +86,11 @@ class Pool {
   core::BoundedOptions bounded_;
   std::vector<std::shared_ptr<BackendState>> backends_;
   std::vector<const std::atomic<uint32_t>*> in_flight_ptrs_;
-  std::vector<uint32_t> weights_;
+  std::vector<uint32_t> weights_;                // as configured
   uint64_t total_weight_ = 0;
+  // Written only by refresh_weights() on the loop thread that also runs pick().
+  std::vector<uint32_t> eff_weights_;            // scaled by kWeightScale; see refresh_weights
+  uint64_t eff_total_weight_ = 0;
   std::shared_ptr<PoolState> state_;
   size_t excluded_words_ = 0;
   size_t pick_words_ = 0;

@@ -95,7 +95,9 @@ class ClientSession final : public net::HandleCloser {
   void response_done() noexcept;
   void finish_exchange(Outcome outcome) noexcept;
   void fail_exchange(uint16_t status, Reject reason, Outcome outcome) noexcept;
-  void log_access(Outcome outcome) noexcept;
+  // One access-log line for the current request; head_known = false (a request refused before
+  // its head was complete) writes "-" for method and target.
+  void log_access(Outcome outcome, bool head_known = true) noexcept;
   void drop_backend(bool reusable) noexcept;
 
   static void on_alloc(uv_handle_t* h, size_t suggested, uv_buf_t* buf) noexcept;
@@ -146,6 +148,7 @@ class ClientSession final : public net::HandleCloser {
   bool in_interim_ = false;         // parsing a 1xx response
   bool backend_reusable_ = true;    // the backend connection may go back to the idle pool
   bool head_timer_armed_ = false;   // the header timeout is running for this request
+  bool head_known_ = false;         // the current request's head was parsed whole
   bool close_after_flush_ = false;  // close (linger) once to_client_ is written
   bool retry_after_write_ = false;  // a cancelled backend write must complete before a retry
   bool delete_when_written_ = false;

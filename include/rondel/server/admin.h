@@ -1,5 +1,7 @@
-// Admin: the operator's HTTP endpoint on its own listener: health, readiness, metrics and JSON
-// views of pools and routing decisions. Served on the daemon's loop; never proxies.
+// Admin: the operator's HTTP endpoint on its own listener: health, readiness, Prometheus metrics,
+// JSON views of pools, rings and routing decisions, and a live HTML view of the ring (/ui).
+// Served on the daemon's loop; never proxies; never shows secrets or file paths. GET and HEAD
+// only (405 otherwise), unknown paths 404.
 #pragma once
 
 #include <uv.h>
@@ -30,6 +32,7 @@ class Admin {
  private:
   void api_pools(std::string& body);
   bool api_route(std::string_view query, std::string& body);
+  bool api_ring(std::string_view query, std::string& body);
   void metrics(std::string& body);
 
   Daemon& daemon_;

@@ -7,11 +7,14 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "rondel/config/config.h"
 #include "rondel/net/listener.h"
+#include "rondel/proxy/health_check.h"
 #include "rondel/proxy/log.h"
 #include "rondel/proxy/snapshot.h"
 #include "rondel/proxy/worker.h"
@@ -19,6 +22,8 @@
 namespace rondel::server {
 
 class Admin;
+class Discovery;
+class Metrics;
 
 struct ReloadStats {
   std::atomic<uint64_t> ok{0};
@@ -41,7 +46,9 @@ class Daemon {
   // Runs the loop until shutdown completes; returns the process exit code.
   int run();
 
-  // Re-reads the configuration file; on any error keeps the running configuration.
+  // Re-reads the configuration file; on any error keeps the running configuration. When the new
+  // file names hosts not resolved yet, the switch waits (without blocking the loop) for their
+  // first answer, at most kReloadDnsWaitMs; the outcome is logged as reload_ok / reload_failed.
   bool reload();
   void shutdown();
 
@@ -54,9 +61,24 @@ class Daemon {
     return worker_->snapshot();
   }
   bool draining() const noexcept { return draining_; }
+  Metrics* metrics() noexcept { return metrics_.get(); }  // null when admin is off
 
  private:
   bool apply_listeners(const config::Config& cfg, bool at_start);
+  // Builds a snapshot of `cfg` with its DNS names expanded to the cached addresses.
+  core::Result<std::shared_ptr<const proxy::Snapshot>> build_snapshot(const config::Config& cfg,
+                                                                      uint64_t generation);
+  bool finish_reload(config::Config cfg);
+  // Logs `msg pool=X share=Y` per pool of `next` and returns the shares.
+  std::vector<std::pair<std::string, double>> report_moved(const proxy::Snapshot& prev,
+                                                           const proxy::Snapshot& next,
+                                                           std::string_view msg);
+  // After a publish: slow start for backends new to their pool, health-check probes, weights.
+  void after_publish(const std::shared_ptr<const proxy::Snapshot>& prev);
+  void refresh_pools() noexcept;
+  void on_dns_change();
+  void watch_connect_failures();
+  void wait_for_dns(const config::Config& cfg);
   void install_signals();
   void check_health() noexcept;
   static void on_signal(uv_signal_t* h, int signum) noexcept;
@@ -75,6 +97,12 @@ class Daemon {
   std::vector<std::pair<std::string, std::shared_ptr<proxy::PoolState>>> pool_states_;
   uint64_t generation_ = 0;
   ReloadStats reload_stats_;
+  config::Config base_cfg_;                  // the running file's configuration (names unexpanded)
+  std::optional<config::Config> pending_;    // a valid reload waiting for its names' first answers
+  uint64_t pending_deadline_ms_ = 0;
+  std::unique_ptr<proxy::HealthChecker> health_;
+  std::unique_ptr<Discovery> discovery_;
+  bool started_ = false;
 
   struct ListenerEntry {
     std::string name;
@@ -83,6 +111,7 @@ class Daemon {
   };
   std::vector<ListenerEntry> listeners_;
   std::unique_ptr<Admin> admin_;
+  std::unique_ptr<Metrics> metrics_;  // with the admin listener; feeds on worker exchanges
   std::string admin_bind_;
 
   uv_signal_t sig_hup_{}, sig_term_{}, sig_int_{}, sig_usr1_{};

@@ -1,0 +1,70 @@
+// DNS discovery: resolves backends given by host name with c-ares on the daemon's libuv loop and
+// turns every address a name resolves to into a backend with id ADDRESS:PORT.
+//
+// One Resolver per (pool, NAME:PORT, nameservers, query settings). Each re-resolves its name every
+// `ttl` ± `jitter` and caches the last answer; an authoritative "no such name / no address"
+// answer empties the set, a timeout or server failure keeps the last one (and retries sooner).
+// When a cached set changes, the owner's `on_change` runs from a fresh loop callback (never from
+// inside c-ares). c-ares sockets are watched with uv_poll handles created from c-ares's socket
+// state callback; c-ares's own timeouts run on a uv_timer. Loop thread only; never throws.
+#pragma once
+
+#include <uv.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rondel/config/config.h"
+#include "rondel/proxy/log.h"
+
+namespace rondel::server {
+
+class Resolver;
+
+class Discovery {
+ public:
+  using OnChange = std::function<void()>;
+
+  Discovery(uv_loop_t* loop, proxy::Logger& log, OnChange on_change);
+  ~Discovery();  // stop()s
+  Discovery(const Discovery&) = delete;
+  Discovery& operator=(const Discovery&) = delete;
+
+  // Starts a resolver (first query now) for every name backend of `cfg` that has none yet.
+  // Existing resolvers keep their cached answers; none is stopped (see retain()).
+  void add(const config::Config& cfg);
+  // Stops the resolvers no name backend of `cfg` uses any more.
+  void retain(const config::Config& cfg);
+  // True when every name backend of `cfg` has a resolver that has completed at least one query.
+  bool settled(const config::Config& cfg) const;
+  // `cfg` with each name backend replaced by one backend per cached address (id and address
+  // ADDRESS:PORT, the entry's weight), skipping ids the pool already has. Names without a
+  // resolver or without addresses contribute nothing.
+  config::Config expand(const config::Config& cfg) const;
+  // Whether backend `id` of `pool` came from a name (and which resolver holds it).
+  bool owns(const std::string& pool, const std::string& id) const;
+  // A connection to backend `id` of `pool` failed: drops its address from the cached set at once
+  // (on_change follows) and starts a re-resolution. Returns true when an address was dropped.
+  bool drop(const std::string& pool, const std::string& id);
+  // Stops every resolver (handles finish closing on the loop). Idempotent.
+  void stop() noexcept;
+  size_t resolvers() const noexcept { return resolvers_.size(); }
+
+ private:
+  friend class Resolver;
+  void changed() noexcept;  // a cached set changed: schedule on_change
+  static void on_notify(uv_timer_t* t) noexcept;
+  Resolver* find(const config::PoolConfig& pool, const config::BackendConfig& b) const;
+
+  uv_loop_t* loop_;
+  proxy::Logger& log_;
+  OnChange on_change_;
+  std::vector<Resolver*> resolvers_;  // each deletes itself once stopped and closed
+  uv_timer_t* notify_ = nullptr;      // 0 ms timer that calls on_change_ from a clean stack
+  uint64_t seed_ = 0x243f6a8885a308d3ull;
+};
+
+}  // namespace rondel::server

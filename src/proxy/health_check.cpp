@@ -1,0 +1,277 @@
+// Active health checks: per-backend probe timers and one-shot HTTP check connections.
+#include "rondel/proxy/health_check.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "rondel/core/hash.h"
+#include "rondel/http/parser.h"
+#include "rondel/net/uv_util.h"
+#include "rondel/proxy/snapshot.h"
+
+namespace rondel::proxy {
+
+class HealthAttempt;
+
+// The schedule of one backend's checks. Deletes itself once stopped and its timer is closed.
+class HealthProbe final : public net::HandleCloser {
+ public:
+  HealthProbe(HealthChecker& owner, std::string pool, std::shared_ptr<BackendState> state,
+              const config::HealthCheckConfig& cfg, uint64_t first_ms)
+      : owner_(owner), pool_(std::move(pool)), state_(std::move(state)), cfg_(cfg) {
+    uv_timer_init(owner_.loop_, &timer_);
+    timer_.data = this;
+    uv_timer_start(&timer_, &on_timer, first_ms, 0);
+  }
+  void stop() noexcept;
+  void result(bool ok, std::string_view why) noexcept;
+
+  HealthChecker& owner_;
+  std::string pool_;
+  std::shared_ptr<BackendState> state_;
+  config::HealthCheckConfig cfg_;
+  HealthAttempt* attempt_ = nullptr;
+  bool seen_ = false;  // sync() mark
+
+ private:
+  void on_all_closed() noexcept override { delete this; }
+  static void on_timer(uv_timer_t* t) noexcept;
+  uv_timer_t timer_{};
+};
+
+// One check: connect, send the request, read the response head. Deletes itself when closed.
+class HealthAttempt final : public net::HandleCloser {
+ public:
+  explicit HealthAttempt(HealthProbe& probe) : probe_(&probe), parser_(http::Limits{}) {}
+
+  void start() noexcept {
+    uv_loop_t* loop = probe_->owner_.loop_;
+    uv_tcp_init(loop, &tcp_);
+    uv_timer_init(loop, &timer_);
+    tcp_.data = this;
+    timer_.data = this;
+    connect_.data = this;
+    write_.data = this;
+    uv_timer_start(&timer_, &on_timeout, probe_->cfg_.timeout_ms, 0);
+    const BackendState& st = *probe_->state_;
+    request_ = probe_->cfg_.method + " " + probe_->cfg_.path + " HTTP/1.1\r\nHost: " +
+               st.addr_text() +
+               "\r\nUser-Agent: rondel-health-check\r\nAccept: */*\r\nConnection: close\r\n\r\n";
+    parser_.begin(probe_->cfg_.method == "HEAD");
+    int rc = uv_tcp_connect(&connect_, &tcp_, reinterpret_cast<const sockaddr*>(&st.addr()),
+                            &on_connect);
+    if (rc != 0) finish(false, std::string("connect_") + uv_err_name(rc));
+  }
+
+  // Detaches from the probe and closes without reporting.
+  void abort() noexcept {
+    probe_ = nullptr;
+    close();
+  }
+
+ private:
+  void close() noexcept {
+    if (closing()) return;
+    close_handle(reinterpret_cast<uv_handle_t*>(&timer_));
+    close_handle(reinterpret_cast<uv_handle_t*>(&tcp_));
+  }
+  void on_all_closed() noexcept override { delete this; }
+
+  void finish(bool ok, std::string_view why) noexcept {
+    if (closing()) return;
+    HealthProbe* p = probe_;
+    probe_ = nullptr;
+    close();
+    if (p != nullptr) p->result(ok, why);
+  }
+
+  static void on_connect(uv_connect_t* req, int status) noexcept {
+    auto* a = static_cast<HealthAttempt*>(req->data);
+    if (a->closing()) return;
+    if (status != 0) {
+      a->finish(false, std::string("connect_") + uv_err_name(status));
+      return;
+    }
+    uv_buf_t buf = uv_buf_init(a->request_.data(), static_cast<unsigned>(a->request_.size()));
+    int rc = uv_write(&a->write_, a->stream(), &buf, 1, &on_written);
+    if (rc == 0) rc = uv_read_start(a->stream(), &on_alloc, &on_read);
+    if (rc != 0) a->finish(false, std::string("io_") + uv_err_name(rc));
+  }
+
+  static void on_written(uv_write_t* req, int status) noexcept {
+    auto* a = static_cast<HealthAttempt*>(req->data);
+    if (status != 0 && !a->closing()) a->finish(false, std::string("write_") + uv_err_name(status));
+  }
+
+  static void on_alloc(uv_handle_t* h, size_t, uv_buf_t* buf) noexcept {
+    auto* a = static_cast<HealthAttempt*>(h->data);
+    *buf = uv_buf_init(a->buf_, sizeof a->buf_);
+  }
+
+  static void on_read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) noexcept {
+    auto* a = static_cast<HealthAttempt*>(s->data);
+    if (a->closing() || nread == 0) return;
+    if (nread < 0) {
+      a->finish(false, nread == UV_EOF ? "closed_before_response"
+                                       : std::string("read_") + uv_err_name(static_cast<int>(nread)));
+      return;
+    }
+    const char* p = buf->base;
+    size_t left = static_cast<size_t>(nread);
+    for (;;) {
+      http::Step st = a->parser_.feed(p, left);
+      p += st.consumed;
+      left -= st.consumed;
+      switch (st.event) {
+        case http::Event::kHead: {
+          uint16_t code = a->parser_.head().status;
+          if (code < 200) {
+            // An interim response: wait for the final one.
+            continue;
+          }
+          const auto& cfg = a->probe_->cfg_;
+          bool ok = code >= cfg.expect_status_min && code <= cfg.expect_status_max;
+          a->finish(ok, "status_" + std::to_string(code));
+          return;
+        }
+        case http::Event::kMessageEnd:
+          a->parser_.begin(a->probe_->cfg_.method == "HEAD");  // after a 1xx
+          continue;
+        case http::Event::kBody:
+          continue;
+        case http::Event::kNeedMore:
+          return;
+        case http::Event::kError:
+          a->finish(false, std::string("bad_response_") + std::string(a->parser_.error().reason));
+          return;
+      }
+    }
+  }
+
+  static void on_timeout(uv_timer_t* t) noexcept {
+    auto* a = static_cast<HealthAttempt*>(t->data);
+    a->finish(false, "timeout");
+  }
+
+  uv_stream_t* stream() noexcept { return reinterpret_cast<uv_stream_t*>(&tcp_); }
+
+  HealthProbe* probe_;
+  http::ResponseParser parser_;
+  uv_tcp_t tcp_{};
+  uv_timer_t timer_{};
+  uv_connect_t connect_{};
+  uv_write_t write_{};
+  std::string request_;
+  char buf_[4096];
+};
+
+void HealthProbe::on_timer(uv_timer_t* t) noexcept {
+  auto* p = static_cast<HealthProbe*>(t->data);
+  if (p->closing() || p->attempt_ != nullptr) return;
+  p->attempt_ = new HealthAttempt(*p);
+  p->attempt_->start();  // may report synchronously
+}
+
+void HealthProbe::stop() noexcept {
+  if (attempt_ != nullptr) {
+    attempt_->abort();
+    attempt_ = nullptr;
+  }
+  uv_timer_stop(&timer_);
+  close_handle(reinterpret_cast<uv_handle_t*>(&timer_));
+}
+
+void HealthProbe::result(bool ok, std::string_view why) noexcept {
+  attempt_ = nullptr;
+  if (closing()) return;
+  owner_.report(*this, ok, why);
+  uv_timer_start(&timer_, &on_timer, cfg_.interval_ms, 0);
+}
+
+HealthChecker::HealthChecker(uv_loop_t* loop, Logger& log, OnChange on_change)
+    : loop_(loop), log_(log), on_change_(std::move(on_change)) {}
+
+HealthChecker::~HealthChecker() { stop(); }
+
+void HealthChecker::stop() noexcept {
+  for (HealthProbe* p : probes_) p->stop();
+  probes_.clear();
+}
+
+void HealthChecker::sync(const Snapshot& snap, uint64_t now_ms) {
+  std::unordered_map<const BackendState*, HealthProbe*> by_state;
+  by_state.reserve(probes_.size());
+  for (HealthProbe* p : probes_) {
+    p->seen_ = false;
+    by_state.emplace(p->state_.get(), p);
+  }
+  for (const auto& pool : snap.pools()) {
+    const config::HealthCheckConfig& hc = pool->config().health;
+    for (size_t i = 0; i < pool->size(); ++i) {
+      BackendState& b = pool->backend(static_cast<core::BackendIndex>(i));
+      auto it = by_state.find(&b);
+      if (!hc.enabled) {
+        if (b.health() == Health::kDown) {
+          // Only checks mark a backend kDown; with no checks it would never come back.
+          b.set_health(Health::kUp);
+          b.check_failures = b.check_successes = 0;
+          b.ramp_start_ms = now_ms;
+          log_.log(Level::kInfo, "backend_up",
+                   "pool=" + pool->name() + " backend=" + b.id() + " reason=checks_disabled");
+          if (on_change_) on_change_(pool->name(), b);
+        }
+        continue;
+      }
+      if (it != by_state.end()) {
+        it->second->cfg_ = hc;
+        it->second->seen_ = true;
+        continue;
+      }
+      // Spread the first checks over the first interval (at most one second), so a pool's
+      // backends are not all probed in the same loop iteration.
+      seed_ = core::mix64(seed_, now_ms + i);
+      uint64_t spread = std::min<uint64_t>(hc.interval_ms, 1000);
+      auto* p = new HealthProbe(*this, pool->name(), pool->backend_ptr(static_cast<core::BackendIndex>(i)),
+                                hc, spread > 1 ? seed_ % spread : 0);
+      p->seen_ = true;
+      probes_.push_back(p);
+    }
+  }
+  std::erase_if(probes_, [](HealthProbe* p) {
+    if (p->seen_) return false;
+    p->stop();
+    return true;
+  });
+}
+
+void HealthChecker::report(HealthProbe& probe, bool ok, std::string_view why) noexcept {
+  BackendState& b = *probe.state_;
+  const config::HealthCheckConfig& cfg = probe.cfg_;
+  Health before = b.health();
+  if (ok) {
+    ++b.check_successes;
+    b.check_failures = 0;
+    if (before == Health::kDown && b.check_successes >= cfg.rise) {
+      b.set_health(Health::kUp);
+      b.note_success();
+      b.ramp_start_ms = uv_now(loop_);
+      log_.log(Level::kInfo, "backend_up",
+               "pool=" + probe.pool_ + " backend=" + b.id() + " checks=" +
+                   std::to_string(b.check_successes));
+    }
+  } else {
+    ++b.check_failures;
+    b.check_successes = 0;
+    log_.log(Level::kDebug, "health_check_failed",
+             "pool=" + probe.pool_ + " backend=" + b.id() + " reason=" + std::string(why));
+    if (before != Health::kDown && b.check_failures >= cfg.fall) {
+      b.set_health(Health::kDown);
+      log_.log(Level::kWarn, "backend_down",
+               "pool=" + probe.pool_ + " backend=" + b.id() + " checks=" +
+                   std::to_string(b.check_failures) + " reason=" + std::string(why));
+    }
+  }
+  if (b.health() != before && on_change_) on_change_(probe.pool_, b);
+}
+
+}  // namespace rondel::proxy

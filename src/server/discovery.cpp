@@ -1,0 +1,444 @@
+// DNS discovery with c-ares driven by libuv: per-name resolvers, their caches and re-resolution.
+#include "rondel/server/discovery.h"
+
+#include <ares.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <algorithm>
+#include <set>
+
+#include "rondel/core/hash.h"
+#include "rondel/net/uv_util.h"
+
+namespace rondel::server {
+
+namespace {
+
+// After a failed query (timeout, server failure) try again sooner than the TTL.
+constexpr uint64_t kRetryMs = 2000;
+
+std::string nameservers_csv(const config::DnsConfig& d) {
+  std::string csv;
+  for (const auto& a : d.nameservers) {
+    if (!csv.empty()) csv += ',';
+    csv += a.to_string();
+  }
+  return csv;
+}
+
+// Identity of a resolver: what it resolves, for which pool, and how (settings that need a new
+// c-ares channel). TTL and jitter are updated in place.
+std::string resolver_key(const config::PoolConfig& pool, const config::BackendConfig& b) {
+  std::string k = pool.name;
+  k += '\0';
+  k += b.address.to_string();
+  k += '\0';
+  k += nameservers_csv(pool.dns);
+  k += '\0';
+  k += std::to_string(pool.dns.timeout_ms) + "/" + std::to_string(pool.dns.attempts);
+  return k;
+}
+
+std::string ip_text(const sockaddr* sa) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  if (sa->sa_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, buf, sizeof buf);
+  } else if (sa->sa_family == AF_INET6) {
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr, buf, sizeof buf);
+  }
+  return buf;
+}
+
+// Backend id of a resolved address: "ip:port" ("[ip]:port" for IPv6).
+std::string backend_id(const std::string& ip, uint16_t port) {
+  config::Address a{ip, port, false};
+  return a.to_string();
+}
+
+}  // namespace
+
+class Resolver;
+
+// Watches one c-ares socket for its resolver. Deletes itself when its handle is closed.
+struct AresPoll {
+  uv_poll_t handle{};
+  ares_socket_t fd = ARES_SOCKET_BAD;
+  Resolver* owner = nullptr;
+  static void on_close(uv_handle_t* h) noexcept { delete static_cast<AresPoll*>(h->data); }
+};
+
+class Resolver final : public net::HandleCloser {
+ public:
+  Resolver(Discovery& owner, std::string key, const config::PoolConfig& pool,
+           const config::BackendConfig& b)
+      : owner_(owner), key_(std::move(key)), pool_(pool.name), host_(b.address.host),
+        port_(b.address.port), dns_(pool.dns) {
+    uv_timer_init(owner_.loop_, &ttl_timer_);
+    uv_timer_init(owner_.loop_, &ares_timer_);
+    ttl_timer_.data = this;
+    ares_timer_.data = this;
+    ares_options opts{};
+    int mask = ARES_OPT_SOCK_STATE_CB | ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES;
+    opts.sock_state_cb = &on_sock_state;
+    opts.sock_state_cb_data = this;
+    opts.timeout = static_cast<int>(std::min<uint64_t>(dns_.timeout_ms, 1u << 30));
+    opts.tries = static_cast<int>(dns_.attempts);
+    char lookups[] = "b";  // DNS only: configured nameservers mean "ask them", not /etc/hosts
+    if (!dns_.nameservers.empty()) {
+      opts.lookups = lookups;
+      mask |= ARES_OPT_LOOKUPS;
+    }
+    int rc = ares_init_options(&channel_, &opts, mask);
+    if (rc == ARES_SUCCESS && !dns_.nameservers.empty()) {
+      rc = ares_set_servers_ports_csv(channel_, nameservers_csv(dns_).c_str());
+    }
+    if (rc != ARES_SUCCESS) {
+      owner_.log_.log(proxy::Level::kError, "dns_init_failed",
+                      "pool=" + pool_ + " name=" + host_ + " error=\"" + ares_strerror(rc) + "\"");
+      if (channel_ != nullptr) ares_destroy(channel_);
+      channel_ = nullptr;
+      answered_ = true;  // nothing to wait for
+    }
+  }
+
+  const std::string& key() const noexcept { return key_; }
+  const std::string& pool() const noexcept { return pool_; }
+  uint16_t port() const noexcept { return port_; }
+  bool answered() const noexcept { return answered_; }
+  const std::vector<std::string>& addresses() const noexcept { return addrs_; }
+  bool seen = false;  // retain() mark
+
+  void update_settings(const config::DnsConfig& d) noexcept {
+    dns_.ttl_ms = d.ttl_ms;
+    dns_.jitter_percent = d.jitter_percent;
+  }
+
+  void query() noexcept {
+    if (closing() || querying_ || channel_ == nullptr) return;
+    querying_ = true;
+    uv_timer_stop(&ttl_timer_);
+    ares_addrinfo_hints hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = ARES_AI_NOSORT;
+    ares_getaddrinfo(channel_, host_.c_str(), nullptr, &hints, &on_answer, this);
+    arm_ares_timer();
+  }
+
+  bool holds(const std::string& id) const {
+    for (const auto& a : addrs_) {
+      if (backend_id(a, port_) == id) return true;
+    }
+    return false;
+  }
+
+  bool drop(const std::string& id) {
+    auto it = std::find_if(addrs_.begin(), addrs_.end(),
+                           [&](const std::string& a) { return backend_id(a, port_) == id; });
+    if (it == addrs_.end()) return false;
+    // Held out of the answers until the next regular re-resolution (one TTL less the jitter):
+    // the name may still list it (a stale record, a backend that died), and taking it straight
+    // back would only fail again.
+    held_.emplace_back(*it, uv_now(owner_.loop_) + dns_.ttl_ms * (100 - dns_.jitter_percent) / 100);
+    addrs_.erase(it);
+    owner_.log_.log(proxy::Level::kWarn, "dns_address_dropped",
+                    "pool=" + pool_ + " name=" + host_ + " backend=" + id +
+                        " reason=connect_failed left=" + std::to_string(addrs_.size()));
+    owner_.changed();
+    query();
+    return true;
+  }
+
+  void stop() noexcept {
+    if (closing()) return;
+    stopping_ = true;
+    if (channel_ != nullptr) {
+      // Runs pending callbacks with ARES_EDESTRUCTION and closes every socket (each through
+      // on_sock_state(fd, 0, 0), which closes its poll handle before the socket is closed).
+      ares_destroy(channel_);
+      channel_ = nullptr;
+    }
+    uv_timer_stop(&ttl_timer_);
+    uv_timer_stop(&ares_timer_);
+    close_handle(reinterpret_cast<uv_handle_t*>(&ttl_timer_));
+    close_handle(reinterpret_cast<uv_handle_t*>(&ares_timer_));
+  }
+
+ private:
+  void on_all_closed() noexcept override { delete this; }
+
+  // Next query in ttl ± jitter (or the retry delay after a failure).
+  void schedule(uint64_t base_ms) noexcept {
+    uint64_t j = dns_.jitter_percent;
+    uint64_t ms = base_ms;
+    if (j > 0) {
+      owner_.seed_ = core::mix64(owner_.seed_, uv_hrtime());
+      uint64_t pct = 100 - j + owner_.seed_ % (2 * j + 1);  // 100-j .. 100+j
+      ms = base_ms * pct / 100;
+    }
+    uv_timer_start(&ttl_timer_, &on_ttl, std::max<uint64_t>(ms, 1), 0);
+  }
+
+  void arm_ares_timer() noexcept {
+    if (channel_ == nullptr || closing()) return;
+    timeval tv{};
+    if (ares_timeout(channel_, nullptr, &tv) != nullptr) {
+      uint64_t ms = static_cast<uint64_t>(tv.tv_sec) * 1000 + static_cast<uint64_t>(tv.tv_usec) / 1000;
+      uv_timer_start(&ares_timer_, &on_ares_timer, ms > 0 ? ms : 1, 0);
+    } else {
+      uv_timer_stop(&ares_timer_);
+    }
+  }
+
+  void answer(int status, ares_addrinfo* res) noexcept {
+    querying_ = false;
+    answered_ = true;
+    if (status == ARES_SUCCESS || status == ARES_ENOTFOUND || status == ARES_ENODATA) {
+      std::set<std::string> found;
+      if (res != nullptr) {
+        for (ares_addrinfo_node* n = res->nodes; n != nullptr; n = n->ai_next) {
+          std::string ip = ip_text(n->ai_addr);
+          if (!ip.empty()) found.insert(ip);
+        }
+      }
+      const uint64_t now = uv_now(owner_.loop_);
+      std::erase_if(held_, [now](const auto& h) { return h.second <= now; });
+      for (const auto& h : held_) found.erase(h.first);
+      std::vector<std::string> next(found.begin(), found.end());
+      if (next != addrs_ || first_) {
+        std::string list;
+        for (const auto& a : next) list += (list.empty() ? "" : ",") + a;
+        owner_.log_.log(proxy::Level::kInfo, "dns_resolved",
+                        "pool=" + pool_ + " name=" + host_ + " addresses=" +
+                            std::to_string(next.size()) + " [" + list + "]" +
+                            (status == ARES_SUCCESS ? "" : std::string(" status=") +
+                                                              ares_strerror(status)));
+        if (next != addrs_) {
+          addrs_ = std::move(next);
+          owner_.changed();
+        }
+      }
+      first_ = false;
+      schedule(dns_.ttl_ms);
+    } else {
+      owner_.log_.log(proxy::Level::kWarn, "dns_failed",
+                      "pool=" + pool_ + " name=" + host_ + " error=\"" + ares_strerror(status) +
+                          "\" keeping=" + std::to_string(addrs_.size()));
+      schedule(std::min<uint64_t>(dns_.ttl_ms, kRetryMs));
+    }
+  }
+
+  static void on_answer(void* arg, int status, int, ares_addrinfo* res) noexcept {
+    auto* r = static_cast<Resolver*>(arg);
+    if (status != ARES_EDESTRUCTION && !r->stopping_) r->answer(status, res);
+    if (res != nullptr) ares_freeaddrinfo(res);
+  }
+
+  static void on_ttl(uv_timer_t* t) noexcept { static_cast<Resolver*>(t->data)->query(); }
+
+  static void on_ares_timer(uv_timer_t* t) noexcept {
+    auto* r = static_cast<Resolver*>(t->data);
+    if (r->channel_ == nullptr) return;
+    ares_process_fd(r->channel_, ARES_SOCKET_BAD, ARES_SOCKET_BAD);
+    r->arm_ares_timer();
+  }
+
+  static void on_sock_state(void* data, ares_socket_t fd, int readable, int writable) noexcept {
+    auto* r = static_cast<Resolver*>(data);
+    auto it = std::find_if(r->polls_.begin(), r->polls_.end(),
+                           [fd](AresPoll* p) { return p->fd == fd; });
+    if (!readable && !writable) {
+      if (it != r->polls_.end()) {
+        AresPoll* p = *it;
+        r->polls_.erase(it);
+        uv_poll_stop(&p->handle);
+        uv_close(reinterpret_cast<uv_handle_t*>(&p->handle), &AresPoll::on_close);
+      }
+      return;
+    }
+    AresPoll* p = nullptr;
+    if (it == r->polls_.end()) {
+      p = new AresPoll();
+      p->fd = fd;
+      if (uv_poll_init_socket(r->owner_.loop_, &p->handle, fd) != 0) {
+        delete p;
+        return;
+      }
+      p->handle.data = p;
+      r->polls_.push_back(p);
+    } else {
+      p = *it;
+    }
+    p->owner = r;
+    int events = (readable ? UV_READABLE : 0) | (writable ? UV_WRITABLE : 0);
+    uv_poll_start(&p->handle, events, &on_poll);
+  }
+
+  static void on_poll(uv_poll_t* h, int status, int events) noexcept {
+    auto* p = static_cast<AresPoll*>(h->data);
+    Resolver* r = p->owner;
+    if (r->channel_ == nullptr) return;
+    // On a poll error let c-ares read (and see the error) and write.
+    ares_socket_t rfd = (status < 0 || (events & UV_READABLE)) ? p->fd : ARES_SOCKET_BAD;
+    ares_socket_t wfd = (status < 0 || (events & UV_WRITABLE)) ? p->fd : ARES_SOCKET_BAD;
+    ares_process_fd(r->channel_, rfd, wfd);  // may free p through on_sock_state
+    r->arm_ares_timer();
+  }
+
+  Discovery& owner_;
+  std::string key_;
+  std::string pool_;
+  std::string host_;
+  uint16_t port_;
+  config::DnsConfig dns_;
+  ares_channel channel_ = nullptr;
+  uv_timer_t ttl_timer_{};
+  uv_timer_t ares_timer_{};
+  std::vector<AresPoll*> polls_;
+  std::vector<std::string> addrs_;  // sorted IP literals
+  // Addresses dropped after a connect failure and the loop time until which answers skip them.
+  std::vector<std::pair<std::string, uint64_t>> held_;
+  bool querying_ = false;
+  bool answered_ = false;
+  bool first_ = true;
+  bool stopping_ = false;
+};
+
+Discovery::Discovery(uv_loop_t* loop, proxy::Logger& log, OnChange on_change)
+    : loop_(loop), log_(log), on_change_(std::move(on_change)) {
+  ares_library_init(ARES_LIB_INIT_ALL);
+  notify_ = new uv_timer_t();
+  uv_timer_init(loop_, notify_);
+  notify_->data = this;
+}
+
+Discovery::~Discovery() {
+  stop();
+  ares_library_cleanup();
+}
+
+void Discovery::stop() noexcept {
+  for (Resolver* r : resolvers_) r->stop();
+  resolvers_.clear();
+  if (notify_ != nullptr) {
+    uv_timer_stop(notify_);
+    uv_close(reinterpret_cast<uv_handle_t*>(notify_),
+             [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
+    notify_ = nullptr;
+  }
+}
+
+Resolver* Discovery::find(const config::PoolConfig& pool, const config::BackendConfig& b) const {
+  std::string key = resolver_key(pool, b);
+  for (Resolver* r : resolvers_) {
+    if (r->key() == key) return r;
+  }
+  return nullptr;
+}
+
+void Discovery::add(const config::Config& cfg) {
+  if (notify_ == nullptr) return;  // stopped
+  for (const auto& pool : cfg.pools) {
+    for (const auto& b : pool.backends) {
+      if (!b.address.is_name) continue;
+      if (Resolver* r = find(pool, b)) {
+        r->update_settings(pool.dns);
+        continue;
+      }
+      auto* r = new Resolver(*this, resolver_key(pool, b), pool, b);
+      resolvers_.push_back(r);
+      r->query();
+    }
+  }
+}
+
+void Discovery::retain(const config::Config& cfg) {
+  for (Resolver* r : resolvers_) r->seen = false;
+  for (const auto& pool : cfg.pools) {
+    for (const auto& b : pool.backends) {
+      if (!b.address.is_name) continue;
+      if (Resolver* r = find(pool, b)) r->seen = true;
+    }
+  }
+  for (auto it = resolvers_.begin(); it != resolvers_.end();) {
+    if ((*it)->seen) {
+      ++it;
+    } else {
+      (*it)->stop();
+      it = resolvers_.erase(it);
+    }
+  }
+}
+
+bool Discovery::settled(const config::Config& cfg) const {
+  for (const auto& pool : cfg.pools) {
+    for (const auto& b : pool.backends) {
+      if (!b.address.is_name) continue;
+      Resolver* r = find(pool, b);
+      if (r == nullptr || !r->answered()) return false;
+    }
+  }
+  return true;
+}
+
+config::Config Discovery::expand(const config::Config& cfg) const {
+  config::Config out = cfg;
+  for (size_t pi = 0; pi < cfg.pools.size(); ++pi) {
+    const config::PoolConfig& pool = cfg.pools[pi];
+    bool any_name = false;
+    for (const auto& b : pool.backends) any_name |= b.address.is_name;
+    if (!any_name) continue;
+    std::vector<config::BackendConfig> list;
+    std::set<std::string> ids;
+    // Literal backends first, so a resolved address equal to a listed one is the listed one.
+    for (const auto& b : pool.backends) {
+      if (b.address.is_name) continue;
+      ids.insert(b.id);
+      list.push_back(b);
+    }
+    for (const auto& b : pool.backends) {
+      if (!b.address.is_name) continue;
+      Resolver* r = find(pool, b);
+      if (r == nullptr) continue;
+      for (const auto& ip : r->addresses()) {
+        config::BackendConfig e;
+        e.address = config::Address{ip, b.address.port, false};
+        e.id = e.address.to_string();
+        e.weight = b.weight;
+        e.position = b.position;
+        if (ids.insert(e.id).second) list.push_back(std::move(e));
+      }
+    }
+    out.pools[pi].backends = std::move(list);
+  }
+  return out;
+}
+
+bool Discovery::owns(const std::string& pool, const std::string& id) const {
+  for (Resolver* r : resolvers_) {
+    if (r->pool() == pool && r->holds(id)) return true;
+  }
+  return false;
+}
+
+bool Discovery::drop(const std::string& pool, const std::string& id) {
+  bool dropped = false;
+  for (Resolver* r : resolvers_) {
+    if (r->pool() == pool) dropped |= r->drop(id);
+  }
+  return dropped;
+}
+
+void Discovery::changed() noexcept {
+  if (notify_ != nullptr && !uv_is_active(reinterpret_cast<uv_handle_t*>(notify_))) {
+    uv_timer_start(notify_, &on_notify, 0, 0);
+  }
+}
+
+void Discovery::on_notify(uv_timer_t* t) noexcept {
+  auto* d = static_cast<Discovery*>(t->data);
+  if (d->on_change_) d->on_change_();
+}
+
+}  // namespace rondel::server

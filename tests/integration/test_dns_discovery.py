@@ -1,0 +1,265 @@
+"""DNS discovery with a real DNS server (configuration and lifecycle issue).
+
+dnsmasq, run by hand on a high port, serves caches.test with three loopback addresses
+(127.0.0.2, .3, .4), each with a test backend on the same port. rondel (c-ares, TTL 1 s, jitter
+10%) makes each address a backend with id ADDRESS:PORT, follows changed answers within TTL plus
+jitter moving only the changed backends' keys, and drops an address whose connection fails at once.
+"""
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+
+from harness import Backend, Rondel, _processes, http_get, main, wait_until
+
+DNSMASQ = shutil.which("dnsmasq") or ("/usr/sbin/dnsmasq" if os.path.exists("/usr/sbin/dnsmasq")
+                                      else None)
+NAME = "caches.test"
+ADDRS = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+TTL_S = 1.0
+JITTER = 0.10
+SAMPLE_KEYS = 600
+
+
+def free_port(kind=socket.SOCK_STREAM, hosts=("127.0.0.1",)):
+    """A port free for `kind` on every host in `hosts` (bounded tries)."""
+    for _ in range(50):
+        s = socket.socket(socket.AF_INET, kind)
+        s.bind((hosts[0], 0))
+        port = s.getsockname()[1]
+        s.close()
+        ok = True
+        for h in hosts[1:]:
+            t = socket.socket(socket.AF_INET, kind)
+            try:
+                t.bind((h, port))
+            except OSError:
+                ok = False
+            finally:
+                t.close()
+        if ok:
+            return port
+    raise AssertionError("no free port")
+
+
+class Dnsmasq:
+    def __init__(self, workdir, addrs):
+        self.dir = workdir
+        os.chmod(self.dir, 0o755)  # dnsmasq re-reads the hosts file as user nobody
+        self.hosts = os.path.join(self.dir, "hosts")
+        self.write(addrs)
+        self.port = free_port(socket.SOCK_DGRAM)
+        self.proc = subprocess.Popen(
+            [DNSMASQ, "--no-daemon", f"--port={self.port}", "--listen-address=127.0.0.1",
+             "--bind-interfaces", "--no-resolv", "--no-hosts", f"--addn-hosts={self.hosts}",
+             "--conf-file=/dev/null", "--pid-file=", "--local=/test/", "--log-facility=-"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _processes.append(self.proc)
+        wait_until(self._answers, timeout=5, what="dnsmasq answering")
+
+    def write(self, addrs):
+        tmp = self.hosts + ".tmp"
+        with open(tmp, "w") as f:
+            for a in addrs:
+                f.write(f"{a} {NAME}\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, self.hosts)
+
+    def change(self, addrs):
+        self.write(addrs)
+        self.proc.send_signal(signal.SIGHUP)  # re-reads --addn-hosts
+
+    def _answers(self):
+        if self.proc.poll() is not None:
+            raise AssertionError("dnsmasq exited")
+        q = (b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00" +
+             b"".join(bytes([len(p)]) + p.encode() for p in NAME.split(".")) +
+             b"\x00\x00\x01\x00\x01")
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.settimeout(0.3)
+        try:
+            s.sendto(q, ("127.0.0.1", self.port))
+            return len(s.recv(512)) > len(q)
+        except OSError:
+            return False
+        finally:
+            s.close()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=5)
+
+
+@unittest.skipIf(DNSMASQ is None, "dnsmasq is not installed (Debian package dnsmasq-base)")
+class DnsDiscovery(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="rondel-it-dns-")
+        cls.dns = Dnsmasq(cls.dir, ADDRS)
+        cls.port = free_port(hosts=tuple(ADDRS))
+        cls.backends = {a: Backend(f"d{a.rsplit('.', 1)[1]}", host=a, port=cls.port)
+                        for a in ADDRS}
+        text = (f"dns: {{ nameservers: [127.0.0.1:{cls.dns.port}], ttl: 1s, jitter: 10% }}\n"
+                "listeners:\n  - { name: web, bind: 127.0.0.1:0, pool: p }\n"
+                "pools:\n  - name: p\n"
+                "    passive_health: { consecutive_failures: 0 }\n"
+                f"    backends: [{{ address: {NAME}:{cls.port} }}]\n"
+                "admin: { bind: 127.0.0.1:0 }\nlog: { level: info }\n")
+        cls.rondel = Rondel(text, workdir=cls.dir)
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.rondel.stop()
+        for b in cls.backends.values():
+            b.stop()
+        cls.dns.stop()
+        assert code == 0, code
+
+    def ids(self):
+        return sorted(b["id"] for b in self.rondel.pools()["pools"][0]["backends"])
+
+    def expect(self, addrs):
+        return sorted(f"{a}:{self.port}" for a in addrs)
+
+    def owners(self, keys):
+        return {k: self.rondel.route("p", k)["owner"] for k in keys}
+
+    def setUp(self):
+        # Every test starts (and ends) with the three addresses served and resolved.
+        self.dns.change(ADDRS)
+        wait_until(lambda: self.ids() == self.expect(ADDRS), timeout=10, interval=0.05,
+                   what="all three addresses resolved")
+
+    def test_each_address_is_a_backend(self):
+        self.assertEqual(self.ids(), self.expect(ADDRS))
+        seen = set()
+        for i in range(60):
+            status, headers, _ = http_get(self.rondel.port, f"/obj/{i}")
+            self.assertEqual(status, 200)
+            seen.add(headers["x-backend"])
+        self.assertEqual(seen, {b.name for b in self.backends.values()})
+        self.rondel.wait_idle()
+
+    def test_changed_answers_are_followed_within_ttl_and_only_their_keys_move(self):
+        keys = [f"/k/{i}" for i in range(SAMPLE_KEYS)]
+        before = self.owners(keys)
+        gone = f"{ADDRS[2]}:{self.port}"
+        start = self.rondel.out.count()
+        t0 = time.monotonic()
+        self.dns.change(ADDRS[:2])
+        wait_until(lambda: self.ids() == self.expect(ADDRS[:2]), timeout=5, interval=0.05,
+                   what="rondel following the removal")
+        took = time.monotonic() - t0
+        self.assertLess(took, TTL_S * (1 + JITTER) + 0.5)
+        after = self.owners(keys)
+        moved = [k for k in keys if before[k] != after[k]]
+        for k in moved:
+            self.assertEqual(before[k], gone)  # only the removed backend's keys move
+        self.assertEqual(len(moved), sum(1 for k in keys if before[k] == gone))
+        m = self.rondel.out.wait_for(r"info dns_moved pool=p share=([0-9.]+)", timeout=2,
+                                     start=start)
+        logged = float(m.group(1))
+        measured = len(moved) / len(keys)
+        print(f"\ndns: removal followed in {took:.2f}s; moved share logged {logged:.4f}, "
+              f"measured {measured:.4f}")
+        self.assertAlmostEqual(measured, logged, delta=0.06)
+
+        t0 = time.monotonic()
+        self.dns.change(ADDRS)
+        wait_until(lambda: self.ids() == self.expect(ADDRS), timeout=5, interval=0.05,
+                   what="rondel following the addition")
+        self.assertLess(time.monotonic() - t0, TTL_S * (1 + JITTER) + 0.5)
+        self.assertEqual(self.owners(keys), before)  # the keys come back
+        for i in range(10):
+            self.assertEqual(http_get(self.rondel.port, f"/again/{i}")[0], 200)
+
+    def test_connect_failure_drops_the_address_at_once(self):
+        victim_addr = ADDRS[1]
+        victim = self.backends[victim_addr]
+        victim_id = f"{victim_addr}:{self.port}"
+        keys = [k for k in (f"/c/{i}" for i in range(400))
+                if self.rondel.route("p", k)["owner"] == victim_id][:5]
+        self.assertTrue(keys)
+        victim.stop()
+        try:
+            start = self.rondel.out.count()
+            status, headers, _ = http_get(self.rondel.port, keys[0])
+            self.assertEqual(status, 200)  # retried on the next backend
+            self.assertNotEqual(headers["x-backend"], victim.name)
+            t0 = time.monotonic()
+            self.rondel.out.wait_for(rf"warn dns_address_dropped pool=p name={NAME} "
+                                     rf"backend={re.escape(victim_id)} reason=connect_failed",
+                                     timeout=2, start=start)
+            wait_until(lambda: victim_id not in self.ids(), timeout=1, interval=0.02,
+                       what="address dropped from the pool")
+            self.assertLess(time.monotonic() - t0, 0.6)
+            for k in keys:
+                status, headers, _ = http_get(self.rondel.port, k)
+                self.assertEqual(status, 200)
+                self.assertNotEqual(headers["x-backend"], victim.name)
+        finally:
+            # Back on its address; the name still lists it, so it returns with a later answer.
+            self.backends[victim_addr] = Backend(victim.name, host=victim_addr, port=self.port)
+        wait_until(lambda: victim_id in self.ids(), timeout=5, interval=0.05,
+                   what="address back after re-resolution")
+
+
+@unittest.skipIf(DNSMASQ is None, "dnsmasq is not installed (Debian package dnsmasq-base)")
+class DnsLifecycle(unittest.TestCase):
+    """Names at start-up and on reload, each with its own rondel."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="rondel-it-dns-")
+        cls.dns = Dnsmasq(cls.dir, ADDRS[:1])
+        cls.port = free_port(hosts=(ADDRS[0],))
+        cls.backend = Backend("n2", host=ADDRS[0], port=cls.port)
+        cls.literal = Backend("lit")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.backend.stop()
+        cls.literal.stop()
+        cls.dns.stop()
+
+    def config(self, backends):
+        return (f"dns: {{ nameservers: [127.0.0.1:{self.dns.port}], ttl: 1s }}\n"
+                "listeners:\n  - { name: web, bind: 127.0.0.1:0, pool: p }\n"
+                "pools:\n  - name: p\n"
+                f"    backends: [{', '.join('{ address: %s }' % b for b in backends)}]\n"
+                "admin: { bind: 127.0.0.1:0 }\n")
+
+    def test_start_fails_with_exit_2_when_a_pool_resolves_to_nothing(self):
+        r = Rondel(self.config([f"nothing.test:{self.port}"]), expect_start=False)
+        self.assertEqual(r.proc.wait(timeout=10), 2)
+        self.assertTrue(r.lines(r"config_invalid .*pool p: no backend"))
+
+    def test_reload_to_a_new_name_waits_for_its_answer(self):
+        r = Rondel(self.config([self.literal.address]))
+        try:
+            r.reload(self.config([self.literal.address, f"{NAME}:{self.port}"]))
+            ids = sorted(b["id"] for b in r.pools()["pools"][0]["backends"])
+            self.assertEqual(ids, sorted([self.literal.address, f"{ADDRS[0]}:{self.port}"]))
+            self.assertTrue(r.lines(r"reload_waiting_dns"))
+            names = set()
+            for i in range(40):
+                status, headers, _ = http_get(r.port, f"/r/{i}")
+                self.assertEqual(status, 200)
+                names.add(headers["x-backend"])
+            self.assertEqual(names, {"lit", "n2"})
+            # A name that does not resolve leaves the pool with its literal backend only.
+            r.reload(self.config([self.literal.address, f"nothing.test:{self.port}"]))
+            ids = [b["id"] for b in r.pools()["pools"][0]["backends"]]
+            self.assertEqual(ids, [self.literal.address])
+        finally:
+            self.assertEqual(r.stop(), 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,294 @@
+"""Proxy data path, HTTP semantics: keep-alive on both sides, HTTP/1.0, pipelining, bodiless
+responses, 100-continue, header rewriting and re-framing, with raw sockets and curl."""
+import os
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+import zlib
+
+from harness import (Backend, HttpConn, Rondel, access_records, http_get, main, make_config, raw_exchange,
+                     parse_responses, wait_until)
+
+
+class ProxyHttp(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.backends = [Backend(f"h{i}", "--checksum") for i in range(3)]
+        cls.access = os.path.join(tempfile.mkdtemp(prefix="rondel-http-"), "access.log")
+        cls.rondel = Rondel(make_config(cls.backends, log={"access_log": cls.access}))
+        cls.port = cls.rondel.port
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.rondel.stop() == 0
+        for b in cls.backends:
+            b.stop()
+
+    def tearDown(self):
+        self.rondel.wait_idle()
+
+    def by_name(self, name):
+        return [b for b in self.backends if b.name == name][0]
+
+    def test_client_keep_alive_many_requests_one_connection(self):
+        with HttpConn(self.port) as c:
+            for i in range(300):
+                c.request("GET", f"/ka/{i % 37}?size={i % 50 + 1}")
+                status, h, body = c.read_response()
+                self.assertEqual(status, 200)
+                self.assertEqual(len(body), i % 50 + 1)
+                self.assertNotIn("connection", h)
+            self.assertFalse(c.closed_by_peer(timeout=0.2))
+
+    def test_backend_keep_alive_pool_reused(self):
+        # Sequential requests, each on a new client connection: the backend side reuses pooled
+        # connections, so connections_total stays small while requests grow.
+        before = {b.name: b.stats() for b in self.backends}
+        n = 300
+        for i in range(n):
+            status, _, _ = http_get(self.port, f"/pool/{i}")
+            self.assertEqual(status, 200)
+        after = {b.name: b.stats() for b in self.backends}
+        requests = sum(after[k]["requests"] - before[k]["requests"] for k in after)
+        # The /_stats calls themselves are control requests, not counted in "requests".
+        self.assertEqual(requests, n)
+        for k in after:
+            new_conns = after[k]["connections_total"] - before[k]["connections_total"]
+            # One busy connection at a time per backend, plus this stats call's own connection.
+            self.assertLessEqual(new_conns, 3, f"{k}: {new_conns} new backend connections")
+
+    def test_http10_without_keep_alive_closes(self):
+        with HttpConn(self.port) as c:
+            c.send(b"GET /one HTTP/1.0\r\n\r\n")
+            status, h, body = c.read_response()
+            self.assertEqual(status, 200)
+            self.assertEqual(h.get("connection", "").lower(), "close")
+            self.assertTrue(c.closed_by_peer())
+
+    def test_http10_keep_alive_when_asked(self):
+        with HttpConn(self.port) as c:
+            for i in range(5):
+                c.send(f"GET /ka10/{i} HTTP/1.0\r\nConnection: keep-alive\r\n\r\n".encode())
+                status, h, _ = c.read_response()
+                self.assertEqual(status, 200)
+                self.assertEqual(h.get("connection", "").lower(), "keep-alive")
+            c.send(b"GET /last HTTP/1.0\r\n\r\n")
+            status, h, _ = c.read_response()
+            self.assertEqual(status, 200)
+            self.assertTrue(c.closed_by_peer())
+
+    def test_http10_chunked_backend_response_is_close_delimited(self):
+        with HttpConn(self.port) as c:
+            c.send(b"GET /c10?chunked=1&size=100000 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            status, h, body = c.read_response()
+            self.assertEqual(status, 200)
+            self.assertNotIn("transfer-encoding", h)
+            self.assertEqual(len(body), 100000)
+            self.assertTrue(c.eof)
+
+    def test_http11_chunked_and_length_responses(self):
+        with HttpConn(self.port) as c:
+            c.request("GET", "/c11?chunked=1&size=70000")
+            status, h, body = c.read_response()
+            self.assertEqual(h.get("transfer-encoding"), "chunked")
+            self.assertEqual(len(body), 70000)
+            c.request("GET", "/c11?size=70000")
+            status, h, body = c.read_response()
+            self.assertEqual(h.get("content-length"), "70000")
+            self.assertEqual(len(body), 70000)
+
+    def test_head_204_304_have_no_body(self):
+        # Pipelined: if any bodiless response were given a body, the next would be misparsed.
+        with HttpConn(self.port) as c:
+            c.send(b"HEAD /h?size=1000 HTTP/1.1\r\nHost: t\r\n\r\n"
+                   b"GET /h?status=204 HTTP/1.1\r\nHost: t\r\n\r\n"
+                   b"GET /h?status=304 HTTP/1.1\r\nHost: t\r\n\r\n"
+                   b"HEAD /h?size=1000&chunked=1 HTTP/1.1\r\nHost: t\r\n\r\n"
+                   b"GET /h?size=7 HTTP/1.1\r\nHost: t\r\n\r\n")
+            s, h, b = c.read_response("HEAD")
+            self.assertEqual((s, h.get("content-length"), b), (200, "1000", b""))
+            self.assertEqual(c.read_response()[0], 204)
+            self.assertEqual(c.read_response()[0], 304)
+            s, h, b = c.read_response("HEAD")
+            self.assertEqual((s, b), (200, b""))
+            s, h, b = c.read_response()
+            self.assertEqual((s, len(b)), (200, 7))
+            time.sleep(0.2)
+            self.assertEqual(c.buf, b"", "bytes after the last response")
+
+    def test_pipelined_answered_in_order_slow_first(self):
+        with HttpConn(self.port) as c:
+            t0 = time.monotonic()
+            reqs = [("/pipe/a?delay=400&size=11", 11), ("/pipe/b?size=22", 22),
+                    ("/pipe/c?size=33&chunked=1", 33), ("/pipe/d?size=44", 44)]
+            c.send(b"".join(f"GET {t} HTTP/1.1\r\nHost: t\r\n\r\n".encode() for t, _ in reqs))
+            for t, n in reqs:
+                status, h, body = c.read_response()
+                self.assertEqual(status, 200)
+                self.assertEqual(len(body), n, f"response out of order for {t}")
+            self.assertGreaterEqual(time.monotonic() - t0, 0.39)
+
+    def test_100_continue(self):
+        body = os.urandom(50000)
+        with HttpConn(self.port) as c:
+            c.send(b"POST /cont HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\n"
+                   b"Content-Length: 50000\r\n\r\n")
+            status, _, _ = c.read_head(timeout=3)
+            self.assertEqual(status, 100)
+            c.send(body)
+            status, h, _ = c.read_response()
+            self.assertEqual(status, 200)
+            self.assertEqual(int(h["x-request-bytes"]), 50000)
+            self.assertEqual(int(h["x-request-crc32"], 16), zlib.crc32(body))
+            # Only one interim response reaches the client.
+            c.request("GET", "/after-continue")
+            self.assertEqual(c.read_response()[0], 200)
+
+    def test_headers_rewritten(self):
+        with HttpConn(self.port) as c:
+            c.send(b"GET /_echo HTTP/1.1\r\nHost: example.test:8080\r\n"
+                   b"Connection: keep-alive, X-Hop\r\nX-Hop: secret\r\nKeep-Alive: timeout=5\r\n"
+                   b"TE: trailers\r\nProxy-Connection: keep-alive\r\nUpgrade-Insecure-Requests: 1\r\n"
+                   b"X-Forwarded-For: 10.1.2.3\r\nX-Forwarded-Proto: https\r\nX-End: kept\r\n\r\n")
+            status, _, body = c.read_response()
+        self.assertEqual(status, 200)
+        head = body.decode("latin-1").lower()
+        self.assertIn("host: example.test:8080\r\n", head)
+        self.assertIn("x-forwarded-for: 10.1.2.3, 127.0.0.1\r\n", head)
+        self.assertIn("x-forwarded-proto: http\r\n", head)
+        self.assertEqual(head.count("x-forwarded-proto"), 1)
+        self.assertIn("x-end: kept\r\n", head)
+        self.assertIn("upgrade-insecure-requests: 1\r\n", head)
+        for hop in ("x-hop:", "keep-alive:", "te:", "\r\nconnection:", "proxy-connection:"):
+            self.assertNotIn(hop, head)
+        self.assertTrue(head.startswith("get /_echo http/1.1\r\n"))
+
+    def test_chunked_request_body_reframed(self):
+        data = os.urandom(300000)
+        chunks = [data[i:i + 7000] for i in range(0, len(data), 7000)]
+        framed = b"".join(b"%x\r\n%s\r\n" % (len(x), x) for x in chunks) + b"0\r\n\r\n"
+        with HttpConn(self.port) as c:
+            c.send(b"POST /up-chunked HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n" +
+                   framed)
+            status, h, _ = c.read_response()
+            self.assertEqual(status, 200)
+            self.assertEqual(int(h["x-request-bytes"]), len(data))
+            self.assertEqual(int(h["x-request-crc32"], 16), zlib.crc32(data))
+            # The connection stays usable after a chunked upload.
+            c.request("GET", "/after-chunked")
+            self.assertEqual(c.read_response()[0], 200)
+
+    def test_curl(self):
+        r = subprocess.run(["curl", "-sS", "--max-time", "10", "-o", "/dev/null", "-o", "/dev/null",
+                            "-o", "/dev/null", "-w",
+                            "%{http_code} %{num_connects}\\n",
+                            f"http://127.0.0.1:{self.port}/curl/1",
+                            f"http://127.0.0.1:{self.port}/curl/2",
+                            f"http://127.0.0.1:{self.port}/curl/3"],
+                           capture_output=True, text=True, timeout=20)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.split()
+        # Three transfers: 200 each, one connection (the later two reuse it).
+        self.assertEqual(lines, ["200", "1", "200", "0", "200", "0"])
+        data = os.urandom(200000)
+        r = subprocess.run(["curl", "-sS", "--max-time", "10", "-D", "-", "-o", "/dev/null",
+                            "--data-binary", "@-", "-H", "Content-Type: application/octet-stream",
+                            f"http://127.0.0.1:{self.port}/curl/post"],
+                           input=data, capture_output=True, timeout=20)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        head = r.stdout.decode("latin-1").lower()
+        self.assertIn("x-request-crc32: %08x" % zlib.crc32(data), head)
+
+    def test_access_log_line_per_request(self):
+        with HttpConn(self.port) as c:
+            c.request("POST", "/logged/1?size=123", body=b"q" * 1000,
+                      headers={"X-Forwarded-For": "192.0.2.9"})
+            self.assertEqual(c.read_response()[0], 200)
+        target = "/logged/1?size=123"
+        rec = wait_until(lambda: [x for x in access_records(self.access, timeout=0)
+                                  if x["target"] == target], timeout=3, what="the access line")
+        self.assertEqual(len(rec), 1)
+        x = rec[0]
+        owner = self.rondel.route("p", target)["owner"]
+        self.assertEqual((x["client"], x["method"], x["status"], x["outcome"]),
+                         ("127.0.0.1", "POST", "200", "ok"))
+        self.assertEqual((x["backend"], x["owner"], x["hops"], x["attempts"]), (owner, owner, "0", "1"))
+        self.assertGreaterEqual(int(x["bytes_in"]), 1000)
+        self.assertGreaterEqual(int(x["bytes_out"]), 123)
+        self.assertGreater(int(x["duration_us"]), 0)
+
+    def test_half_close_after_pipelined_requests(self):
+        # The client sends two requests and shuts down its sending side: both are answered.
+        data = raw_exchange(self.port, b"GET /hc/1?size=5 HTTP/1.1\r\nHost: t\r\n\r\n"
+                                       b"GET /hc/2?size=6 HTTP/1.1\r\nHost: t\r\n\r\n",
+                            timeout=5, shutdown_write=True)
+        rs = parse_responses(data)
+        self.assertEqual([(s, len(b)) for s, _, b in rs], [(200, 5), (200, 6)])
+
+
+class ProxyTimeoutsAndLimits(unittest.TestCase):
+    """Idle timeouts on both sides and the per-backend connection limit."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.backend = Backend("lim", "--delay-ms", "300")
+        cls.rondel = Rondel(make_config(
+            [cls.backend],
+            listener={"idle_timeout": "400ms"},
+            pool={"backend_idle_timeout": "400ms", "max_connections_per_backend": 2,
+                  "max_idle_per_backend": 2}))
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.rondel.stop() == 0
+        cls.backend.stop()
+
+    def test_client_idle_timeout(self):
+        with HttpConn(self.rondel.port) as c:
+            c.request("GET", "/idle?delay=0")
+            self.assertEqual(c.read_response()[0], 200)
+            t0 = time.monotonic()
+            self.assertTrue(c.closed_by_peer(timeout=3))
+            elapsed = time.monotonic() - t0
+        self.assertLess(abs(elapsed - 0.4), 0.25, f"closed after {elapsed:.3f}s")
+
+    def test_backend_idle_timeout_closes_pooled_connection(self):
+        self.assertEqual(http_get(self.rondel.port, "/bidle?delay=0")[0], 200)
+        pool = self.rondel.pools()["pools"][0]["backends"][0]
+        self.assertEqual(pool["idle_connections"], 1)
+        wait_until(lambda: self.rondel.pools()["pools"][0]["backends"][0]["open_connections"] == 0,
+                   timeout=2, what="the pooled connection to time out")
+        # The backend saw it close too (its own /_stats connection is the one left open).
+        wait_until(lambda: self.backend.stats()["connections_open"] == 1, timeout=2,
+                   what="the backend to see the close")
+
+    def test_max_connections_per_backend(self):
+        self.rondel.wait_idle()
+        self.backend.reset()
+        results = []
+
+        def one(i):
+            try:
+                results.append(http_get(self.rondel.port, f"/lim/{i}", timeout=5)[0])
+            except Exception as e:  # noqa: BLE001
+                results.append(repr(e))
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=10)
+        # Two are served (the limit), the others find no backend with a free connection: 503.
+        self.assertEqual(sorted(results), [200, 200, 503, 503, 503, 503])
+        st = self.backend.stats()
+        self.assertLessEqual(st["max_in_flight"], 2)
+        # + the /_reset and /_stats calls, each on its own connection.
+        self.assertLessEqual(st["connections_total"], 2 + 2)
+        self.rondel.wait_idle()
+
+
+if __name__ == "__main__":
+    main()

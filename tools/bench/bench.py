@@ -1,0 +1,882 @@
+#!/usr/bin/env python3
+"""Side-by-side benchmark: rondel vs HAProxy vs nginx vs no proxy (see docs/benchmarks.md).
+
+Started by tools/bench/run.sh, which installs the tools and builds rondel first. Everything
+listens on 127.0.0.1; every process this script starts is stopped by pid at the end.
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections import Counter, defaultdict
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BENCH_DIR = os.path.join(ROOT, "tools", "bench")
+LUA = os.path.join(BENCH_DIR, "load.lua")
+PROXY_CORE = "0"
+CLIENT_CORE = "1"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+NICE = []  # ["nice", "-n", N] when --nice is given: applied to proxies, backends and wrk alike
+
+PORT_TO_NAME = {}  # "127.0.0.1:PORT" -> backend name, for rondel's backend ids
+STARTED = []  # Popen objects started by this script (stopped by pid at exit)
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, timeout=10.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
+
+
+def start(argv, core, **kw):
+    p = subprocess.Popen(NICE + ["taskset", "-c", core] + argv, **kw)
+    STARTED.append(p)
+    return p
+
+
+def stop(p, sig=signal.SIGTERM, timeout=5.0):
+    if p.poll() is None:
+        p.send_signal(sig)
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(5)
+    if p in STARTED:
+        STARTED.remove(p)
+
+
+def stop_all():
+    for p in list(reversed(STARTED)):
+        stop(p)
+
+
+def children(pid):
+    out = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                out += [int(x) for x in f.read().split()]
+        except OSError:
+            pass
+    return out
+
+
+def proc_tree(pid):
+    pids = [pid]
+    for c in children(pid):
+        pids += proc_tree(c)
+    return pids
+
+
+def cpu_ticks(pids):
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime + stime (fields 14, 15)
+    return total
+
+
+def core_busy_ticks(core):
+    """Non-idle ticks of one CPU from /proc/stat (user+nice+system+irq+softirq+steal)."""
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith(f"cpu{core} "):
+                v = [int(x) for x in line.split()[1:]]
+                return sum(v[:8]) - v[3] - v[4]
+    return 0
+
+
+def nonvoluntary_switches(pids):
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("nonvoluntary_ctxt_switches:"):
+                    total += int(line.split()[1])
+    return total
+
+
+def vm_hwm_kib(pids):
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    total += int(line.split()[1])
+    return total
+
+
+# ---------------------------------------------------------------- backends
+
+class TestBackends:
+    kind = "test"
+
+    def __init__(self, binary, n, workdir, ledger=False):
+        self.names = [f"b{i + 1}" for i in range(n)]
+        self.ports = []
+        self.procs = []
+        self.ledgers = {}
+        for name in self.names:
+            argv = [binary, "--listen", "127.0.0.1:0", "--name", name]
+            if ledger:
+                path = os.path.join(workdir, f"ledger-{name}.txt")
+                if os.path.exists(path):
+                    os.unlink(path)
+                self.ledgers[name] = path
+                argv += ["--ledger", path]
+            p = start(argv, CLIENT_CORE, stdout=subprocess.PIPE, text=True)
+            line = p.stdout.readline().split()
+            if len(line) != 2 or line[0] != "listening":
+                raise RuntimeError(f"test backend {name} did not start: {line}")
+            self.ports.append(int(line[1].rsplit(":", 1)[1]))
+            self.procs.append(p)
+            PORT_TO_NAME[f"127.0.0.1:{self.ports[-1]}"] = name
+        for port in self.ports:
+            wait_port(port)
+
+    def pids(self):
+        return [p.pid for p in self.procs]
+
+    def per_path_counts(self):
+        """{backend name: Counter(path -> requests)} from the ledgers."""
+        out = {}
+        for name, path in self.ledgers.items():
+            c = Counter()
+            with open(path) as f:
+                for line in f:
+                    parts = line.split()
+                    if len(parts) >= 3:
+                        c[parts[2]] += 1
+            out[name] = c
+        return out
+
+    def truncate_ledgers(self):
+        for path in self.ledgers.values():
+            os.truncate(path, 0)
+
+    def stop(self):
+        for p in self.procs:
+            stop(p)
+
+
+class NginxBackends:
+    """One nginx process (1 worker) with one `return 200` server per backend."""
+    kind = "nginx"
+
+    def __init__(self, n, workdir, ledger=False):
+        self.names = [f"b{i + 1}" for i in range(n)]
+        self.ports = [free_port() for _ in self.names]
+        for name, port in zip(self.names, self.ports):
+            PORT_TO_NAME[f"127.0.0.1:{port}"] = name
+        self.ledgers = {}
+        d = os.path.join(workdir, "nginx-backends")
+        os.makedirs(d, exist_ok=True)
+        servers = []
+        for name, port in zip(self.names, self.ports):
+            if ledger:
+                path = os.path.join(workdir, f"ledger-{name}.txt")
+                if os.path.exists(path):
+                    os.unlink(path)
+                self.ledgers[name] = path
+                alog = f"access_log {path} ledger;"
+            else:
+                alog = "access_log off;"
+            servers.append(f"""
+    server {{
+        listen 127.0.0.1:{port} reuseport;
+        {alog}
+        keepalive_requests 100000000;
+        location / {{ add_header X-Backend {name}; return 200 "{name}\\n"; }}
+    }}""")
+        conf = f"""
+worker_processes 1;
+daemon off;
+pid {d}/nginx.pid;
+error_log {d}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    default_type text/plain;
+    log_format ledger '- $request_method $request_uri 0';
+    client_body_temp_path {d}/body;
+    proxy_temp_path {d}/proxy;
+    fastcgi_temp_path {d}/fastcgi;
+    uwsgi_temp_path {d}/uwsgi;
+    scgi_temp_path {d}/scgi;
+    {"".join(servers)}
+}}
+"""
+        path = os.path.join(d, "nginx.conf")
+        with open(path, "w") as f:
+            f.write(conf)
+        self.proc = start(["nginx", "-p", d, "-e", f"{d}/error.log", "-c", path], CLIENT_CORE)
+        for port in self.ports:
+            wait_port(port)
+
+    def pids(self):
+        return proc_tree(self.proc.pid)
+
+    per_path_counts = TestBackends.per_path_counts
+    truncate_ledgers = TestBackends.truncate_ledgers
+
+    def stop(self):
+        stop(self.proc, signal.SIGQUIT)
+
+
+# ---------------------------------------------------------------- proxies
+
+class Proxy:
+    name = "?"
+
+    def __init__(self, workdir, backends, bounded=True, admin=False):
+        self.port = free_port()
+        self.dir = os.path.join(workdir, f"{self.name}-{'b' if bounded else 'u'}")
+        os.makedirs(self.dir, exist_ok=True)
+        self.admin_port = free_port() if admin else None
+        self.proc = start(self.argv(backends, bounded), PROXY_CORE,
+                          stdout=subprocess.DEVNULL,
+                          stderr=open(os.path.join(self.dir, "stderr.txt"), "w"))
+        wait_port(self.port)
+        time.sleep(0.2)
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"{self.name} exited; see {self.dir}/stderr.txt")
+
+    def pids(self):
+        return proc_tree(self.proc.pid)
+
+    def url(self):
+        return f"http://127.0.0.1:{self.port}/"
+
+    def write(self, fname, text):
+        path = os.path.join(self.dir, fname)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def stop(self):
+        stop(self.proc)
+
+
+class Rondel(Proxy):
+    name = "rondel"
+    binary = None
+
+    def argv(self, backends, bounded):
+        lines = [
+            "workers: 1",
+            "drain_timeout: 1s",
+            'log: {access_log: "", level: warn}',
+            f"listeners: [{{name: web, bind: 127.0.0.1:{self.port}, pool: p}}]",
+            "pools:",
+            "  - name: p",
+            "    algorithm: ring",
+            "    hash_key: uri",
+            f"    balance_factor: {125 if bounded else 0}",
+            "    backends:",
+        ]
+        lines += [f"      - {{address: 127.0.0.1:{port}}}" for port in backends.ports]
+        if self.admin_port:
+            lines.append(f"admin: {{bind: 127.0.0.1:{self.admin_port}}}")
+        return [self.binary, "-f", self.write("rondel.yaml", "\n".join(lines) + "\n")]
+
+
+class HAProxy(Proxy):
+    name = "haproxy"
+
+    def argv(self, backends, bounded):
+        servers = "\n".join(f"    server {n} 127.0.0.1:{p}" for n, p in zip(backends.names, backends.ports))
+        conf = f"""global
+    nbthread 1
+    maxconn 4096
+
+defaults
+    mode http
+    option http-keep-alive
+    http-reuse always
+    timeout connect 2s
+    timeout client 60s
+    timeout server 60s
+    timeout http-request 10s
+    timeout http-keep-alive 60s
+
+frontend fe
+    bind 127.0.0.1:{self.port}
+    default_backend be
+
+backend be
+    balance uri
+    hash-type consistent
+{"    hash-balance-factor 125" if bounded else ""}
+{servers}
+"""
+        return ["haproxy", "-db", "-f", self.write("haproxy.cfg", conf)]
+
+
+class Nginx(Proxy):
+    name = "nginx"
+
+    def argv(self, backends, bounded):
+        servers = "\n".join(f"        server 127.0.0.1:{p};" for p in backends.ports)
+        d = self.dir
+        conf = f"""worker_processes 1;
+daemon off;
+pid {d}/nginx.pid;
+error_log {d}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    client_body_temp_path {d}/body;
+    proxy_temp_path {d}/proxy;
+    fastcgi_temp_path {d}/fastcgi;
+    uwsgi_temp_path {d}/uwsgi;
+    scgi_temp_path {d}/scgi;
+    upstream up {{
+        hash $request_uri consistent;
+{servers}
+        keepalive 64;
+        keepalive_requests 100000000;
+    }}
+    server {{
+        listen 127.0.0.1:{self.port};
+        keepalive_requests 100000000;
+        location / {{
+            proxy_pass http://up;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }}
+    }}
+}}
+"""
+        return ["nginx", "-p", d, "-e", f"{d}/error.log", "-c", self.write("nginx.conf", conf)]
+
+    def stop(self):
+        stop(self.proc, signal.SIGQUIT)
+
+
+class NoProxy:
+    """wrk straight at the first backend: the ceiling of the client core."""
+    name = "none"
+
+    def __init__(self, backends):
+        self.port = backends.ports[0]
+
+    def pids(self):
+        return []
+
+    def url(self):
+        return f"http://127.0.0.1:{self.port}/"
+
+    def stop(self):
+        pass
+
+
+# ---------------------------------------------------------------- load
+
+def run_wrk(url, duration, args, zipf, mode="random", seed=1, conns=None):
+    env = dict(os.environ, BENCH_PATHS=str(args.paths), BENCH_ZIPF=str(zipf),
+               BENCH_MODE=mode, BENCH_SEED=str(seed))
+    argv = NICE + ["taskset", "-c", CLIENT_CORE, "wrk", "-t1", f"-c{conns or args.conns}",
+            f"-d{duration}s", "--timeout", "2s", "-s", LUA, url]
+    out = subprocess.run(argv, env=env, capture_output=True, text=True,
+                         timeout=duration + 30)
+    for line in out.stdout.splitlines():
+        if line.startswith("BENCH_RESULT "):
+            return json.loads(line[len("BENCH_RESULT "):])
+    raise RuntimeError(f"wrk gave no result: {out.stdout}\n{out.stderr}")
+
+
+def measured_run(target, args, zipf, duration, seed):
+    """One warm-up, then one measured wrk run with the target's CPU time around it."""
+    run_wrk(target.url(), 1, args, zipf, seed=seed + 1000)
+    la = loadavg()
+    pids = target.pids()
+    t0 = cpu_ticks(pids) if pids else 0
+    n0 = nonvoluntary_switches(pids) if pids else 0
+    c0, k0 = core_busy_ticks(PROXY_CORE), core_busy_ticks(CLIENT_CORE)
+    w0 = time.time()
+    r = run_wrk(target.url(), duration, args, zipf, seed=seed)
+    wall = time.time() - w0
+    t1 = cpu_ticks(pids) if pids else 0
+    n1 = nonvoluntary_switches(pids) if pids else 0
+    c1, k1 = core_busy_ticks(PROXY_CORE), core_busy_ticks(CLIENT_CORE)
+    r["core0_busy"] = (c1 - c0) / CLK_TCK / wall
+    r["core1_busy"] = (k1 - k0) / CLK_TCK / wall
+    r["core0_us_per_req"] = (c1 - c0) / CLK_TCK * 1e6 / max(1, r["requests"])
+    r["loadavg"] = la
+    r["rps"] = r["requests"] / (r["duration_us"] / 1e6)
+    r["errors"] = sum(r[k] for k in ("err_connect", "err_read", "err_write", "err_status", "err_timeout"))
+    if pids:
+        cpu_s = (t1 - t0) / CLK_TCK
+        r["cpu_us_per_req"] = cpu_s * 1e6 / max(1, r["requests"])
+        r["cpu_busy"] = cpu_s / wall
+        r["rss_kib"] = vm_hwm_kib(pids)
+        r["preempted_per_s"] = (n1 - n0) / wall
+    return r
+
+
+# ---------------------------------------------------------------- calibration
+
+def calibrate_backends(args, workdir):
+    """CPU µs per request of one test backend vs one nginx `return 200` server, wrk -> backend."""
+    res = {}
+    for kind in ("test", "nginx"):
+        b = TestBackends(args.backend_bin, 1, workdir) if kind == "test" else NginxBackends(1, workdir)
+        try:
+            tgt = NoProxy(b)
+            run_wrk(tgt.url(), 1, args, 0)
+            pids = b.pids()
+            t0 = cpu_ticks(pids)
+            r = run_wrk(tgt.url(), args.calib_duration, args, 0)
+            t1 = cpu_ticks(pids)
+            if r["requests"] == 0 or (r["err_status"] + r["err_read"] + r["err_connect"]) > r["requests"] // 100:
+                raise RuntimeError(f"calibration of {kind} backend: too many errors: {r}")
+            res[kind] = {"cpu_us_per_req": (t1 - t0) / CLK_TCK * 1e6 / max(1, r["requests"]),
+                         "rps": r["requests"] / (r["duration_us"] / 1e6), "loadavg": loadavg()}
+            log(f"  calibrate {kind}: {res[kind]['cpu_us_per_req']:.2f} us/req, {res[kind]['rps']:.0f} req/s")
+        finally:
+            b.stop()
+    return res
+
+
+# ---------------------------------------------------------------- distribution / spill
+
+def owners_from(counts):
+    """path -> backend that served it most (counts: {backend: Counter(path)})."""
+    best = {}
+    for name, c in counts.items():
+        for path, n in c.items():
+            if path not in best or n > best[path][1]:
+                best[path] = (name, n)
+    return {p: v[0] for p, v in best.items()}
+
+
+def distribution(args, workdir, make_backends, workloads):
+    """Per proxy: a sweep through the unbounded variant (natural owners), then each workload on
+    the bounded variant (and on the unbounded one for comparison), with per-request ledgers."""
+    rows = []
+    route_check = None
+    ambiguous = {}  # proxy -> paths the unbounded sweep saw on more than one backend
+    b = make_backends(ledger=True)
+    try:
+        for cls in (Rondel, HAProxy, Nginx):
+            # Natural owner of every path: the unbounded variant of the same proxy.
+            unb = cls(workdir, b, bounded=False)
+            b.truncate_ledgers()
+            for _ in range(5):  # sweep until every path has been served at least once
+                run_wrk(unb.url(), args.sweep_duration, args, 0, mode="sweep")
+                owner = owners_from(b.per_path_counts())
+                if len(owner) >= args.paths:
+                    break
+            seen = Counter(p for c in b.per_path_counts().values() for p in c)
+            ambiguous[cls.name] = sum(1 for n in seen.values() if n > 1)
+            for wl_name, zipf in workloads:
+                b.truncate_ledgers()
+                run_wrk(unb.url(), args.duration, args, zipf, seed=7)
+                unb_counts = b.per_path_counts()
+                rows.append(dist_row(cls.name, "unbounded", wl_name, unb_counts, owner, b.names, args))
+            unb.stop()
+            if cls is Nginx:
+                continue  # nginx has no bounded-load option: its only variant is the one above
+            bnd = cls(workdir, b, bounded=True, admin=(cls is Rondel))
+            if cls is Rondel:
+                route_check = check_routes(bnd, owner, args)
+            for wl_name, zipf in workloads:
+                b.truncate_ledgers()
+                run_wrk(bnd.url(), args.duration, args, zipf, seed=7)
+                rows.append(dist_row(cls.name, "bounded 125", wl_name, b.per_path_counts(), owner, b.names, args))
+            bnd.stop()
+    finally:
+        b.stop()
+    return rows, {"route_check": route_check, "ambiguous": ambiguous}
+
+
+def dist_row(proxy, variant, workload, counts, owner, names, args):
+    per_backend = {n: sum(counts.get(n, Counter()).values()) for n in names}
+    total = sum(per_backend.values())
+    avg = total / len(names)
+    moved = unknown = 0
+    for name, c in counts.items():
+        for path, n in c.items():
+            o = owner.get(path)
+            if o is None:
+                unknown += n
+            elif o != name:
+                moved += n
+    known = total - unknown
+    return {"proxy": proxy, "variant": variant, "workload": workload, "requests": total,
+            "per_backend": per_backend, "max_over_avg": (max(per_backend.values()) / avg) if avg else 0,
+            "spill": moved / known if known else 0, "owner_paths": len(owner),
+            "unknown_owner_requests": unknown}
+
+
+def check_routes(proxy, owner, args, sample=200):
+    """Compare rondel's own view of each key's first preference (/api/route) with the owner
+    learnt from the unbounded sweep, for `sample` paths. Backend ids are host:port."""
+    agree = total = 0
+    step = max(1, args.paths // sample)
+    for i in range(1, args.paths + 1, step):
+        path = f"/obj/{i}"
+        if path not in owner:
+            continue
+        with urllib.request.urlopen(
+                f"http://127.0.0.1:{proxy.admin_port}/api/route?pool=p&key={path}", timeout=5) as r:
+            doc = json.load(r)
+        first = doc["preference"][0]["id"]
+        total += 1
+        agree += PORT_TO_NAME.get(first) == owner[path]
+    return {"agree": agree, "total": total}
+
+
+# ---------------------------------------------------------------- output
+
+def med(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def fmt_range(xs, f):
+    if not xs:
+        return "n/a"
+    if len(xs) == 1:
+        return f(xs[0])
+    return f"{f(med(xs))} ({f(min(xs))}–{f(max(xs))})"
+
+
+def ratio(a, b):
+    return f"{a / b:.2f}" if b else "n/a"
+
+
+def tables(results, dist_rows, calib, args, meta):
+    out = []
+    out.append(f"Command: `{meta['command']}`  ")
+    out.append(f"Date: {meta['date']}; host: {meta['host']}; load average before/after: "
+               f"{meta['load_before']} / {meta['load_after']}  ")
+    out.append(f"Versions: {meta['versions']}  ")
+    out.append(f"Backends: {args.backends} × {meta['backend_kind']}; conns {args.conns}; wrk -t1; "
+               f"{args.duration}s × {args.reps} reps (alternating); paths {args.paths}; Zipf s={args.zipf}; "
+               f"nice {args.nice}  ")
+    if calib:
+        out.append("Backend calibration (wrk → one backend, backend CPU µs/req): " + ", ".join(
+            f"{k} {v['cpu_us_per_req']:.2f}" for k, v in calib.items()))
+    out.append("")
+    out.append("Medians, (min–max) over reps. Ratios are to HAProxy in the same run "
+               "(req/s: higher is better; p99, CPU, RSS: lower is better).")
+    out.append("")
+    out.append("| workload | proxy | req/s | p50 ms | p99 ms | errors | proxy CPU µs/req | core 0 µs/req | proxy busy | core 0 / 1 busy | preempt/s | peak RSS MiB | req/s ÷ HAProxy | p99 ÷ HAProxy | CPU/req ÷ HAProxy | RSS ÷ HAProxy |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for wl, by_proxy in results.items():
+        h = by_proxy.get("haproxy", [])
+        h_rps = med([r["rps"] for r in h])
+        h_p99 = med([r["p99_us"] for r in h])
+        h_cpu = med([r["cpu_us_per_req"] for r in h])
+        h_rss = med([r["rss_kib"] for r in h])
+        for name, runs in by_proxy.items():
+            rps = [r["rps"] for r in runs]
+            p50 = [r["p50_us"] / 1000 for r in runs]
+            p99 = [r["p99_us"] / 1000 for r in runs]
+            errs = sum(r["errors"] for r in runs)
+            has_cpu = "cpu_us_per_req" in runs[0]
+            cpu = [r["cpu_us_per_req"] for r in runs] if has_cpu else []
+            busy = [r["cpu_busy"] * 100 for r in runs] if has_cpu else []
+            rss = [r["rss_kib"] / 1024 for r in runs] if has_cpu else []
+            out.append("| " + " | ".join([
+                wl, name,
+                fmt_range(rps, lambda x: f"{x:,.0f}"),
+                fmt_range(p50, lambda x: f"{x:.2f}"),
+                fmt_range(p99, lambda x: f"{x:.2f}"),
+                str(errs),
+                fmt_range(cpu, lambda x: f"{x:.1f}"),
+                fmt_range([r["core0_us_per_req"] for r in runs], lambda x: f"{x:.1f}") if has_cpu else "n/a",
+                fmt_range(busy, lambda x: f"{x:.0f}%"),
+                f"{med([r['core0_busy'] * 100 for r in runs]):.0f}% / {med([r['core1_busy'] * 100 for r in runs]):.0f}%",
+                f"{med([r['preempted_per_s'] for r in runs]):.0f}" if has_cpu else "n/a",
+                f"{max(rss):.1f}" if rss else "n/a",
+                ratio(med(rps), h_rps),
+                ratio(med([r["p99_us"] for r in runs]), h_p99),
+                ratio(med(cpu), h_cpu) if has_cpu else "n/a",
+                ratio(med([r["rss_kib"] for r in runs]), h_rss) if has_cpu else "n/a",
+            ]) + " |")
+    out.append("")
+    out.append("Load average at the start of each measured run: " + "; ".join(
+        f"{wl}/{name}: " + ", ".join(r["loadavg"].split()[0] for r in runs)
+        for wl, by_proxy in results.items() for name, runs in by_proxy.items()))
+    if dist_rows:
+        out.append("")
+        out.append("Distribution (separate pass with per-request ledgers at the backends; "
+                   "spill = share of requests served by a backend other than the one the same "
+                   "proxy's unbounded variant serves that path from):")
+        out.append("")
+        out.append("| workload | proxy | variant | requests | per-backend requests | max/avg | spill |")
+        out.append("|---|---|---|---|---|---|---|")
+        for d in dist_rows:
+            out.append(f"| {d['workload']} | {d['proxy']} | {d['variant']} | {d['requests']:,} | "
+                       + " / ".join(str(v) for v in d["per_backend"].values())
+                       + f" | {d['max_over_avg']:.2f} | {d['spill'] * 100:.1f}% |")
+        unknown = sum(d["unknown_owner_requests"] for d in dist_rows)
+        out.append("")
+        out.append(f"Paths with a learnt owner: " + ", ".join(
+            sorted({f"{d['proxy']} {d['owner_paths']}" for d in dist_rows}))
+                   + f"; requests to paths with no learnt owner (excluded from spill): {unknown}.")
+    if meta.get("dist_checks"):
+        out.append("Paths the unbounded sweep saw served by more than one backend: " + ", ".join(
+            f"{k} {v}" for k, v in meta["dist_checks"]["ambiguous"].items()) + ".")
+    if meta.get("dist_checks", {}).get("route_check"):
+        rc = meta["dist_checks"]["route_check"]
+        out.append(f"rondel /api/route first preference agrees with the unbounded sweep's owner "
+                   f"for {rc['agree']}/{rc['total']} sampled paths.")
+    return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------- profile
+
+def syscall_counts(pids, url, args, zipf, seconds=5):
+    """Syscalls made by pids while wrk runs for `seconds`: {name: count}, and wrk's result."""
+    p = subprocess.Popen(["taskset", "-c", CLIENT_CORE, "perf", "stat", "-x", ",", "-e", "syscalls:sys_enter_*",
+                          "-p", ",".join(str(x) for x in pids)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    STARTED.append(p)
+    time.sleep(0.5)
+    r = run_wrk(url, seconds, args, zipf, seed=3)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    STARTED.remove(p)
+    counts = {}
+    for line in err.splitlines():
+        f = line.split(",")
+        if len(f) > 2 and f[2].startswith("syscalls:sys_enter_") and f[0].isdigit() and int(f[0]) > 0:
+            counts[f[2][len("syscalls:sys_enter_"):]] = int(f[0])
+    return counts, r
+
+
+def profile(args, workdir, make_backends, zipf, outdir, stamp):
+    b = make_backends(ledger=False)
+    try:
+        r = Rondel(workdir, b, bounded=True)
+        run_wrk(r.url(), 1, args, zipf)
+        sys_tables = {}
+        for cls in (HAProxy, Nginx):
+            other = cls(workdir, b, bounded=True)
+            run_wrk(other.url(), 1, args, zipf)
+            sys_tables[cls.name] = syscall_counts(other.pids(), other.url(), args, zipf)
+            other.stop()
+        sys_tables["rondel"] = syscall_counts(r.pids(), r.url(), args, zipf)
+        data = os.path.join(workdir, "perf.data")
+        wrk = subprocess.Popen(
+            NICE + ["taskset", "-c", CLIENT_CORE, "wrk", "-t1", f"-c{args.conns}", f"-d{args.profile_duration + 2}s",
+             "--timeout", "2s", "-s", LUA, r.url()],
+            env=dict(os.environ, BENCH_PATHS=str(args.paths), BENCH_ZIPF=str(zipf)),
+            stdout=subprocess.DEVNULL)
+        STARTED.append(wrk)
+        time.sleep(1)
+        la = loadavg()
+        subprocess.run(["taskset", "-c", CLIENT_CORE, "perf", "record", "-g", "-o", data, "-p", str(r.proc.pid),
+                        "--", "sleep", str(args.profile_duration)],
+                       capture_output=True, timeout=args.profile_duration + 60)
+        wrk.wait(args.profile_duration + 30)
+        STARTED.remove(wrk)
+        r.stop()
+        reports = []
+        for title, extra, n in (
+                ("share of samples by object", ["--no-children", "--sort", "dso", "-g", "none"], 25),
+                ("self time by symbol", ["--no-children", "--sort", "dso,symbol", "-g", "none"], 60),
+                ("user space only (rondel, libuv, libc, libstdc++), % of all samples",
+                 ["--no-children", "--sort", "dso,symbol", "-g", "none",
+                  "--dsos", "rondel,libuv.so.1.0.0,libc.so.6,libstdc++.so.6.0.30"], 40),
+                ("including children", ["--children", "--sort", "symbol", "-g", "none"], 60)):
+            rep = subprocess.run(["perf", "report", "--stdio", "-i", data] + extra,
+                                 capture_output=True, text=True, timeout=300).stdout
+            lines = [l for l in rep.splitlines() if l.strip() and not l.startswith("#")]
+            if extra[-1] == "none" and "dso,symbol" in extra and "--dsos" not in extra:
+                # Whole-report sums by category (the list below is cut at n lines).
+                cats = {"allocation (malloc/free/new/delete)": ("malloc", "free", "operator new",
+                                                               "operator delete", "_int_", "tcache"),
+                        "logging (LogSink, Logger, access log)": ("LogSink", "Logger", "access_log", "AccessLog")}
+                sums = {k: 0.0 for k in cats}
+                for l in lines:
+                    f = l.split()
+                    if not f or not f[0].endswith("%") or "[k]" in l:
+                        continue
+                    sym = l.split("[.]", 1)[-1]
+                    for k, pats in cats.items():
+                        if any(p in sym for p in pats):
+                            sums[k] += float(f[0][:-1])
+                reports.append("## user-space categories (sum of self % over the whole report)\n\n"
+                               + "\n".join(f"{k}: {v:.2f}%" for k, v in sums.items()) + "\n")
+            reports.append(f"## {title}: perf report --stdio {' '.join(extra)} (first {n} lines)\n\n"
+                           + "\n".join(lines[:n]) + "\n")
+        sys_lines = ["## syscalls per request under the same load (perf stat -e 'syscalls:sys_enter_*' -p PIDs, 5 s)\n"]
+        names = sorted({n for sc, _ in sys_tables.values() for n in sc},
+                       key=lambda n: -sys_tables["rondel"][0].get(n, 0))
+        order = ["rondel", "haproxy", "nginx"]
+        sys_lines.append(f"{'syscall':20}" + "".join(f"{p:>12}" for p in order))
+        for n in names + ["total"]:
+            row = f"{n:20}"
+            for p in order:
+                sc, sr = sys_tables[p]
+                v = sum(sc.values()) if n == "total" else sc.get(n, 0)
+                row += f"{v / max(1, sr['requests']):12.3f}"
+            sys_lines.append(row)
+        sys_lines.append(f"{'(requests)':20}" + "".join(f"{sys_tables[p][1]['requests']:>12,}" for p in order))
+        path = os.path.join(outdir, f"perf-rondel-{stamp}.txt")
+        with open(path, "w") as f:
+            f.write(f"# rondel under wrk -t1 -c{args.conns}, Zipf s={zipf}, {args.backends} backends "
+                    f"({b.kind}), rondel pinned to core {PROXY_CORE}; perf record -g -p PID for "
+                    f"{args.profile_duration}s; load average {la}\n\n")
+            f.write("\n".join(sys_lines) + "\n\n")
+            f.write("\n".join(reports))
+        log(f"profile written to {path}")
+        return path
+    finally:
+        b.stop()
+
+
+# ---------------------------------------------------------------- main
+
+def versions(rondel_binary):
+    def first_line(argv):
+        try:
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+            return (out.stdout + out.stderr).strip().splitlines()[0]
+        except (OSError, IndexError, subprocess.TimeoutExpired):
+            return "?"
+    head = first_line(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"])
+    try:
+        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.count("\n")
+    except (OSError, subprocess.TimeoutExpired):
+        dirty = "?"
+    built = time.strftime("%Y-%m-%d %H:%M", time.localtime(os.path.getmtime(rondel_binary)))
+    return (f"rondel {head} ({dirty} modified tracked files; binary built {built}), "
+            + first_line(["haproxy", "-v"]).split(" - ")[0] + ", "
+            + first_line(["nginx", "-v"]).replace("nginx version: ", "") + ", "
+            + first_line(["wrk", "-v"]).split(" Copyright")[0])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--duration", type=int, default=10)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--backends", type=int, default=4)
+    ap.add_argument("--conns", type=int, default=50)
+    ap.add_argument("--paths", type=int, default=10000)
+    ap.add_argument("--zipf", type=float, default=1.1)
+    ap.add_argument("--backend", choices=["auto", "test", "nginx"], default="auto",
+                    help="backend kind; auto = measure both, keep the cheaper per request")
+    ap.add_argument("--quick", action="store_true", help="1 rep of 3 s, short distribution pass, no profile")
+    ap.add_argument("--no-dist", action="store_true", help="skip the distribution/spill pass")
+    ap.add_argument("--profile", action="store_true", help="also perf-profile rondel (Zipf workload)")
+    ap.add_argument("--profile-only", action="store_true", help="only perf-profile rondel")
+    ap.add_argument("--profile-duration", type=int, default=10)
+    ap.add_argument("--calib-duration", type=int, default=5)
+    ap.add_argument("--sweep-duration", type=int, default=4)
+    ap.add_argument("--nice", type=int, default=0,
+                    help="run proxies, backends and wrk at this nice level (e.g. -10 on a shared machine)")
+    ap.add_argument("--build-dir", default=os.path.join(ROOT, "build-bench"))
+    ap.add_argument("--out", default=os.path.join(BENCH_DIR, "results"))
+    ap.add_argument("--command", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.quick:
+        args.reps, args.duration, args.calib_duration, args.sweep_duration = 1, 3, 2, 3
+    if args.nice:
+        NICE.extend(["nice", "-n", str(args.nice)])
+    Rondel.binary = os.path.join(args.build_dir, "src", "server", "rondel")
+    args.backend_bin = os.path.join(args.build_dir, "tools", "test_backend", "rondel-test-backend")
+    os.makedirs(args.out, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    meta = {"command": args.command or " ".join(sys.argv), "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            "host": f"{os.cpu_count()} CPUs, " + open("/proc/cpuinfo").read().split("model name")[1].split(":")[1].split("\n")[0].strip()
+            + f", Linux {os.uname().release}", "load_before": loadavg(), "versions": versions(Rondel.binary)}
+    workloads = [("uniform", 0.0), (f"zipf {args.zipf}", args.zipf)]
+    workdir = tempfile.mkdtemp(prefix="rondel-bench-")
+    calib = None
+    try:
+        kind = args.backend
+        if kind == "auto" and args.profile_only:
+            kind = "test"
+        if kind == "auto":
+            log("calibrating backends ...")
+            calib = calibrate_backends(args, workdir)
+            kind = min(calib, key=lambda k: calib[k]["cpu_us_per_req"])
+        meta["backend_kind"] = {"test": "rondel-test-backend", "nginx": "nginx return 200 (1 process, 1 worker)"}[kind]
+
+        def make_backends(ledger=False):
+            if kind == "test":
+                return TestBackends(args.backend_bin, args.backends, workdir, ledger)
+            return NginxBackends(args.backends, workdir, ledger)
+
+        if args.profile_only:
+            ppath = profile(args, workdir, make_backends, args.zipf, args.out, stamp)
+            print(open(ppath).read())
+            return
+
+        b = make_backends()
+        results = {wl: defaultdict(list) for wl, _ in workloads}
+        proxies = [Rondel(workdir, b), HAProxy(workdir, b), Nginx(workdir, b), NoProxy(b)]
+        for rep in range(args.reps):
+            for wl, zipf in workloads:
+                for p in proxies:
+                    r = measured_run(p, args, zipf, args.duration, seed=rep + 1)
+                    results[wl][p.name].append(r)
+                    log(f"  rep {rep + 1} {wl:10} {p.name:8} {r['rps']:>10,.0f} req/s p99 {r['p99_us'] / 1000:.2f} ms"
+                        + (f" cpu {r['cpu_us_per_req']:.1f} us/req busy {r['cpu_busy'] * 100:.0f}% preempt/s {r['preempted_per_s']:.0f}" if "cpu_busy" in r else "")
+                        + f" core0 {r['core0_busy'] * 100:.0f}% core1 {r['core1_busy'] * 100:.0f}%"
+                        + f" errors {r['errors']} load {r['loadavg']}")
+        for p in proxies:
+            p.stop()
+        b.stop()
+        dist_rows = []
+        if not args.no_dist:
+            log("distribution pass ...")
+            dist_rows, meta["dist_checks"] = distribution(args, workdir, make_backends, workloads)
+        meta["load_after"] = loadavg()
+        text = tables(results, dist_rows, calib, args, meta)
+        if args.profile:
+            log("profiling rondel ...")
+            ppath = profile(args, workdir, make_backends, args.zipf, args.out, stamp)
+            text += f"\nProfile: {os.path.relpath(ppath, ROOT)}\n"
+        path = os.path.join(args.out, f"bench-{stamp}{'-quick' if args.quick else ''}.md")
+        with open(path, "w") as f:
+            f.write(text)
+        with open(os.path.join(args.out, f"bench-{stamp}{'-quick' if args.quick else ''}.json"), "w") as f:
+            json.dump({"meta": meta, "calibration": calib,
+                       "runs": {wl: dict(v) for wl, v in results.items()}, "distribution": dist_rows}, f, indent=1)
+        print(text)
+        log(f"results written to {path}")
+        shutil.rmtree(workdir, ignore_errors=True)
+    finally:
+        stop_all()
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except KeyboardInterrupt:
+        stop_all()
+        sys.exit(130)
