@@ -816,6 +816,7 @@ def main():
     workloads = [("uniform", 0.0), (f"zipf {args.zipf}", args.zipf)]
     workdir = tempfile.mkdtemp(prefix="rondel-bench-")
     calib = None
+    ok = False
     try:
         kind = args.backend
         if kind == "auto" and args.profile_only:
@@ -834,6 +835,7 @@ def main():
         if args.profile_only:
             ppath = profile(args, workdir, make_backends, args.zipf, args.out, stamp)
             print(open(ppath).read())
+            ok = True
             return
 
         b = make_backends()
@@ -869,9 +871,13 @@ def main():
                        "runs": {wl: dict(v) for wl, v in results.items()}, "distribution": dist_rows}, f, indent=1)
         print(text)
         log(f"results written to {path}")
-        shutil.rmtree(workdir, ignore_errors=True)
+        ok = True
     finally:
         stop_all()
+        if ok:
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            log(f"work files (configs, stderr of each proxy) kept in {workdir}")
 
 
 if __name__ == "__main__":
