@@ -27,6 +27,13 @@ constexpr uint64_t kMaxWeight = 65535;
 constexpr uint64_t kMinBalanceFactor = 101;
 constexpr uint64_t kMaxBalanceFactor = 10000;
 constexpr uint64_t kMaxPointsPerWeight = 65535;
+// Routing-quality knobs (docs/routing.md). A SpillMemory of 2^24 entries is 128 MiB per worker
+// and pool: anything larger is a typo.
+constexpr uint64_t kMaxSpillMemory = 1u << 24;
+constexpr uint64_t kMaxHotShare = 100;          // h above 100% would never replicate
+constexpr uint64_t kMaxReplicas = 64;           // core::RouteRequest::kMaxReplicas
+constexpr uint64_t kMaxHotCapacity = 4096;      // counters per window (two windows)
+constexpr uint64_t kMinHotWindowMs = 10;
 // 6 bytes per ring point (core/ring.h): 16M points is a 96 MiB ring, far past any need.
 constexpr uint64_t kMaxRingPoints = 1u << 24;
 // Maglev paper (Eisenbud et al., NSDI 2016) section 3.4 uses 65537; core caps M at 2^24.
@@ -54,6 +61,10 @@ constexpr string_view kPoolKeys[] = {"name",
                                      "balance_factor",
                                      "capacity_slack",
                                      "probe_order",
+                                     "spill_memory",
+                                     "spill_hysteresis",
+                                     "hot_keys",
+                                     "replica_choice",
                                      "points_per_weight",
                                      "max_points",
                                      "maglev_table_size",
@@ -73,6 +84,8 @@ constexpr string_view kHealthKeys[] = {"enabled",  "method",  "path", "expect_st
                                        "interval", "timeout", "rise", "fall"};
 constexpr string_view kPassiveKeys[] = {"consecutive_failures", "ejection_time",
                                         "max_ejected_percent"};
+constexpr string_view kHotKeysKeys[] = {"share", "max_replicas", "window", "capacity",
+                                        "min_count"};
 constexpr string_view kBackendKeys[] = {"address", "weight", "id"};
 constexpr string_view kAdminKeys[] = {"enabled", "bind", "hot_keys"};
 constexpr string_view kDnsKeys[] = {"nameservers", "ttl", "jitter", "timeout", "attempts"};
@@ -85,6 +98,8 @@ constexpr Choice<Algorithm> kAlgorithms[] = {{"ring", Algorithm::kRing},
                                              {"maglev", Algorithm::kMaglev}};
 constexpr Choice<ProbeOrder> kProbeOrders[] = {{"clockwise", ProbeOrder::kClockwise},
                                                {"random", ProbeOrder::kRandom}};
+constexpr Choice<ReplicaChoice> kReplicaChoices[] = {
+    {"least_loaded", ReplicaChoice::kLeastLoaded}, {"round_robin", ReplicaChoice::kRoundRobin}};
 constexpr Choice<MissingKeyPolicy> kMissingKeyPolicies[] = {
     {"least_in_flight", MissingKeyPolicy::kLeastInFlight},
     {"random", MissingKeyPolicy::kRandom},
@@ -248,6 +263,14 @@ class ConfigReader {
     if (auto* g = m.get("balance_factor")) read_balance_factor(*g, p.balance_factor);
     if (auto* g = m.get("capacity_slack")) r_.read_unsigned(*g, p.capacity_slack, 0, kU32Max);
     if (auto* g = m.get("probe_order")) r_.read_choice<ProbeOrder>(*g, kProbeOrders, p.probe_order);
+    if (auto* g = m.get("spill_memory")) {
+      r_.read_unsigned(*g, p.spill_memory, 0, kMaxSpillMemory);
+    }
+    if (auto* g = m.get("spill_hysteresis")) r_.read_unsigned(*g, p.spill_hysteresis, 0, kU32Max);
+    if (auto* g = m.get("hot_keys")) read_hot_keys(*g, p.hot_keys);
+    if (auto* g = m.get("replica_choice")) {
+      r_.read_choice<ReplicaChoice>(*g, kReplicaChoices, p.replica_choice);
+    }
     if (auto* g = m.get("points_per_weight")) {
       r_.read_unsigned(*g, p.points_per_weight, 1, kMaxPointsPerWeight);
     }
@@ -408,6 +431,15 @@ class ConfigReader {
     }
     h.expect_status_min = static_cast<uint16_t>(lo);
     h.expect_status_max = static_cast<uint16_t>(hi);
+  }
+
+  void read_hot_keys(const Field& f, HotKeysConfig& h) {
+    MapFields m = r_.map(f.value, quote(f.key), NodeReader::value_position(f), kHotKeysKeys);
+    if (auto* g = m.get("share")) r_.read_unsigned(*g, h.share, 0, kMaxHotShare);
+    if (auto* g = m.get("max_replicas")) r_.read_unsigned(*g, h.max_replicas, 0, kMaxReplicas);
+    if (auto* g = m.get("window")) r_.read_duration(*g, h.window_ms, kMinHotWindowMs);
+    if (auto* g = m.get("capacity")) r_.read_unsigned(*g, h.capacity, 1, kMaxHotCapacity);
+    if (auto* g = m.get("min_count")) r_.read_unsigned(*g, h.min_count, 1, kU32Max);
   }
 
   void read_passive(const Field& f, PassiveHealthConfig& p) {

@@ -26,6 +26,7 @@ HotKeys::Summary::Summary(size_t capacity)
 
 void HotKeys::Summary::clear() noexcept {
   size_ = 0;
+  total_ = 0;
   heap_.clear();
   std::fill(index_.begin(), index_.end(), kEmpty);
 }
@@ -92,6 +93,7 @@ void HotKeys::Summary::sift_down(uint32_t pos) noexcept {
 }
 
 void HotKeys::Summary::observe(uint64_t hash, std::string_view key, uint64_t weight) noexcept {
+  total_ += weight;
   uint32_t s = lookup(hash);
   if (s != kEmpty) {
     slots_[s].count += weight;
@@ -114,7 +116,8 @@ void HotKeys::Summary::observe(uint64_t hash, std::string_view key, uint64_t wei
   slot.count = base + weight;
   slot.error = base;
   slot.key_len = static_cast<uint8_t>(std::min(key.size(), kMaxKeyBytes));
-  std::memcpy(slot.key, key.data(), slot.key_len);
+  // An empty key may have a null data(): memcpy's pointers must be valid even for 0 bytes.
+  if (slot.key_len != 0) std::memcpy(slot.key, key.data(), slot.key_len);
   index_insert(hash, s);
   if (base > 0) {
     sift_down(slot.heap_pos);

@@ -19,6 +19,7 @@ BackendConn* BackendConn::connect(Worker& worker, BackendState& state, ClientSes
   c->tcp_.data = c;
   c->timer_.data = c;
   c->connect_req_.data = c;
+  c->deadline_.init(&c->timer_, &on_timer);
   c->owner_ = owner;
   c->exchanges_ = 1;
   ++state.open_connections;
@@ -46,20 +47,21 @@ void BackendConn::on_connect(uv_connect_t* req, int status) noexcept {
 void BackendConn::attach(ClientSession* owner) noexcept {
   owner_ = owner;
   ++exchanges_;
-  uv_timer_stop(&timer_);
+  done_ = false;
+  deadline_.clear();
   resume_reading();
 }
 
 void BackendConn::release_to_idle(uint64_t idle_timeout_ms) noexcept {
   owner_ = nullptr;
   drop_buffer();
-  if (state_ == nullptr || eof_) {
+  if (state_ == nullptr || eof_ || junk_ || state_->retired.load(std::memory_order_relaxed)) {
     close();
     return;
   }
   resume_reading();
   arm_timer(idle_timeout_ms);
-  state_->push_idle(this);
+  state_->push_idle(worker_.id(), this);
 }
 
 void BackendConn::close() noexcept {
@@ -71,7 +73,7 @@ void BackendConn::close() noexcept {
     state_ = nullptr;
   }
   worker_.stats().backend_connections_open.fetch_sub(1, std::memory_order_relaxed);
-  uv_timer_stop(&timer_);
+  deadline_.stop();
   close_handle(reinterpret_cast<uv_handle_t*>(&tcp_));
   close_handle(reinterpret_cast<uv_handle_t*>(&timer_));
 }
@@ -121,7 +123,7 @@ void BackendConn::resume_reading() noexcept {
 
 void BackendConn::on_alloc(uv_handle_t* h, size_t, uv_buf_t* buf) noexcept {
   auto* c = static_cast<BackendConn*>(h->data);
-  if (c->owner_ == nullptr) {
+  if (c->owner_ == nullptr || c->done_) {
     *buf = uv_buf_init(c->idle_byte_, sizeof c->idle_byte_);
     return;
   }
@@ -143,6 +145,13 @@ void BackendConn::on_read(uv_stream_t* s, ssize_t nread, const uv_buf_t*) noexce
     c->close();
     return;
   }
+  if (c->done_) {
+    // After the owner's response: nothing may arrive. Remember it; the owner decides.
+    if (nread < 0) c->eof_ = true;
+    else c->junk_ = true;
+    c->pause_reading();
+    return;
+  }
   if (nread < 0) {
     c->eof_ = true;
     c->pause_reading();
@@ -158,15 +167,12 @@ void BackendConn::on_read(uv_stream_t* s, ssize_t nread, const uv_buf_t*) noexce
 
 void BackendConn::arm_timer(uint64_t ms) noexcept {
   if (closing()) return;
-  if (ms == 0) {
-    uv_timer_stop(&timer_);
-    return;
-  }
-  uv_timer_start(&timer_, &on_timer, ms, 0);
+  deadline_.set(ms);
 }
 
 void BackendConn::on_timer(uv_timer_t* t) noexcept {
   auto* c = static_cast<BackendConn*>(t->data);
+  if (c->closing() || !c->deadline_.fire()) return;
   if (c->owner_ == nullptr) {
     c->close();
     return;

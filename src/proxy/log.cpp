@@ -1,8 +1,14 @@
 // LogSink and Logger: buffered line logging with a rate limit for the data path.
 #include "rondel/proxy/log.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <climits>
 #include <cerrno>
+#include <cstring>
 #include <ctime>
+#include <new>
 
 namespace rondel::proxy {
 
@@ -17,24 +23,25 @@ bool parse_level(std::string_view text, Level& out) noexcept {
 
 LogSink::~LogSink() {
   flush();
-  if (owned_ && file_ != nullptr) std::fclose(file_);
+  if (owned_ && fd_ >= 0) ::close(fd_);
 }
 
 bool LogSink::open(const std::string& path, FILE* default_stream) {
-  if (owned_ && file_ != nullptr) std::fclose(file_);
-  file_ = nullptr;
+  flush();
+  if (owned_ && fd_ >= 0) ::close(fd_);
+  fd_ = -1;
   owned_ = false;
   path_ = path;
   if (path.empty()) return true;
   if (path == "-") {
-    file_ = default_stream;
+    if (default_stream == nullptr) return true;
+    std::fflush(default_stream);
+    fd_ = fileno(default_stream);
     return true;
   }
-  file_ = std::fopen(path.c_str(), "ae");
-  if (file_ == nullptr) return false;
+  fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) return false;
   owned_ = true;
-  // A large buffer: lines are written in batches by flush() from the owner's timer.
-  std::setvbuf(file_, nullptr, _IOFBF, 1 << 16);
   return true;
 }
 
@@ -43,12 +50,54 @@ bool LogSink::reopen() {
   return open(path_, nullptr);
 }
 
+void LogSink::write_all(const char* p, size_t n) noexcept {
+  // O_APPEND: each write(2) lands whole at the end of the file. A short write (disk full, a
+  // signal) continues with the rest; an error drops the batch rather than blocking the loop.
+  while (n > 0) {
+    ssize_t w = ::write(fd_, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
 void LogSink::write(std::string_view line) noexcept {
-  if (file_ != nullptr) std::fwrite(line.data(), 1, line.size(), file_);
+  if (fd_ < 0) return;
+  if (!buf_) buf_.reset(new (std::nothrow) char[kBufferSize]);
+  if (!buf_ || line.size() > kBufferSize) {
+    flush();
+    write_all(line.data(), line.size());
+    return;
+  }
+  if (used_ + line.size() > kBufferSize) flush();
+  std::memcpy(buf_.get() + used_, line.data(), line.size());
+  used_ += line.size();
 }
 
 void LogSink::flush() noexcept {
-  if (file_ != nullptr) std::fflush(file_);
+  if (fd_ < 0 || used_ == 0) return;
+  if (owned_) {
+    write_all(buf_.get(), used_);
+  } else {
+    // stdout/stderr may be a pipe shared by several workers: only writes of at most PIPE_BUF
+    // bytes are atomic there, so write whole lines in such pieces.
+    const char* p = buf_.get();
+    size_t n = used_;
+    while (n > 0) {
+      size_t piece = n;
+      if (piece > PIPE_BUF) {
+        const char* nl = static_cast<const char*>(memrchr(p, '\n', PIPE_BUF));
+        piece = nl != nullptr ? static_cast<size_t>(nl - p) + 1 : PIPE_BUF;
+      }
+      write_all(p, piece);
+      p += piece;
+      n -= piece;
+    }
+  }
+  used_ = 0;
 }
 
 namespace {

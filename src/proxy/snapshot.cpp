@@ -19,10 +19,12 @@ core::Result<std::shared_ptr<const Snapshot>> Snapshot::build(
     }
     if (!state) {
       state = std::make_shared<PoolState>();
+      state->slot = static_cast<uint32_t>(pool_states.size());  // pool_states only grows
       pool_states.emplace_back(pc.name, state);
     }
     auto pool = Pool::build(pc, registry, state);
     if (!pool) return pool.error();
+    (*pool)->set_generation(generation);
     snap->max_scratch_words_ = std::max(snap->max_scratch_words_, (*pool)->scratch_words());
     snap->pools_.push_back(std::move(*pool));
   }

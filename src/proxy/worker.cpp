@@ -1,6 +1,7 @@
 // Worker: per-loop proxy context, buffer pool and session registry.
 #include "rondel/proxy/worker.h"
 
+#include "rondel/proxy/backend_state.h"
 #include "rondel/proxy/session.h"
 
 namespace rondel::proxy {
@@ -36,14 +37,64 @@ void BufferPool::put(char* buf) noexcept {
   }
 }
 
-Worker::Worker(uv_loop_t* loop, Logger& log, LogSink& access_log, WorkerStats& stats)
-    : loop_(loop), log_(log), access_log_(access_log), stats_(stats) {}
+Worker::Worker(uv_loop_t* loop, Logger& log, LogSink& access_log, WorkerStats& stats,
+               uint32_t id)
+    : loop_(loop), log_(log), access_log_(access_log), stats_(stats), id_(id) {}
 
-Worker::~Worker() = default;
+Worker::~Worker() {
+  for (ExchangeBuffers* xb : free_exchanges_) delete xb;
+}
+
+namespace {
+bool same_limits(const http::Limits& a, const http::Limits& b) noexcept {
+  return a.max_request_line == b.max_request_line && a.max_header_bytes == b.max_header_bytes &&
+         a.max_headers == b.max_headers && a.max_body_bytes == b.max_body_bytes;
+}
+constexpr size_t kExchangeReserve = 1024;
+}  // namespace
+
+ExchangeBuffers* Worker::take_exchange(const http::Limits& limits) noexcept {
+  // Most recently returned first (warm in cache); a listener with other limits looks further.
+  for (size_t i = free_exchanges_.size(); i-- > 0;) {
+    ExchangeBuffers* xb = free_exchanges_[i];
+    if (same_limits(xb->limits, limits)) {
+      free_exchanges_[i] = free_exchanges_.back();
+      free_exchanges_.pop_back();
+      return xb;
+    }
+  }
+  return new (std::nothrow) ExchangeBuffers(limits);
+}
+
+void Worker::give_exchange(ExchangeBuffers* xb) noexcept {
+  xb->req_parser.reset();
+  xb->to_backend.clear();
+  xb->to_client.clear();
+  if (free_exchanges_.size() >= kExchangeReserve) {
+    delete xb;
+    return;
+  }
+  try {
+    free_exchanges_.push_back(xb);  // allocates only when the reserve grows (doubling)
+  } catch (...) {
+    delete xb;
+  }
+}
 
 void Worker::publish(std::shared_ptr<const Snapshot> snap) {
   if (snap && scratch_.size() < snap->max_scratch_words()) scratch_.resize(snap->max_scratch_words());
+  std::shared_ptr<const Snapshot> old = std::move(snapshot_);
   snapshot_ = std::move(snap);
+  if (old) {
+    // Idle connections are this loop's handles: close them here, not in ~BackendState (which
+    // may run on another thread once the last snapshot naming the backend is released).
+    for (const auto& p : old->pools()) {
+      for (size_t i = 0; i < p->size(); ++i) {
+        BackendState& b = p->backend(static_cast<core::BackendIndex>(i));
+        if (!snapshot_ || b.retired.load(std::memory_order_relaxed)) b.close_idle(id_);
+      }
+    }
+  }
 }
 
 std::span<uint64_t> Worker::scratch(size_t words) {
@@ -70,18 +121,13 @@ void Worker::close_all() {
   while (sessions_head_ != nullptr) sessions_head_->close_now_public();
 }
 
-size_t Worker::active_exchanges() const noexcept {
-  size_t n = 0;
-  for (ClientSession* s = sessions_head_; s != nullptr; s = s->next_) n += s->in_exchange() ? 1 : 0;
-  return n;
-}
 
 void Worker::add_session(ClientSession* s) noexcept {
   s->prev_ = nullptr;
   s->next_ = sessions_head_;
   if (sessions_head_ != nullptr) sessions_head_->prev_ = s;
   sessions_head_ = s;
-  ++sessions_;
+  sessions_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Worker::remove_session(ClientSession* s) noexcept {
@@ -90,7 +136,7 @@ void Worker::remove_session(ClientSession* s) noexcept {
   else return;  // not in the list
   if (s->next_ != nullptr) s->next_->prev_ = s->prev_;
   s->prev_ = s->next_ = nullptr;
-  --sessions_;
+  sessions_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 }  // namespace rondel::proxy

@@ -290,6 +290,36 @@ void Admin::api_pools(std::string& out) {
     json_uint(out, st.spilled.load());
     out += ",\"all_full\":";
     json_uint(out, st.all_full.load());
+    out += ",\"capacity_slack\":";
+    json_uint(out, cfg.capacity_slack);
+    out += ",\"spill_memory\":";
+    json_uint(out, cfg.spill_memory);
+    out += ",\"spill_hysteresis\":";
+    json_uint(out, cfg.spill_hysteresis);
+    out += ",\"hot_share\":";
+    json_uint(out, cfg.hot_keys.share);
+    out += ",\"routed\":{";
+    for (size_t r = 0; r < proxy::kRouteReasons; ++r) {
+      if (r > 0) out += ',';
+      json_string(out, proxy::route_reason_name(static_cast<core::RouteReason>(r)));
+      out += ':';
+      json_uint(out, st.routed[r].load(std::memory_order_relaxed));
+    }
+    out += "},\"hot_replicas\":[";
+    {
+      std::lock_guard<std::mutex> lock(st.hot_mu);
+      for (size_t h = 0; h < st.hot.size(); ++h) {
+        if (h > 0) out += ',';
+        out += "{\"key\":";
+        json_string(out, st.hot[h].key);
+        out += ",\"count\":";
+        json_uint(out, st.hot[h].count);
+        out += ",\"replicas\":";
+        json_uint(out, st.hot[h].replicas);
+        out += '}';
+      }
+    }
+    out += ']';
     out += ",\"ring_points\":";
     json_uint(out, p->selector().points());
     out += ",\"ring_bytes\":";
@@ -436,6 +466,45 @@ bool Admin::api_route(std::string_view query, std::string& out) {
     why = "owner skipped (" + std::to_string(r.skipped_full) + " full, " +
           std::to_string(r.skipped_excluded) + " down): first backend with room in preference order";
   json_string(out, why);
+  // Routing-quality decision (docs/routing.md): what route_pick would do now, with R from the
+  // hot-key table the workers last published (without a worker's spill memory, so never
+  // "sticky"), and the decision actually taken for this key most recently, if recorded.
+  uint32_t replicas = 1;
+  uint64_t hot_count = 0, hot_total = 0;
+  {
+    const auto& ps = p->state();
+    std::lock_guard<std::mutex> lock(ps.hot_mu);
+    hot_total = ps.hot_window_total;
+    for (const auto& h : ps.hot) {
+      if (h.hash == hash) {
+        replicas = h.replicas;
+        hot_count = h.count;
+      }
+    }
+  }
+  core::RouteResult rr = p->route(hash, {}, scratch, replicas, 0, nullptr);
+  out += ",\"decision\":";
+  json_string(out, proxy::route_reason_name(rr.reason));
+  out += ",\"decision_backend\":";
+  json_string(out, rr.pick.backend != core::kNoBackend ? p->backend(rr.pick.backend).id() : "");
+  out += ",\"home\":";
+  json_string(out, rr.home != core::kNoBackend ? p->backend(rr.home).id() : "");
+  out += ",\"replicas\":";
+  json_uint(out, rr.replicas);
+  out += ",\"hot_count\":";
+  json_uint(out, hot_count);
+  out += ",\"hot_window_total\":";
+  json_uint(out, hot_total);
+  const uint64_t rec =
+      p->state().recent[hash & (proxy::PoolState::kRecentDecisions - 1)].load(
+          std::memory_order_relaxed);
+  const bool have_last = rec != 0 && (rec >> 32) == (hash >> 32);
+  const auto last_b = static_cast<core::BackendIndex>((rec >> 8) & 0xffff);
+  out += ",\"last_decision\":";
+  json_string(out, have_last ? proxy::route_reason_name(static_cast<core::RouteReason>(rec & 0xff))
+                             : "");
+  out += ",\"last_backend\":";
+  json_string(out, have_last && last_b < p->size() ? p->backend(last_b).id() : "");
   out += "}\n";
   return true;
 }

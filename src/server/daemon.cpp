@@ -16,6 +16,10 @@ namespace rondel::server {
 
 namespace {
 
+bool lr_workers_changed(uint32_t configured, uint32_t running) {
+  return (configured < 1 ? 1 : configured) != running;
+}
+
 constexpr uint64_t kTickMs = 200;
 // How long start-up waits for the first answers for backends named by DNS.
 constexpr uint64_t kStartDnsWaitMs = 5000;
@@ -43,6 +47,7 @@ Daemon::Daemon(std::string config_path) : config_path_(std::move(config_path)) {
 }
 
 Daemon::~Daemon() {
+  stop_threads();  // they call the metrics hook and use stats_: join before anything goes
   admin_.reset();
   health_.reset();
   discovery_.reset();
@@ -60,7 +65,12 @@ bool Daemon::start(config::Config cfg) {
   proxy::Level level = proxy::Level::kInfo;
   proxy::parse_level(cfg.log.level, level);
   log_.set_level(level);
-  worker_ = std::make_unique<proxy::Worker>(&loop_, log_, access_sink_, stats_);
+  workers_ = cfg.workers < 1 ? 1 : cfg.workers;
+  worker_ = std::make_unique<proxy::Worker>(&loop_, log_, access_sink_, stats_, 0);
+  for (uint32_t id = 1; id < workers_; ++id) {
+    threads_.push_back(std::make_unique<WorkerThread>(id, stats_, cfg.log.access_log,
+                                                      cfg.log.error_log, level));
+  }
   discovery_ = std::make_unique<Discovery>(&loop_, log_, [this] { on_dns_change(); });
   health_ = std::make_unique<proxy::HealthChecker>(
       &loop_, log_, [this](const std::string&, proxy::BackendState&) { refresh_pools(); });
@@ -72,13 +82,15 @@ bool Daemon::start(config::Config cfg) {
     log_.log(proxy::Level::kError, "config_invalid", snap.error().message);
     return false;
   }
-  worker_->publish(*snap);
+  publish(*snap);
   after_publish(nullptr);
   if (!apply_listeners(cfg, true)) return false;
   if (cfg.admin.enabled) {
     metrics_ = std::make_unique<Metrics>(*this);
+    metrics_->set_snapshot(worker_->snapshot());
     worker_->on_exchange = &Metrics::on_exchange;
     worker_->on_exchange_ctx = metrics_.get();
+    for (auto& t : threads_) t->set_exchange_hook(&Metrics::on_exchange, metrics_.get());
     admin_ = std::make_unique<Admin>(*this);
     auto ok = admin_->open(cfg.admin.bind);
     if (!ok) {
@@ -96,8 +108,10 @@ bool Daemon::start(config::Config cfg) {
   uv_timer_init(&loop_, &drain_timer_);
   drain_timer_.data = this;
   reload_stats_.last_ok_unix = std::time(nullptr);
+  for (auto& t : threads_) t->start();
   log_.log(proxy::Level::kInfo, "started",
-           "config=" + config_path_ + " pools=" + std::to_string(cfg.pools.size()));
+           "config=" + config_path_ + " pools=" + std::to_string(cfg.pools.size()) +
+               " workers=" + std::to_string(workers_));
   base_cfg_ = std::move(cfg);
   started_ = true;
   return true;
@@ -193,7 +207,7 @@ bool Daemon::apply_listeners(const config::Config& cfg, bool at_start) {
     }
     if (kept) continue;
     std::string name = lc.name;
-    auto l = net::TcpListener::open(&loop_, lc.bind.host, lc.bind.port, false, 1024,
+    auto l = net::TcpListener::open(&loop_, lc.bind.host, lc.bind.port, workers_ > 1, 1024,
                                     [this, name](uv_stream_t* server) {
                                       worker_->accept(server, name);
                                     });
@@ -213,7 +227,7 @@ bool Daemon::apply_listeners(const config::Config& cfg, bool at_start) {
       return false;
     }
     opened.push_back(*l);
-    next.push_back({lc.name, bind, *l});
+    next.push_back({lc.name, bind, lc.bind.host, *l});
     log_.log(proxy::Level::kInfo, "listening",
              "name=" + lc.name + " addr=" + lc.bind.host + ":" + std::to_string((*l)->port()));
   }
@@ -224,7 +238,51 @@ bool Daemon::apply_listeners(const config::Config& cfg, bool at_start) {
     }
   }
   listeners_ = std::move(next);
+  if (!threads_.empty()) {
+    // The other workers listen on the ports worker 0 bound (SO_REUSEPORT).
+    std::vector<ListenerSpec> specs;
+    for (const auto& e : listeners_) specs.push_back({e.name, e.host, e.listener->port()});
+    for (auto& t : threads_) t->set_listeners(specs);
+  }
   return true;
+}
+
+void Daemon::publish(std::shared_ptr<const proxy::Snapshot> snap) {
+  const auto& old = worker_->snapshot();
+  if (old && snap) {
+    // Backends the new snapshot no longer names: their connections close instead of going
+    // idle, and each worker closes its idle ones when the new snapshot reaches it.
+    std::unordered_set<const proxy::BackendState*> kept;
+    for (const auto& p : snap->pools()) {
+      for (size_t i = 0; i < p->size(); ++i) kept.insert(&p->backend(static_cast<core::BackendIndex>(i)));
+    }
+    for (const auto& p : old->pools()) {
+      for (size_t i = 0; i < p->size(); ++i) {
+        auto& b = p->backend(static_cast<core::BackendIndex>(i));
+        if (kept.count(&b) == 0) b.retired.store(true, std::memory_order_relaxed);
+      }
+    }
+  }
+  for (auto& t : threads_) t->publish(snap);
+  if (metrics_) metrics_->set_snapshot(snap);
+  worker_->publish(std::move(snap));
+}
+
+size_t Daemon::total_sessions() const noexcept {
+  size_t n = worker_ ? worker_->sessions() : 0;
+  for (const auto& t : threads_) n += t->sessions();
+  return n;
+}
+
+size_t Daemon::total_exchanges() const noexcept {
+  size_t n = worker_ ? worker_->active_exchanges() : 0;
+  for (const auto& t : threads_) n += t->active_exchanges();
+  return n;
+}
+
+void Daemon::stop_threads() noexcept {
+  for (auto& t : threads_) t->stop();
+  for (auto& t : threads_) t->join();
 }
 
 bool Daemon::reload() {
@@ -269,7 +327,12 @@ bool Daemon::finish_reload(config::Config cfg) {
   }
   ++generation_;
   auto moved = report_moved(*old, **snap, "reload_moved");
-  worker_->publish(*snap);
+  if (lr_workers_changed(cfg.workers, workers_)) {
+    log_.log(proxy::Level::kWarn, "workers_unchanged",
+             "configured=" + std::to_string(cfg.workers) + " running=" +
+                 std::to_string(workers_) + " reason=needs_restart");
+  }
+  publish(*snap);
   base_cfg_ = std::move(cfg);
   discovery_->retain(base_cfg_);
   after_publish(old);
@@ -300,7 +363,7 @@ void Daemon::on_dns_change() {
   }
   ++generation_;
   report_moved(*old, **snap, "dns_moved");
-  worker_->publish(*snap);
+  publish(*snap);
   after_publish(old);
   old.reset();
   registry_.prune();
@@ -344,6 +407,7 @@ void Daemon::on_signal(uv_signal_t* h, int signum) noexcept {
     case SIGUSR1:
       d->access_sink_.reopen();
       d->error_sink_.reopen();
+      for (auto& t : d->threads_) t->reopen_logs();
       d->log_.log(proxy::Level::kInfo, "logs_reopened");
       break;
     default:
@@ -360,11 +424,12 @@ void Daemon::shutdown() {
     pending_.reset();
   }
   log_.log(proxy::Level::kInfo, "shutdown_started",
-           "in_flight=" + std::to_string(worker_->active_exchanges()));
+           "in_flight=" + std::to_string(total_exchanges()));
   for (auto& e : listeners_) {
     if (e.listener != nullptr) e.listener->close();
   }
   listeners_.clear();
+  for (auto& t : threads_) t->drain();
   worker_->drain();
   uint64_t ms = worker_->snapshot() ? worker_->snapshot()->config().drain_timeout_ms : 0;
   uv_timer_start(&drain_timer_, &on_drain_deadline, ms > 0 ? ms : 1, 0);
@@ -373,7 +438,7 @@ void Daemon::shutdown() {
 void Daemon::on_drain_deadline(uv_timer_t* t) noexcept {
   auto* d = static_cast<Daemon*>(t->data);
   d->log_.log(proxy::Level::kWarn, "drain_timeout",
-              "closing=" + std::to_string(d->worker_->sessions()));
+              "closing=" + std::to_string(d->total_sessions()));
   d->finish_shutdown();
 }
 
@@ -391,7 +456,7 @@ void Daemon::on_tick(uv_timer_t* t) noexcept {
     if (!d->discovery_->settled(cfg)) d->log_.log(proxy::Level::kWarn, "reload_dns_timeout");
     d->finish_reload(std::move(cfg));
   }
-  if (d->draining_ && d->worker_->sessions() == 0) d->finish_shutdown();
+  if (d->draining_ && d->total_sessions() == 0) d->finish_shutdown();
 }
 
 void Daemon::check_health() noexcept {
@@ -436,6 +501,7 @@ void Daemon::finish_shutdown() noexcept {
   health_->stop();
   discovery_->stop();
   worker_->close_all();
+  for (auto& t : threads_) t->stop();  // each closes its sessions and pooled connections
   if (admin_) admin_->close();
   uv_timer_stop(&tick_);
   uv_timer_stop(&drain_timer_);
@@ -446,6 +512,7 @@ void Daemon::finish_shutdown() noexcept {
   }
   // Releasing the configuration closes the pooled backend connections.
   worker_->publish(nullptr);
+  if (metrics_) metrics_->set_snapshot(nullptr);
   log_.log(proxy::Level::kInfo, "shutdown_complete");
   access_sink_.flush();
   error_sink_.flush();
@@ -453,6 +520,7 @@ void Daemon::finish_shutdown() noexcept {
 
 int Daemon::run() {
   uv_run(&loop_, UV_RUN_DEFAULT);
+  stop_threads();
   access_sink_.flush();
   return 0;
 }

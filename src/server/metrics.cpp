@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <deque>
 #include <map>
+#include <mutex>
 #include <unordered_map>
 
 #include "rondel/core/bounded.h"
@@ -187,6 +188,12 @@ struct Metrics::Impl {
   // The worker directly (not through the daemon): exchanges that end while the daemon is
   // destroying its worker still find the snapshot.
   proxy::Worker& worker;
+  // Guards everything below: the exchange hook runs on every worker's thread, the admin views
+  // on the daemon's loop thread.
+  std::mutex mu;
+  // The snapshot the daemon published last (set_snapshot); the per-snapshot caches follow it.
+  std::shared_ptr<const proxy::Snapshot> snap;
+  static uint64_t now_ms() noexcept { return uv_hrtime() / 1000000; }
   std::shared_ptr<prometheus::Registry> registry;
   prometheus::Family<prometheus::Histogram>& duration;
   prometheus::Family<prometheus::Histogram>& hops;
@@ -231,7 +238,6 @@ struct Metrics::Impl {
   // Rebuilds the per-snapshot cache when a new snapshot was published, and drops the series of
   // pools and backends that left the configuration. Two comparisons when nothing changed.
   void refresh() {
-    const auto& snap = worker.snapshot();
     if (!snap) {
       cache.clear();
       cache_snap = nullptr;
@@ -344,14 +350,14 @@ struct Metrics::Impl {
       pair_counter(*ps, pool.backend(rec.owner).id(), pool.backend(rec.backend).id()).Increment();
     }
     if (ps->hot) {
-      ps->hot->advance(worker.now_ms());
+      ps->hot->advance(now_ms());
       ps->hot->observe(core::hash64(rec.key), rec.key, 1);
     }
   }
 
   std::vector<core::HotKeys::Entry> top(PoolSeries& ps) {
     if (!ps.hot) return {};
-    ps.hot->advance(worker.now_ms());
+    ps.hot->advance(now_ms());
     return ps.hot->top(ps.hot_k);
   }
 
@@ -364,10 +370,10 @@ struct Metrics::Impl {
   }
 
   void collect_state(Families& fs);
+  void routing_samples(Families& fs);
 };
 
 void Metrics::Impl::collect_state(Families& fs) {
-  const auto& snap = worker.snapshot();
   const auto& ws = daemon.stats();
   const auto& rs = daemon.reload_stats();
 
@@ -568,6 +574,40 @@ void Metrics::Impl::collect_state(Families& fs) {
       sample(hot_err, l, d(e.error));
     }
   }
+  routing_samples(fs);
+}
+
+// Routing-quality families (docs/routing.md): why requests went where they went, and the
+// hot-key replicas the workers last published.
+void Metrics::Impl::routing_samples(Families& fs) {
+  const auto& snap = worker.snapshot();
+  auto& routed = fs.add("rondel_routed_requests_total",
+                        "Routing decisions (first pick of each keyed request) by reason: home, "
+                        "replica (hot key on one of its replicas), sticky (remembered spill), "
+                        "spill (home full), all_full, none (no eligible backend).",
+                        MetricType::Counter);
+  auto& hot_n = fs.add("rondel_hot_keys_replicated",
+                       "Hot keys currently spread over more than one backend.",
+                       MetricType::Gauge);
+  auto& hot_r = fs.add("rondel_hot_key_replicas",
+                       "Backends a hot key is spread over (R), per hot key.", MetricType::Gauge);
+  if (!snap) return;
+  for (const auto& p : snap->pools()) {
+    const auto& st = p->state();
+    const std::string& pn = p->name();
+    for (size_t r = 0; r < proxy::kRouteReasons; ++r) {
+      sample(routed, {{"pool", pn},
+                      {"reason", std::string(proxy::route_reason_name(
+                                     static_cast<core::RouteReason>(r)))}},
+             d(st.routed[r].load(std::memory_order_relaxed)));
+    }
+    std::lock_guard<std::mutex> lock(st.hot_mu);
+    sample(hot_n, {{"pool", pn}}, d(st.hot.size()));
+    for (const auto& h : st.hot) {
+      sample(hot_r, {{"pool", pn}, {"hash", hex16(h.hash)}, {"key", safe_label(h.key)}},
+             d(h.replicas));
+    }
+  }
 }
 
 Metrics::Metrics(Daemon& daemon) : impl_(std::make_unique<Impl>(daemon)) {}
@@ -577,13 +617,27 @@ Metrics::~Metrics() = default;
 void Metrics::on_exchange(void* ctx, const proxy::ExchangeRecord& rec) noexcept {
   if (ctx == nullptr || rec.pool == nullptr) return;
   try {
-    static_cast<Metrics*>(ctx)->impl_->on_exchange(rec);
+    Impl& impl = *static_cast<Metrics*>(ctx)->impl_;
+    std::lock_guard<std::mutex> lock(impl.mu);
+    impl.on_exchange(rec);
   } catch (...) {
     // Only allocation can throw here (a new series); losing one observation is acceptable.
   }
 }
 
+void Metrics::set_snapshot(std::shared_ptr<const proxy::Snapshot> snap) {
+  std::shared_ptr<const proxy::Snapshot> old;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    old = std::move(impl_->snap);
+    impl_->snap = std::move(snap);
+    impl_->refresh();
+  }
+  // `old` (maybe the last reference to a snapshot) is released outside the lock.
+}
+
 std::string Metrics::serialize() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->refresh();
   Families fs;
   impl_->collect_state(fs);
@@ -594,6 +648,7 @@ std::string Metrics::serialize() {
 }
 
 std::vector<core::HotKeys::Entry> Metrics::hot_keys(std::string_view pool) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->refresh();
   auto it = impl_->pools.find(pool);
   if (it == impl_->pools.end()) return {};
@@ -601,6 +656,7 @@ std::vector<core::HotKeys::Entry> Metrics::hot_keys(std::string_view pool) {
 }
 
 const std::vector<double>& Metrics::key_shares(const proxy::Pool& pool) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->refresh();
   Impl::PoolCache* pc = impl_->find_cache(&pool);
   if (pc == nullptr) return impl_->empty_shares;
@@ -608,6 +664,7 @@ const std::vector<double>& Metrics::key_shares(const proxy::Pool& pool) {
 }
 
 std::vector<Metrics::SpillPair> Metrics::spill_pairs(std::string_view pool) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->refresh();
   std::vector<SpillPair> out;
   auto it = impl_->pools.find(pool);

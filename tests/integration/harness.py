@@ -26,6 +26,9 @@ BACKEND_BIN = os.environ.get(
 
 _processes = []
 
+# A line that starts an AddressSanitizer / LeakSanitizer / UndefinedBehaviorSanitizer report.
+SANITIZER_RX = re.compile(r"ERROR: AddressSanitizer|LeakSanitizer|runtime error:")
+
 
 def _cleanup():
     for p in _processes:
@@ -164,12 +167,14 @@ def make_config(backends, pool=None, listener=None, admin=True, log=None, extra=
 class Rondel:
     """The rondel daemon on a config text. Learns its ports from its own log lines."""
 
-    def __init__(self, config_text, workdir=None, expect_start=True, args=()):
+    def __init__(self, config_text, workdir=None, expect_start=True, args=(), prefix=()):
+        # prefix: a command that runs rondel, e.g. ("prlimit", "--nofile=128", "--"); it must
+        # exec rondel (same pid) for the pid-based helpers below to see rondel itself.
         self.dir = workdir or tempfile.mkdtemp(prefix="rondel-it-")
         self.config_path = os.path.join(self.dir, "rondel.yaml")
         with open(self.config_path, "w") as f:
             f.write(config_text)
-        self.proc = subprocess.Popen([RONDEL_BIN, "-f", self.config_path, *args],
+        self.proc = subprocess.Popen([*prefix, RONDEL_BIN, "-f", self.config_path, *args],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         _processes.append(self.proc)
         self.out = _LineReader(self.proc.stdout)
@@ -238,7 +243,8 @@ class Rondel:
         return [l for l in list(self.out.lines) if rx.search(l)]
 
     def stop(self, timeout=15):
-        """SIGTERM and wait; returns the exit code."""
+        """SIGTERM and wait; returns the exit code. Raises AssertionError when rondel's output
+        holds a sanitizer report (ASan, LeakSanitizer at exit, UBSan): see sanitizer_reports()."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -247,7 +253,19 @@ class Rondel:
                 self.proc.kill()
                 self.proc.wait(timeout=5)
                 raise AssertionError("rondel did not exit within %ss of SIGTERM" % timeout)
+        reports = self.sanitizer_reports()
+        if reports:
+            raise AssertionError("sanitizer report in rondel's output:\n" +
+                                 "\n".join(self.out.lines[reports[0]:reports[0] + 60]))
         return self.proc.returncode
+
+    def sanitizer_reports(self):
+        """Indices of the output lines that start a sanitizer report. After the process exited,
+        waits (bounded) until its output is read to the end, so LeakSanitizer's report at exit
+        is included. Empty in a build without sanitizers."""
+        if self.proc.poll() is not None:
+            self.out._thread.join(timeout=10)
+        return [i for i, l in enumerate(list(self.out.lines)) if SANITIZER_RX.search(l)]
 
     def rss_kib(self):
         with open(f"/proc/{self.proc.pid}/status") as f:
@@ -255,6 +273,16 @@ class Rondel:
                 if line.startswith("VmRSS:"):
                     return int(line.split()[1])
         return 0
+
+    def cpu_seconds(self):
+        """User + system CPU time rondel has used so far (from /proc/PID/stat)."""
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def open_fds(self):
+        """Number of file descriptors rondel has open."""
+        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
 
 
 def http_get(port, path, headers=None, timeout=10):
@@ -728,3 +756,36 @@ class Prometheus:
                 self.proc.wait(timeout=5)
         import shutil
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# ---- Hardening helpers (test_limits_*, test_faults_*, test_memory_*). Additive only. ----------
+
+def sanitized_build():
+    """True when RONDEL_BIN is built with AddressSanitizer (-DRONDEL_SANITIZE=ON): memory and
+    latency bounds are then looser (shadow memory, quarantine, instrumented code)."""
+    try:
+        with open(RONDEL_BIN, "rb") as f:
+            return b"__asan_init" in f.read()
+    except OSError:
+        return False
+
+
+def raise_nofile(want):
+    """Raises this process's soft RLIMIT_NOFILE to `want` (capped by the hard limit), so it and
+    the processes it starts can hold that many descriptors. Returns the new soft limit."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    new = want if hard == resource.RLIM_INFINITY else min(want, hard)
+    if new > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+        return new
+    return soft
+
+
+def percentile(values, p):
+    """The p-th percentile (0..100, nearest rank) of `values`."""
+    v = sorted(values)
+    if not v:
+        return float("nan")
+    k = max(0, min(len(v) - 1, int(round(p / 100.0 * len(v) + 0.5)) - 1))
+    return v[k]

@@ -53,7 +53,19 @@ class Dnsmasq:
         os.chmod(self.dir, 0o755)  # dnsmasq re-reads the hosts file as user nobody
         self.hosts = os.path.join(self.dir, "hosts")
         self.write(addrs)
-        self.port = free_port(socket.SOCK_DGRAM)
+        # dnsmasq listens on the port for both UDP and TCP: a UDP-free port may be the local
+        # port of some TCP connection (load tests use many), and dnsmasq then exits at once.
+        for _ in range(50):
+            self.port = free_port(socket.SOCK_DGRAM)
+            t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                t.bind(("127.0.0.1", self.port))
+                break
+            except OSError:
+                continue
+            finally:
+                t.close()
         self.proc = subprocess.Popen(
             [DNSMASQ, "--no-daemon", f"--port={self.port}", "--listen-address=127.0.0.1",
              "--bind-interfaces", "--no-resolv", "--no-hosts", f"--addn-hosts={self.hosts}",

@@ -147,7 +147,7 @@ class SlowStart(unittest.TestCase):
         a = Backend("a")
         b = Backend("b")
         try:
-            pool = {"slow_start": "6s", "balance_factor": 125}
+            pool = {"slow_start": "6s", "balance_factor": 125, "capacity_slack": 0}
             rondel = Rondel(make_config([a], pool=pool))
             rondel.reload(make_config([a, b], pool=pool))
             t_added = time.monotonic()

@@ -33,7 +33,7 @@ class Scrape(unittest.TestCase):
         cls.dir = tempfile.mkdtemp(prefix="rondel-it-")
         cls.backends = [Backend("b0", "--delay-ms", "300"), Backend("b1"), Backend("b2")]
         cls.rondel = Rondel(make_config(cls.backends, log={"access_log": os.path.join(
-            cls.dir, "access.log")}, pool={"hash_key": "header:X-Key"}), workdir=cls.dir)
+            cls.dir, "access.log")}, pool={"hash_key": "header:X-Key", "points_per_weight": 160, "capacity_slack": 0, "spill_memory": 0, "hot_keys": "{share: 0}"}), workdir=cls.dir)
         # Traffic: spread keys, plus a burst on one (UTF-8) key owned by the slow backend, so
         # that it spills and shows up as a hot key.
         for i in range(30):

@@ -29,7 +29,7 @@ class ProxyLoad(unittest.TestCase):
         bs = [Backend(f"z{i}", "--delay-ms", "15") for i in range(4)]
         r = Rondel(make_config(
             [{"address": b.address, "weight": w} for b, w in zip(bs, weights)],
-            pool={"balance_factor": BALANCE}, log={"access_log": access}))
+            pool={"balance_factor": BALANCE, "capacity_slack": 0, "spill_memory": 0, "hot_keys": "{share: 0}"}, log={"access_log": access}))
         try:
             self.run_load(r, bs, weights, access)
         finally:

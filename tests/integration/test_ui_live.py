@@ -78,7 +78,7 @@ class LiveView(unittest.TestCase):
     def setUpClass(cls):
         cls.slow = Backend("slow", "--delay-ms", "2500")
         cls.backends = [cls.slow] + [Backend(f"b{i}") for i in range(1, 5)]
-        cls.rondel = Rondel(make_config(cls.backends))
+        cls.rondel = Rondel(make_config(cls.backends, pool={"points_per_weight": 160}))
         cls.stop_traffic = False
         cls.threads = []
 

@@ -31,6 +31,8 @@ enum class ProbeOrder : uint8_t { kClockwise, kRandom };
 enum class HashKeyKind : uint8_t { kUri, kPath, kHeader, kCookie, kQuery, kSrc };
 // What to do with a request whose hash key is absent (no such header/cookie/query parameter).
 enum class MissingKeyPolicy : uint8_t { kLeastInFlight, kRandom, kHashUri, kReject };
+// Which of a hot key's R replicas serves a request (core::ReplicaChoice).
+enum class ReplicaChoice : uint8_t { kLeastLoaded, kRoundRobin };
 
 struct HashKey {
   HashKeyKind kind = HashKeyKind::kUri;
@@ -72,15 +74,29 @@ struct DnsConfig {
   uint32_t attempts = 2;             // query attempts per nameserver before giving up
 };
 
+// Hot-key replicas (docs/routing.md): keys whose share of the requests over `window_ms` makes
+// them hot are spread over their first R distinct successors; cold keys stay home.
+struct HotKeysConfig {
+  uint32_t share = 5;           // h: percent of one backend's fair share per replica; 0 = off
+  uint32_t max_replicas = 0;    // upper bound on R; 0 = the pool's usable backends
+  uint64_t window_ms = 1000;    // detector window; the replica table is rebuilt every window/4
+  uint32_t capacity = 64;       // space-saving counters per window = most hot keys tracked
+  uint32_t min_count = 16;      // a key seen fewer times in the window is never replicated
+};
+
 struct PoolConfig {
   std::string name;
   Algorithm algorithm = Algorithm::kRing;
   HashKey hash_key;
   MissingKeyPolicy missing_key = MissingKeyPolicy::kLeastInFlight;
   uint32_t balance_factor = 125;     // percent; 0 = unbounded (pure consistent hashing)
-  uint32_t capacity_slack = 0;       // absolute extra requests allowed above the fair share
+  uint32_t capacity_slack = 8;       // absolute extra requests allowed above the fair share
   ProbeOrder probe_order = ProbeOrder::kClockwise;
-  uint32_t points_per_weight = 160;  // ring only
+  uint32_t spill_memory = 4096;      // remembered spills per worker (SpillMemory); 0 = off
+  uint32_t spill_hysteresis = 0;     // a remembered spill goes home below cap - this
+  HotKeysConfig hot_keys;
+  ReplicaChoice replica_choice = ReplicaChoice::kLeastLoaded;
+  uint32_t points_per_weight = 4096; // ring only
   uint32_t max_points = 1u << 20;    // ring only: total-points budget
   uint32_t maglev_table_size = 65537;
   uint32_t retries = 2;              // further backends tried after a connect failure

@@ -57,6 +57,10 @@ class HotKeys {
   // Forgets everything (both windows).
   void clear() noexcept;
 
+  // Total weight observed over the windows top() covers (the denominator of a key's share).
+  // O(1).
+  uint64_t total() const noexcept { return windows_[0].total() + windows_[1].total(); }
+
   size_t capacity() const noexcept { return windows_[0].capacity(); }
   uint64_t window_ms() const noexcept { return window_ms_; }
 
@@ -71,6 +75,7 @@ class HotKeys {
     size_t size() const noexcept { return size_; }
     bool full() const noexcept { return size_ == slots_.size(); }
     uint64_t min_count() const noexcept { return full() ? slots_[heap_[0]].count : 0; }
+    uint64_t total() const noexcept { return total_; }  // weight observed since clear()
     // Count and error of `hash`, or false when not monitored.
     bool find(uint64_t hash, uint64_t& count, uint64_t& error) const noexcept;
 
@@ -96,6 +101,7 @@ class HotKeys {
     std::vector<uint32_t> heap_;   // slot indexes, min-heap by count
     std::vector<uint32_t> index_;  // open addressing (linear probing), power of two, kEmpty free
     size_t size_ = 0;
+    uint64_t total_ = 0;
   };
 
   Summary windows_[2];

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "rondel/net/deadline.h"
 #include "rondel/net/uv_util.h"
 
 namespace rondel::proxy {
@@ -44,8 +45,14 @@ class BackendConn final : public net::HandleCloser {
   void pause_reading() noexcept;
   void resume_reading() noexcept;
   bool eof() const noexcept { return eof_; }
+  // The owner's response is complete: the connection keeps its read watcher (no epoll change per
+  // request) but any later byte or EOF only marks it unusable and stops reading.
+  void expect_no_more() noexcept { done_ = true; }
+  // Nothing unread, no EOF, no stray byte after the response: fit for the idle pool.
+  bool clean() const noexcept { return !eof_ && !junk_ && rlen_ == rpos_; }
 
   // Arms the single timer; when it fires the owner hears on_backend_timeout(). 0 disarms.
+  // O(1) in the common case (net::Deadline).
   void arm_timer(uint64_t ms) noexcept;
 
  private:
@@ -70,12 +77,16 @@ class BackendConn final : public net::HandleCloser {
   uint64_t exchanges_ = 0;
   bool reading_ = false;
   bool eof_ = false;
+  bool done_ = false;  // expect_no_more() since the last attach
+  bool junk_ = false;  // a byte arrived after the response
+  net::Deadline deadline_;
   char idle_byte_[64];  // read target while idle: any byte there means "close"
 
   // Idle-list links (BackendState owns the list).
   BackendConn* idle_prev_ = nullptr;
   BackendConn* idle_next_ = nullptr;
   bool in_idle_list_ = false;
+  uint32_t idle_worker_ = 0;  // whose idle list holds it
 };
 
 }  // namespace rondel::proxy

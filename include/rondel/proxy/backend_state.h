@@ -3,10 +3,15 @@
 // BackendState outlives configuration snapshots: a reload that keeps a backend id keeps the same
 // object, so its in-flight count, health and pooled connections carry over. It is shared by the
 // snapshots that name it (shared_ptr) and found again by BackendRegistry on the next reload.
+//
+// Threads: in-flight, health, counters and open_connections are atomics shared by every worker
+// (so the bounded-load cap is global). Idle connections are libuv handles bound to one loop, so
+// each worker has its own idle list, indexed by the worker's id; only that worker touches it.
 #pragma once
 
 #include <sys/socket.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -18,6 +23,9 @@ namespace rondel::proxy {
 class BackendConn;
 
 enum class Health : uint8_t { kUp, kDown, kEjected };
+
+// Upper bound of `workers:` (config validates 1..64); sizes the per-worker idle lists.
+inline constexpr uint32_t kMaxWorkers = 64;
 
 struct BackendCounters {
   std::atomic<uint64_t> requests{0};
@@ -35,7 +43,10 @@ class BackendState {
  public:
   BackendState(std::string pool, std::string id, const sockaddr_storage& addr,
                std::string addr_text);
-  ~BackendState();  // closes idle pooled connections
+  // Closes what is left in the idle lists. Every worker empties its own list when a snapshot
+  // without this backend reaches it (Worker::publish), so on a multi-worker daemon the lists are
+  // empty here; a single-worker daemon may destroy the state on the loop thread with idle ones.
+  ~BackendState();
   BackendState(const BackendState&) = delete;
   BackendState& operator=(const BackendState&) = delete;
 
@@ -52,16 +63,28 @@ class BackendState {
   Health health() const noexcept { return health_.load(std::memory_order_relaxed); }
   bool usable() const noexcept { return health() == Health::kUp; }
   void set_health(Health h) noexcept { health_.store(h, std::memory_order_relaxed); }
+  // Changes the health from `from` to `to` unless another thread changed it first.
+  bool change_health(Health from, Health to) noexcept {
+    return health_.compare_exchange_strong(from, to, std::memory_order_relaxed);
+  }
 
   // Passive health: a connect failure or a 5xx; returns true when it crosses `threshold`.
   bool note_failure(uint32_t threshold) noexcept;
-  void note_success() noexcept { consecutive_failures_ = 0; }
+  void note_success() noexcept {
+    if (consecutive_failures_.load(std::memory_order_relaxed) != 0) {
+      consecutive_failures_.store(0, std::memory_order_relaxed);
+    }
+  }
   // Failures in a row seen on real traffic (the daemon tick ejects on 5xx runs with it).
-  uint32_t consecutive_failures() const noexcept { return consecutive_failures_; }
+  uint32_t consecutive_failures() const noexcept {
+    return consecutive_failures_.load(std::memory_order_relaxed);
+  }
   // After an ejection's cool-down the backend is let back on probation: `n` = threshold - 1,
   // so one more failure ejects it again, one success clears the record.
-  void set_consecutive_failures(uint32_t n) noexcept { consecutive_failures_ = n; }
-  uint64_t ejected_until_ms = 0;
+  void set_consecutive_failures(uint32_t n) noexcept {
+    consecutive_failures_.store(n, std::memory_order_relaxed);
+  }
+  std::atomic<uint64_t> ejected_until_ms{0};  // set by whichever worker ejects
 
   // Slow start (loop thread): loop time (ms) at which the backend came up, was added or
   // recovered; 0 = not ramping. Pool::refresh_weights turns it into an effective weight.
@@ -72,12 +95,21 @@ class BackendState {
   // Connect failures already acted on by DNS discovery (compared with counters.connect_errors).
   uint64_t connect_errors_seen = 0;
 
-  // Idle keep-alive connections (loop thread only). pop_idle returns nullptr when empty.
-  BackendConn* pop_idle() noexcept;
-  void push_idle(BackendConn* conn) noexcept;
+  // Idle keep-alive connections of worker `w` (that worker's loop thread only). pop_idle
+  // returns nullptr when empty. remove_idle finds the list through the connection's worker.
+  BackendConn* pop_idle(uint32_t w) noexcept;
+  void push_idle(uint32_t w, BackendConn* conn) noexcept;
   void remove_idle(BackendConn* conn) noexcept;
-  size_t idle_count() const noexcept { return idle_count_; }
-  uint32_t open_connections = 0;  // all connections to this backend, idle or busy
+  // Closes worker `w`'s idle connections (its loop thread).
+  void close_idle(uint32_t w) noexcept;
+  size_t idle_count(uint32_t w) const noexcept { return idle_[w].count; }
+  // All workers' idle connections (any thread; a relaxed read, for views and metrics).
+  size_t idle_count() const noexcept { return idle_total_.load(std::memory_order_relaxed); }
+  std::atomic<uint32_t> open_connections{0};  // all connections to this backend, idle or busy
+
+  // Set by the daemon (before publishing) when the newest snapshot no longer names this state:
+  // a connection finishing an exchange then closes instead of going idle.
+  std::atomic<bool> retired{false};
 
  private:
   friend class BackendConn;
@@ -85,9 +117,13 @@ class BackendState {
   sockaddr_storage addr_;
   std::string addr_text_;
   std::atomic<Health> health_{Health::kUp};
-  uint32_t consecutive_failures_ = 0;
-  BackendConn* idle_head_ = nullptr;  // intrusive doubly linked list, most recent first
-  size_t idle_count_ = 0;
+  std::atomic<uint32_t> consecutive_failures_{0};
+  struct alignas(64) IdleList {       // one cache line per worker: no false sharing
+    BackendConn* head = nullptr;       // intrusive doubly linked list, most recent first
+    uint32_t count = 0;
+  };
+  std::array<IdleList, kMaxWorkers> idle_{};
+  std::atomic<uint32_t> idle_total_{0};
 };
 
 // Finds the state object for (pool, backend id) across reloads. Holds weak references only: a

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -14,7 +15,9 @@ enum class Level : uint8_t { kDebug, kInfo, kWarn, kError };
 // Parses "debug" | "info" | "warn" | "error"; returns false for anything else.
 bool parse_level(std::string_view text, Level& out) noexcept;
 
-// A log sink: stdout/stderr ("-") or a file opened for appending. Not thread-safe: one per loop.
+// A log sink: stdout/stderr ("-") or a file opened for appending (O_APPEND). Not thread-safe:
+// one per loop. Lines are buffered and written with write(2) in whole lines only, so several
+// sinks (one per worker) may append to the same file without ever interleaving partial lines.
 class LogSink {
  public:
   LogSink() = default;
@@ -26,14 +29,20 @@ class LogSink {
   bool open(const std::string& path, FILE* default_stream);
   // Closes and reopens the same path (SIGUSR1, after log rotation).
   bool reopen();
-  bool enabled() const noexcept { return file_ != nullptr; }
-  void write(std::string_view line) noexcept;  // line must end with '\n'
+  bool enabled() const noexcept { return fd_ >= 0; }
+  // Appends one line (must end with '\n') to the buffer; writes the buffer first when the line
+  // would not fit. No allocation after the first call.
+  void write(std::string_view line) noexcept;
   void flush() noexcept;
+  static constexpr size_t kBufferSize = 64 * 1024;
 
  private:
+  void write_all(const char* p, size_t n) noexcept;
   std::string path_;
-  FILE* file_ = nullptr;
+  int fd_ = -1;
   bool owned_ = false;
+  std::unique_ptr<char[]> buf_;
+  size_t used_ = 0;
 };
 
 // The event log with a level filter and a per-second budget for data-path messages.

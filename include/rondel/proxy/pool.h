@@ -5,9 +5,11 @@
 // in-flight counts through `in_flight_ptrs` and never allocates (scratch is the caller's).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -16,14 +18,43 @@
 #include "rondel/config/config.h"
 #include "rondel/core/backend_set.h"
 #include "rondel/core/bounded.h"
+#include "rondel/core/hot_keys.h"
+#include "rondel/core/hot_replicas.h"
 #include "rondel/core/result.h"
 #include "rondel/core/selector.h"
 #include "rondel/proxy/backend_state.h"
 
 namespace rondel::proxy {
 
+// Names of core::RouteReason values, as in metrics labels and the explain API.
+inline constexpr size_t kRouteReasons = 6;  // kHome .. kNone
+std::string_view route_reason_name(core::RouteReason r) noexcept;
+
+// One hot key as the last replica-table rebuild saw it (for the explain API and metrics).
+struct HotKeyReplicas {
+  uint64_t hash = 0;
+  std::string key;      // truncated to core::HotKeys::kMaxKeyBytes
+  uint64_t count = 0;   // lower bound of the key's requests over the detector window
+  uint32_t replicas = 1;
+};
+
 // Pool-wide live state shared across snapshots by pool name.
 struct PoolState {
+  // Routing decisions: the first pick of each keyed request, by core::RouteReason.
+  std::array<std::atomic<uint64_t>, kRouteReasons> routed{};
+  // The last decision per key for the explain API: a direct-mapped table (slot = low hash bits)
+  // of (hash >> 32) << 32 | backend << 8 | reason, written relaxed by every worker.
+  static constexpr size_t kRecentDecisions = 4096;
+  std::array<std::atomic<uint64_t>, kRecentDecisions> recent{};
+  // Set once by Snapshot::build when the state is created: index of the per-worker routing
+  // state (RouteStates) of this pool.
+  uint32_t slot = 0;
+  // Hot keys published by the most recent replica-table rebuild of any worker (each worker
+  // detects on its own traffic; the last rebuild wins). Guarded by hot_mu, which only the
+  // rebuild (every window/4 per worker) and the admin/metrics readers take, never a pick.
+  mutable std::mutex hot_mu;
+  std::vector<HotKeyReplicas> hot;  // keys with R > 1, hottest first
+  uint64_t hot_window_total = 0;    // requests over the window the counts cover
   std::atomic<uint64_t> total_in_flight{0};
   std::atomic<uint32_t> unusable{0};  // backends currently down or ejected
   std::atomic<uint64_t> requests{0};
@@ -49,6 +80,10 @@ class Pool {
   }
   PoolState& state() const noexcept { return *state_; }
   const core::BoundedOptions& bounded() const noexcept { return bounded_; }
+  const core::RouteOptions& route_options() const noexcept { return route_; }
+  // Generation of the snapshot this pool belongs to (set by Snapshot::build).
+  uint64_t generation() const noexcept { return generation_; }
+  void set_generation(uint64_t g) noexcept { generation_ = g; }
 
   // Words of scratch the caller must provide to pick(): excluded bitset + pick scratch.
   size_t scratch_words() const noexcept { return excluded_words_ + pick_words_; }
@@ -58,6 +93,15 @@ class Pool {
   // set in `tried` (excluded_words() words). Does not change in-flight counts. No allocation.
   core::PickResult pick(uint64_t hash, std::span<const uint64_t> tried,
                         std::span<uint64_t> scratch) const noexcept;
+  // Routing-quality pick (core::route_pick): as pick(), plus `replicas` (R for a hot key, 1
+  // otherwise), `sequence` (round-robin replica choice) and the caller's SpillMemory (nullptr:
+  // no stable spill). With R = 1, memory == nullptr and spill_hysteresis 0 it is exactly pick().
+  // No allocation; loop thread of the caller; `memory` must belong to that thread.
+  core::RouteResult route(uint64_t hash, std::span<const uint64_t> tried,
+                          std::span<uint64_t> scratch, uint32_t replicas, uint64_t sequence,
+                          core::SpillMemory* memory) const noexcept;
+  // Usable backends of positive effective weight (the N of the hot-key replica rule).
+  size_t eligible_count() const noexcept;
   // Least-loaded usable backend not in `tried` (for requests without a hash key).
   core::BackendIndex least_loaded(std::span<const uint64_t> tried) const noexcept;
 
@@ -83,7 +127,13 @@ class Pool {
   config::PoolConfig cfg_;
   core::BackendSet set_;
   core::Selector selector_;
+  // Fills `in` and `excluded` (excluded_words() words of the caller's scratch) for a pick.
+  void fill_input(core::PickInput& in, std::span<const uint64_t> tried,
+                  std::span<uint64_t> excluded) const noexcept;
+
   core::BoundedOptions bounded_;
+  core::RouteOptions route_;
+  uint64_t generation_ = 0;
   std::vector<std::shared_ptr<BackendState>> backends_;
   std::vector<const std::atomic<uint32_t>*> in_flight_ptrs_;
   std::vector<uint32_t> weights_;                // as configured
@@ -94,6 +144,51 @@ class Pool {
   std::shared_ptr<PoolState> state_;
   size_t excluded_words_ = 0;
   size_t pick_words_ = 0;
+};
+
+// Per-worker routing state of one pool: the worker's SpillMemory (stable spill), its hot-key
+// detector (HotKeys over its own traffic) and the HotReplicas table rebuilt from it every
+// window/4. Owned by one Worker (RouteStates) and touched only on its loop thread: no locks on
+// the pick path. With several workers each detects hot keys from the requests it sees, which
+// gives every worker the same shares (connections are spread evenly), and each remembers its own
+// spills (workers may disagree for a while: at most an extra cache copy).
+struct PoolRouting {
+  explicit PoolRouting(const config::PoolConfig& cfg);
+  config::HotKeysConfig hot_cfg;
+  uint32_t spill_entries = 0;
+  core::SpillMemory memory;
+  core::HotKeys hot;
+  core::HotReplicas table;
+  core::HotReplicaOptions replica_options;
+  uint64_t generation = 0;       // generation of the pool this state was last set up for
+  uint64_t next_rebuild_ms = 0;
+  uint64_t sequence = 0;         // round-robin replica choice
+};
+
+// All pools' PoolRouting of one worker, indexed by PoolState::slot. One per Worker.
+class RouteStates {
+ public:
+  // Routes one pick of a keyed request through `pool`: on the request's first pick
+  // (`first`) observes the key in the hot-key detector and counts the decision in
+  // PoolState::routed; rebuilds the replica table when window/4 has passed (allocates: top-K),
+  // and on the first request under a new configuration generation sets the state up again
+  // (allocates only when the table sizes changed; otherwise forgets spills, which name backend
+  // indices of the old snapshot). A request still running on an older snapshot is routed
+  // without spill memory. Loop thread of the owning worker only.
+  core::RouteResult route(const Pool& pool, uint64_t hash, std::string_view key,
+                          std::span<const uint64_t> tried, std::span<uint64_t> scratch,
+                          uint64_t now_ms, bool first);
+
+  // The state of `pool` if this worker has routed through it, else nullptr (tests, debugging).
+  const PoolRouting* find(const Pool& pool) const noexcept;
+
+ private:
+  PoolRouting& state_for(const Pool& pool, uint64_t now_ms, bool& current);
+  void rebuild(const Pool& pool, PoolRouting& st);
+  core::RouteResult route_with_state(const Pool& pool, uint64_t hash, std::string_view key,
+                                     std::span<const uint64_t> tried, std::span<uint64_t> scratch,
+                                     uint64_t now_ms, bool first);
+  std::vector<std::unique_ptr<PoolRouting>> by_slot_;
 };
 
 }  // namespace rondel::proxy

@@ -17,6 +17,7 @@
 #include "rondel/core/backend_set.h"
 #include "rondel/http/parser.h"
 #include "rondel/http/writer.h"
+#include "rondel/net/deadline.h"
 #include "rondel/net/uv_util.h"
 #include "rondel/proxy/snapshot.h"
 #include "rondel/proxy/worker.h"
@@ -44,6 +45,23 @@ struct OutQueue {
   int flush(uv_stream_t* s, uv_write_cb cb) noexcept;
 };
 
+// A session's working state while a request is read or served: parsers, output queues, the
+// rewritten heads. Taken from the worker's pool (Worker::take_exchange) when the first byte of a
+// request arrives and given back when the connection is idle again, so an idle keep-alive
+// connection holds only its ClientSession (handles, addresses, flags).
+struct ExchangeBuffers {
+  explicit ExchangeBuffers(const http::Limits& limits);
+  http::Limits limits;  // the request parser's (per listener)
+  http::RequestParser req_parser;
+  http::ResponseParser resp_parser;
+  OutQueue to_backend;
+  OutQueue to_client;
+  std::string req_head_out;
+  std::string resp_head_out;
+  std::vector<uint64_t> tried;  // backends already tried for this request (bitset)
+  uv_shutdown_t shutdown_req{};
+};
+
 class ClientSession final : public net::HandleCloser {
  public:
   // Accepts a connection from `server`. On failure the connection is dropped and counted.
@@ -60,6 +78,8 @@ class ClientSession final : public net::HandleCloser {
   // Closes the connection now, ending any exchange as a client abort.
   void close_now_public() noexcept { close_now(); }
   bool in_exchange() const noexcept { return phase_ == Phase::kConnecting || phase_ == Phase::kExchange; }
+  // Test/diagnostic view: whether the session holds pooled exchange buffers.
+  bool holds_exchange() const noexcept { return xb_ != nullptr; }
 
   // Intrusive list links (Worker owns the list).
   ClientSession* prev_ = nullptr;
@@ -72,12 +92,21 @@ class ClientSession final : public net::HandleCloser {
   ClientSession(Worker& worker, std::string listener, const http::Limits& limits);
   ~ClientSession() override;
   void on_all_closed() noexcept override;
+  // Takes exchange buffers from the worker if the session has none; false if out of memory.
+  bool take_exchange() noexcept;
+  // Gives them back (connection idle between requests, nothing pending).
+  void give_exchange() noexcept;
+  size_t head_bytes_pending() const noexcept {
+    return xb_ != nullptr ? xb_->req_parser.head_bytes_pending() : 0;
+  }
 
   // Client side.
   void pump_request() noexcept;
   void on_request_head() noexcept;
   void reject(uint16_t status, Reject reason, std::string_view why) noexcept;
-  void set_client_reading(bool on) noexcept;
+  // Starts or stops reading the client. lazy = stop only if a byte or EOF arrives meanwhile (an
+  // exchange that starts or ends with nothing more to read then costs no epoll change).
+  void set_client_reading(bool on, bool lazy = false) noexcept;
   void arm_client_timer() noexcept;
   void client_eof() noexcept;
   void close_now() noexcept;
@@ -113,19 +142,20 @@ class ClientSession final : public net::HandleCloser {
   ListenerRoute route_;
   uv_tcp_t tcp_{};
   uv_timer_t timer_{};
-  uv_shutdown_t shutdown_req_{};
+  net::Deadline deadline_;  // the one client timeout in force (idle, header, body, linger)
   char client_ip_[46] = {0};
   size_t client_ip_len_ = 0;
 
   // Client read buffer: bytes [rpos_, rlen_) are received and not yet consumed.
   char* buf_ = nullptr;
   size_t rpos_ = 0, rlen_ = 0;
-  bool reading_ = false;
+  bool reading_ = false;       // the libuv read watcher is on
+  bool want_read_ = false;     // the session wants bytes (false with reading_: lazily paused)
   bool client_eof_ = false;
   bool close_after_ = false;
 
-  http::RequestParser req_parser_;
-  http::ResponseParser resp_parser_;
+  http::Limits limits_;
+  ExchangeBuffers* xb_ = nullptr;  // null while idle
   Phase phase_ = Phase::kIdle;
 
   // The current exchange.
@@ -136,6 +166,7 @@ class ClientSession final : public net::HandleCloser {
   bool counted_ = false;        // in-flight incremented for the current attempt
   uint64_t hash_ = 0;
   bool keyed_ = false;          // the request had its hash key
+  uint8_t reason_ = 0;          // core::RouteReason of the last keyed pick
   std::string_view key_;        // the hash key (a view into the request head); empty if none
   uint16_t hops_ = 0;           // backends passed over (full or excluded), all attempts
   uint32_t attempts_ = 0;
@@ -152,16 +183,10 @@ class ClientSession final : public net::HandleCloser {
   bool close_after_flush_ = false;  // close (linger) once to_client_ is written
   bool retry_after_write_ = false;  // a cancelled backend write must complete before a retry
   bool delete_when_written_ = false;
-  std::vector<uint64_t> tried_;     // backends already tried for this request (bitset)
-  std::string access_line_;
   http::ClientFraming client_framing_;
   uint16_t status_ = 0;
   uint64_t start_ns_ = 0;
   uint64_t bytes_from_client_ = 0, bytes_to_client_ = 0;
-  std::string req_head_out_;
-  std::string resp_head_out_;
-  OutQueue to_backend_;
-  OutQueue to_client_;
 };
 
 }  // namespace rondel::proxy

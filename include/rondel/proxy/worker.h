@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "rondel/http/parser.h"
 #include "rondel/proxy/log.h"
 #include "rondel/proxy/snapshot.h"
 
@@ -22,6 +23,7 @@ namespace rondel::proxy {
 
 class ClientSession;
 class BackendConn;
+struct ExchangeBuffers;
 
 // Why a request was refused or failed before a full response; indexes Stats::rejected.
 enum class Reject : uint8_t {
@@ -63,24 +65,40 @@ struct ExchangeRecord {
   uint64_t duration_us = 0;
   uint64_t bytes_in = 0, bytes_out = 0;
   std::string_view key;  // the routing key; empty when the request had none (least in-flight)
+  uint64_t hash = 0;     // hash64 of the key (or the random/uri fallback hash) when keyed
+  bool keyed = false;    // the pick used the bounded-load walk (false: least in-flight)
+  uint8_t reason = 0;    // core::RouteReason of the final pick, when keyed
 };
 
 class Worker {
  public:
-  Worker(uv_loop_t* loop, Logger& log, LogSink& access_log, WorkerStats& stats);
+  // `id` (0 .. workers-1) indexes this worker's idle lists in BackendState.
+  Worker(uv_loop_t* loop, Logger& log, LogSink& access_log, WorkerStats& stats, uint32_t id = 0);
   ~Worker();
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
 
   uv_loop_t* loop() const noexcept { return loop_; }
+  uint32_t id() const noexcept { return id_; }
+  // The snapshot this worker serves. Loop thread only (other threads: ask the daemon).
   const std::shared_ptr<const Snapshot>& snapshot() const noexcept { return snapshot_; }
+  // Switches to `snap` (null at shutdown). Closes this worker's idle connections to backends
+  // that are retired or gone with the old snapshot. Loop thread only.
   void publish(std::shared_ptr<const Snapshot> snap);
 
   Logger& log() noexcept { return log_; }
   LogSink& access_log() noexcept { return access_log_; }
   WorkerStats& stats() noexcept { return stats_; }
   BufferPool& buffers() noexcept { return buffers_; }
+  // Exchange working state for a session whose requests are parsed with `limits`: reused from
+  // the free list (same limits) or allocated. give_exchange keeps a bounded reserve.
+  ExchangeBuffers* take_exchange(const http::Limits& limits) noexcept;
+  void give_exchange(ExchangeBuffers* xb) noexcept;
+  // A scratch string for formatting one log line (reused; loop thread only).
+  std::string& log_line() noexcept { return log_line_; }
   std::span<uint64_t> scratch(size_t words);  // grows once per snapshot, then reused
+  // Per-pool routing state of this worker (spill memory, hot-key detector); loop thread only.
+  RouteStates& routing() noexcept { return routing_; }
   uint64_t now_ms() const noexcept { return uv_now(loop_); }
 
   // Accepts one connection from `server` for listener `listener_name`.
@@ -90,8 +108,17 @@ class Worker {
   // Closes every client connection now (drain deadline).
   void close_all();
   bool draining() const noexcept { return draining_; }
-  size_t sessions() const noexcept { return sessions_; }
-  size_t active_exchanges() const noexcept;
+  // Open client sessions; any thread may read it (relaxed), e.g. the daemon's drain check.
+  size_t sessions() const noexcept { return sessions_.load(std::memory_order_relaxed); }
+  // Exchanges running now; any thread may read it (relaxed).
+  size_t active_exchanges() const noexcept { return exchanges_.load(std::memory_order_relaxed); }
+  // Called by sessions as an exchange starts and ends (loop thread; single writer, no RMW).
+  void exchange_started() noexcept {
+    exchanges_.store(exchanges_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  void exchange_ended() noexcept {
+    exchanges_.store(exchanges_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+  }
 
   // Session registry (intrusive list) for draining.
   void add_session(ClientSession* s) noexcept;
@@ -107,10 +134,15 @@ class Worker {
   LogSink& access_log_;
   WorkerStats& stats_;
   BufferPool buffers_;
+  std::vector<ExchangeBuffers*> free_exchanges_;
+  std::string log_line_;
   std::shared_ptr<const Snapshot> snapshot_;
   std::vector<uint64_t> scratch_;
+  RouteStates routing_;
   ClientSession* sessions_head_ = nullptr;
-  size_t sessions_ = 0;
+  std::atomic<size_t> sessions_{0};
+  std::atomic<size_t> exchanges_{0};
+  uint32_t id_ = 0;
   bool draining_ = false;
 };
 

@@ -18,6 +18,7 @@
 #include "rondel/proxy/log.h"
 #include "rondel/proxy/snapshot.h"
 #include "rondel/proxy/worker.h"
+#include "rondel/server/worker_thread.h"
 
 namespace rondel::server {
 
@@ -53,7 +54,9 @@ class Daemon {
   void shutdown();
 
   uv_loop_t* loop() noexcept { return &loop_; }
+  // Worker 0, which runs on the daemon's loop (workers 1..N-1 run on their own threads).
   proxy::Worker& worker() noexcept { return *worker_; }
+  uint32_t workers() const noexcept { return workers_; }
   proxy::WorkerStats& stats() noexcept { return stats_; }
   const ReloadStats& reload_stats() const noexcept { return reload_stats_; }
   proxy::Logger& log() noexcept { return log_; }
@@ -65,6 +68,12 @@ class Daemon {
 
  private:
   bool apply_listeners(const config::Config& cfg, bool at_start);
+  // Publishes `snap` to every worker and to the metrics; marks the backends it dropped retired.
+  void publish(std::shared_ptr<const proxy::Snapshot> snap);
+  // Open client sessions / running exchanges of all workers.
+  size_t total_sessions() const noexcept;
+  size_t total_exchanges() const noexcept;
+  void stop_threads() noexcept;
   // Builds a snapshot of `cfg` with its DNS names expanded to the cached addresses.
   core::Result<std::shared_ptr<const proxy::Snapshot>> build_snapshot(const config::Config& cfg,
                                                                       uint64_t generation);
@@ -93,6 +102,8 @@ class Daemon {
   proxy::Logger log_{error_sink_};
   proxy::WorkerStats stats_;
   std::unique_ptr<proxy::Worker> worker_;
+  uint32_t workers_ = 1;  // fixed at start (a reload that changes `workers:` needs a restart)
+  std::vector<std::unique_ptr<WorkerThread>> threads_;  // workers 1..N-1
   proxy::BackendRegistry registry_;
   std::vector<std::pair<std::string, std::shared_ptr<proxy::PoolState>>> pool_states_;
   uint64_t generation_ = 0;
@@ -107,6 +118,7 @@ class Daemon {
   struct ListenerEntry {
     std::string name;
     std::string bind;  // as configured
+    std::string host;
     net::TcpListener* listener = nullptr;
   };
   std::vector<ListenerEntry> listeners_;

@@ -8,8 +8,9 @@
 // the hot-key summary. This is the only file pair of rondel that includes prometheus-cpp (kept
 // behind the Impl pointer so that callers do not).
 //
-// Threading: everything runs on the daemon's loop thread (the worker's exchange hook and the
-// admin listener share that loop); nothing here locks.
+// Threading: the exchange hook runs on every worker's loop thread, the admin views and
+// set_snapshot on the daemon's loop thread; one mutex guards the state (uncontended with one
+// worker; with several it is held for the few counter updates of one exchange).
 #pragma once
 
 #include <cstdint>
@@ -40,6 +41,9 @@ class Metrics {
   // The Worker::on_exchange hook; `ctx` is the Metrics object. Loop thread; O(1) amortised,
   // plus O(log capacity) for a spilled request (hot-key summary) and one hash of its key.
   static void on_exchange(void* ctx, const proxy::ExchangeRecord& rec) noexcept;
+
+  // The daemon published `snap` (daemon loop thread): per-snapshot caches follow it.
+  void set_snapshot(std::shared_ptr<const proxy::Snapshot> snap);
 
   // The Prometheus text exposition (format 0.0.4) of every metric. Allocates; admin use.
   std::string serialize();

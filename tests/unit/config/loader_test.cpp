@@ -306,9 +306,17 @@ TEST_CASE("defaults apply when keys are absent") {
   CHECK(p.hash_key.name.empty());
   CHECK(p.missing_key == MissingKeyPolicy::kLeastInFlight);
   CHECK(p.balance_factor == 125);
-  CHECK(p.capacity_slack == 0);
+  CHECK(p.capacity_slack == 8);
   CHECK(p.probe_order == ProbeOrder::kClockwise);
-  CHECK(p.points_per_weight == 160);
+  CHECK(p.spill_memory == 4096);
+  CHECK(p.spill_hysteresis == 0);
+  CHECK(p.hot_keys.share == 5);
+  CHECK(p.hot_keys.max_replicas == 0);
+  CHECK(p.hot_keys.window_ms == 1000);
+  CHECK(p.hot_keys.capacity == 64);
+  CHECK(p.hot_keys.min_count == 16);
+  CHECK(p.replica_choice == ReplicaChoice::kLeastLoaded);
+  CHECK(p.points_per_weight == 4096);
   CHECK(p.max_points == 1048576);
   CHECK(p.maglev_table_size == 65537);
   CHECK(p.retries == 2);
@@ -561,6 +569,65 @@ pools: [{ name: p, backends: [{ address: 10.0.0.1:80 }, { address: "[::1]:81" },
   CHECK(b.at(0).id == "10.0.0.1:80");
   CHECK(b.at(1).id == "[::1]:81");
   CHECK(b.at(2).id == "b.example:82");
+}
+
+TEST_CASE("routing-quality keys are read per pool, and all of them off is plain bounded loads") {
+  constexpr std::string_view kRouting = R"(
+listeners: [{name: web, bind: 127.0.0.1:0, pool: tuned}]
+pools:
+  - name: tuned
+    capacity_slack: 4
+    spill_memory: 1024
+    spill_hysteresis: 2
+    hot_keys: {share: 25, max_replicas: 3, window: 500ms, capacity: 128, min_count: 8}
+    replica_choice: round_robin
+    backends: [{address: 127.0.0.1:9001}]
+  - name: plain
+    capacity_slack: 0
+    spill_memory: 0
+    hot_keys: {share: 0}
+    backends: [{address: 127.0.0.1:9001}]
+)";
+  const LoadResult r = load_string(kRouting, "routing.yaml");
+  REQUIRE(r.errors.empty());
+  const PoolConfig& t = r.config.pools.at(0);
+  CHECK(t.capacity_slack == 4);
+  CHECK(t.spill_memory == 1024);
+  CHECK(t.spill_hysteresis == 2);
+  CHECK(t.hot_keys.share == 25);
+  CHECK(t.hot_keys.max_replicas == 3);
+  CHECK(t.hot_keys.window_ms == 500);
+  CHECK(t.hot_keys.capacity == 128);
+  CHECK(t.hot_keys.min_count == 8);
+  CHECK(t.replica_choice == ReplicaChoice::kRoundRobin);
+  const PoolConfig& p = r.config.pools.at(1);
+  CHECK(p.capacity_slack == 0);
+  CHECK(p.spill_memory == 0);
+  CHECK(p.hot_keys.share == 0);
+  CHECK(p.hot_keys.window_ms == 1000);  // untouched keys of the mapping keep their defaults
+}
+
+TEST_CASE("routing-quality keys out of range are errors at their value") {
+  constexpr std::string_view kBad = R"(listeners: [{name: web, bind: 127.0.0.1:0, pool: p}]
+pools:
+  - name: p
+    spill_memory: 99999999
+    hot_keys: {share: 101, max_replicas: 65, window: 1ms, capacity: 0, stride: 2}
+    replica_choice: random
+    backends: [{address: 127.0.0.1:9001}]
+)";
+  const LoadResult r = load_string(kBad, "bad.yaml");
+  const std::vector<std::string> errs = error_strings(r);
+  INFO(joined(errs));
+  REQUIRE(errs.size() == 7);
+  CHECK(errs[0].rfind("bad.yaml:4:19: 'spill_memory'", 0) == 0);
+  CHECK(errs[1].rfind("bad.yaml:5:23: 'share'", 0) == 0);
+  CHECK(errs[2].rfind("bad.yaml:5:42: 'max_replicas'", 0) == 0);
+  CHECK(errs[3].rfind("bad.yaml:5:54: 'window' must be at least 10ms", 0) == 0);
+  CHECK(errs[4].rfind("bad.yaml:5:69: 'capacity' must be between 1 and 4096", 0) == 0);
+  CHECK(errs[5].rfind("bad.yaml:5:72: unknown key 'stride'", 0) == 0);
+  CHECK(errs[6].rfind("bad.yaml:6:21: 'replica_choice' must be one of least_loaded, round_robin",
+                      0) == 0);
 }
 
 TEST_CASE("load_string names the file it was given in every error") {

@@ -1,0 +1,221 @@
+"""Fault injection under load, audited with a request ledger (Hardening issue).
+
+CLIENTS keep-alive clients send GETs and POSTs, each with a unique X-Request-Id, to rondel in
+front of three rondel-test-backend processes that append every request they receive to their
+--ledger file. A fault is injected DURATION_S / 3 into the run:
+
+- kill:  one backend is killed with SIGKILL;
+- stop:  one backend stops answering (SIGSTOP; SIGCONT after the run, before the audit, so
+         anything it still had queued reaches its ledger: "at most once, ever");
+- reset: a backend that resets every connection after reading the request
+         (--fail-mode reset-after-request) joins the pool by a reload.
+
+The audit, per request id:
+- a POST appears at most once across all ledgers; a POST answered 200 appears exactly once;
+- a GET answered 200 appears at least once (it may have been retried after a failed attempt);
+- every GET got a 200 or a 5xx, or its response was cut after response bytes began (the fault
+  hit mid-response: allowed, counted); none was left without any answer;
+- every ledger entry is a request a client sent; rondel's in-flight counts return to 0.
+In the stop case, every response that waited for the stopped backend arrived within 10% (or
+250 ms) of response_header_timeout (a 504 for a POST, a retried 200 for a GET).
+"""
+import collections
+import os
+import signal
+import tempfile
+import threading
+import time
+import unittest
+
+from harness import (Backend, HttpConn, Rondel, main, make_config, read_ledger)
+
+CLIENTS = 24
+DURATION_S = 6.0
+HEADER_TIMEOUT_S = 1.0
+
+
+def timing_ok(elapsed, want):
+    """Within 10% or 250 ms of `want` (seconds), whichever is larger."""
+    return abs(elapsed - want) <= max(0.1 * want, 0.25)
+
+
+class Load:
+    """The clients. Each result: (id, method, kind, status, seconds) with kind one of ok (200),
+    5xx, other (another status), cut (the connection failed after the response head), noresp
+    (it failed before any response byte)."""
+
+    def __init__(self, port, tag):
+        self.port = port
+        self.tag = tag
+        self.results = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._client, args=(i,), daemon=True)
+                         for i in range(CLIENTS)]
+        for t in self._threads:
+            t.start()
+
+    def _one(self, c, method, target, rid, body):
+        c.request(method, target, headers={"X-Request-Id": rid}, body=body)
+        deadline = time.monotonic() + 15
+        try:
+            status, headers, _ = c.read_head(timeout=15)
+        except (OSError, ConnectionError):
+            return "noresp", None, True
+        close = headers.get("connection", "").lower() == "close"
+        try:
+            c._read_exact(int(headers.get("content-length", "0")), deadline, sink=lambda b: None)
+        except (OSError, ConnectionError):
+            return "cut", status, True
+        kind = "ok" if status == 200 else "5xx" if status >= 500 else "other"
+        return kind, status, close
+
+    def _client(self, i):
+        n = 0
+        c = None
+        while not self._stop.is_set() and n < 100000:
+            n += 1
+            rid = f"{self.tag}-{i}-{n}"
+            post = n % 10 < 3
+            method = "POST" if post else "GET"
+            size = 200000 if n % 5 == 0 else 300
+            target = f"/{method.lower()}/{i}/{n}?size={size}"
+            body = b"p" * 1000 if post else b""
+            t0 = time.monotonic()
+            try:
+                if c is None:
+                    c = HttpConn(self.port, timeout=15)
+                kind, status, close = self._one(c, method, target, rid, body)
+            except OSError:
+                kind, status, close = "noresp", None, True
+            with self._lock:
+                self.results.append((rid, method, kind, status, time.monotonic() - t0))
+            if close:
+                c.close()
+                c = None
+        if c is not None:
+            c.close()
+
+    def stop(self):
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=30)
+
+
+class FaultsLedger(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="rondel-faults-")
+        self.backends = []
+        self.ledgers = []
+
+    def tearDown(self):
+        for b in self.backends:
+            if b.proc.poll() is None:
+                b.signal(signal.SIGCONT)
+            b.stop()
+
+    def backend(self, name, *flags):
+        path = os.path.join(self.dir, f"{name}.ledger")
+        b = Backend(name, "--delay-ms", "2", "--ledger", path, *flags)
+        self.backends.append(b)
+        self.ledgers.append(path)
+        return b
+
+    def run_case(self, tag, inject, pool=None, after=None, expect_fault=True):
+        bs = [self.backend(f"{tag}{i}") for i in range(3)]
+        pool = dict(pool or {})
+        pool.setdefault("retries", 2)
+        pool.setdefault("response_header_timeout", f"{int(HEADER_TIMEOUT_S * 1000)}ms")
+        cfg = lambda extra=(): make_config(bs + list(extra), pool=pool)  # noqa: E731
+        r = Rondel(cfg())
+        try:
+            load = Load(r.port, tag)
+            time.sleep(DURATION_S / 3)
+            inject(r, bs, cfg)
+            time.sleep(DURATION_S * 2 / 3)
+            load.stop()
+            if after:
+                after(bs)
+            time.sleep(0.5)  # the ledgers of resumed backends catch up
+            r.wait_idle(timeout=10)
+            self.assertIsNone(r.proc.poll(), "rondel died")
+            return self.audit(tag, load.results, expect_fault)
+        finally:
+            code = r.stop()
+            self.assertEqual(code, 0)
+
+    def audit(self, tag, results, expect_fault):
+        seen = collections.Counter()
+        for path in self.ledgers:
+            for rid, _, _, _ in read_ledger(path):
+                seen[rid] += 1
+        sent = {rid: (method, kind) for rid, method, kind, _, _ in results}
+        kinds = collections.Counter((method, kind) for _, method, kind, _, _ in results)
+        post_twice = [rid for rid, (m, _) in sent.items() if m == "POST" and seen[rid] > 1]
+        post_ok_missing = [rid for rid, (m, k) in sent.items()
+                           if m == "POST" and k == "ok" and seen[rid] != 1]
+        get_ok_missing = [rid for rid, (m, k) in sent.items()
+                          if m == "GET" and k == "ok" and seen[rid] < 1]
+        get_retried = sum(1 for rid, (m, _) in sent.items() if m == "GET" and seen[rid] > 1)
+        posts_reached = sum(1 for rid, (m, _) in sent.items() if m == "POST" and seen[rid] == 1)
+        phantom = [rid for rid in seen if rid not in sent and rid.startswith(tag)]
+        print(f"{tag}: {len(results)} requests: " +
+              ", ".join(f"{m} {k} {n}" for (m, k), n in sorted(kinds.items())) +
+              f"; ledger: GETs seen more than once (retried) {get_retried}, POSTs seen once "
+              f"{posts_reached}, POSTs seen twice {len(post_twice)}", flush=True)
+        self.assertGreater(len(results), 500)
+        self.assertEqual(post_twice, [], "a POST reached backends more than once")
+        self.assertEqual(post_ok_missing, [])
+        self.assertEqual(get_ok_missing, [])
+        self.assertEqual(phantom, [])
+        self.assertEqual(kinds[("GET", "noresp")], 0, "GETs left without any answer")
+        self.assertEqual(kinds[("GET", "other")], 0)
+        self.assertEqual(kinds[("POST", "other")], 0)
+        ok_gets = kinds[("GET", "ok")]
+        self.assertGreater(ok_gets, 0.95 * sum(n for (m, _), n in kinds.items() if m == "GET"))
+        if expect_fault:
+            self.assertGreater(get_retried + kinds[("POST", "5xx")] + kinds[("GET", "cut")] +
+                               kinds[("POST", "cut")], 0, "the fault hit no request")
+        return kinds, results
+
+    def test_backend_killed_under_load(self):
+        self.run_case("kill", lambda r, bs, cfg: bs[0].kill())
+
+    def test_backend_stopped_under_load(self):
+        mark = {}
+
+        def inject(r, bs, cfg):
+            bs[0].signal(signal.SIGSTOP)
+            time.sleep(0.05)
+            mark["n"] = len(read_ledger(self.ledgers[0]))
+
+        def resume(bs):
+            bs[0].signal(signal.SIGCONT)
+
+        kinds, results = self.run_case("stop", inject, after=resume)
+        # The requests that waited for the stopped backend are those its ledger recorded after
+        # the stop (it read them once resumed): each was answered at the header timeout, a GET
+        # with a 200 from its retry on another backend, a POST with a 504.
+        stopped_ids = {e[0] for e in read_ledger(self.ledgers[0])[mark["n"]:]}
+        by_id = {rid: (m, k, st, t) for rid, m, k, st, t in results}
+        waited = [by_id[rid] for rid in stopped_ids if rid in by_id]
+        late = [x for x in waited if not timing_ok(x[3], HEADER_TIMEOUT_S)]
+        worst = max((abs(t - HEADER_TIMEOUT_S) for _, _, _, t in waited), default=0.0)
+        print(f"stop: {len(waited)} requests waited for the stopped backend "
+              f"({dict(collections.Counter((m, st) for m, _, st, _ in waited))}), worst error vs "
+              f"{HEADER_TIMEOUT_S}s: {1000 * worst:.0f} ms", flush=True)
+        self.assertGreater(len(waited), 0)
+        self.assertEqual(late, [])
+        for m, k, st, _ in waited:
+            self.assertIn((m, st), (("GET", 200), ("POST", 504)))
+
+    def test_backend_resetting_after_request_joins_by_reload(self):
+        def inject(r, bs, cfg):
+            bad = self.backend("reset-bad", "--fail-mode", "reset-after-request")
+            r.reload(cfg([bad]))
+
+        self.run_case("reset", inject)
+
+
+if __name__ == "__main__":
+    main()

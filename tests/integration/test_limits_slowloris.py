@@ -1,0 +1,225 @@
+"""Resource limits (Hardening issue): slow clients. `header_timeout` bounds the whole request head
+and `body_timeout` the wait for the next body byte, whatever the client trickles.
+
+- slowhttptest (Debian package `slowhttptest`) in slowloris mode (-H: a partial head, then one
+  more header line every second) and in slow-body mode (-B: a body byte every 3 s, longer than
+  body_timeout), at 100 new connections per second for ATTACK_S seconds: every slow connection is
+  closed (its report ends with no connection left open), rondel counts them as
+  rondel_rejected_requests_total{reason="client_timeout"}, and normal requests on fresh
+  connections made during the attack all succeed, with their p99 latency printed and bounded.
+- Timing: our own slow clients (head trickled every 250 ms; body stalled; body trickled then
+  stalled) are answered 408 and closed within 10% (or 250 ms) of the configured timeout, counted
+  from the head's first byte (header_timeout) or from the last body byte (body_timeout).
+"""
+import os
+
+import select
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+from harness import (Backend, HttpConn, Rondel, main, make_config, metric_sum, percentile, scrape,
+                     sanitized_build, wait_until)
+
+HEADER_TIMEOUT = 2.0
+BODY_TIMEOUT = 2.0
+ATTACK_S = 10
+RATE = 100
+LINGER_S = 2.0  # kLingerMs in src/proxy/session.cpp
+P99_MAX_S = 1.0 if sanitized_build() else 0.25
+
+
+def timing_ok(elapsed, want):
+    """Within 10% or 250 ms of `want` (seconds), whichever is larger."""
+    return abs(elapsed - want) <= max(0.1 * want, 0.25)
+
+
+def open_conns(r):
+    return metric_sum(scrape(r.admin_port)[1], "rondel_client_connections_open")
+
+
+def client_timeouts(r):
+    return metric_sum(scrape(r.admin_port)[1], "rondel_rejected_requests_total",
+                      reason="client_timeout")
+
+
+class NormalTraffic:
+    """Fresh-connection GETs in a thread, one after the other, until stop(): latencies, errors."""
+
+    def __init__(self, port):
+        self.port = port
+        self.lat = []
+        self.errors = []
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    def _run(self):
+        i = 0
+        while not self._stop.is_set() and i < 20000:
+            i += 1
+            t0 = time.monotonic()
+            try:
+                with HttpConn(self.port, timeout=5) as c:
+                    c.request("GET", f"/normal/{i}")
+                    status = c.read_response(timeout=5)[0]
+                if status != 200:
+                    self.errors.append(status)
+            except OSError as e:
+                self.errors.append(repr(e))
+                continue
+            self.lat.append(time.monotonic() - t0)
+            time.sleep(0.005)
+
+    def stop(self):
+        self._stop.set()
+        self._t.join(timeout=10)
+
+
+def slow_client(port, head_parts, body_parts, results, idx):
+    """Sends head_parts then body_parts as (delay_s, bytes) steps, watching for the close while
+    it waits, then waits for the close. results[idx] = (seconds from the reference byte to EOF,
+    first response bytes): the reference byte is the head's first for head-only clients, else the
+    last byte sent."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    got = b""
+    ref = closed_at = None
+
+    def read_some(timeout):
+        nonlocal got, closed_at
+        r, _, _ = select.select([s], [], [], max(0.0, timeout))
+        if not r:
+            return
+        try:
+            c = s.recv(4096)
+        except OSError:
+            c = b""
+        got += c
+        if not c:
+            closed_at = time.monotonic()
+
+    try:
+        for delay, data in head_parts + body_parts:
+            end = time.monotonic() + delay
+            while closed_at is None and end - time.monotonic() > 0:
+                read_some(end - time.monotonic())
+            if closed_at is not None:
+                break
+            try:
+                s.sendall(data)
+            except OSError:
+                break
+            if body_parts or ref is None:
+                ref = time.monotonic()
+        end = time.monotonic() + 10
+        while closed_at is None and time.monotonic() < end:
+            read_some(end - time.monotonic())
+        results[idx] = (closed_at - ref if closed_at else float("inf"), got[:12])
+    finally:
+        s.close()
+
+
+class SlowClients(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="rondel-slow-")
+        cls.backend = Backend("slow-b")
+        cls.r = Rondel(make_config([cls.backend], listener={
+            "header_timeout": f"{int(HEADER_TIMEOUT * 1000)}ms",
+            "body_timeout": f"{int(BODY_TIMEOUT * 1000)}ms"}))
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.r.stop()
+        cls.backend.stop()
+        assert code == 0, code
+
+    def attack(self, mode_flags, name):
+        before = client_timeouts(self.r)
+        normal = NormalTraffic(self.r.port)
+        out = os.path.join(self.dir, name)
+        conns = RATE * ATTACK_S
+        # Connections are opened for ATTACK_S seconds; the test length leaves time for the last
+        # ones to time out, and slowhttptest stops early once none is left open.
+        cmd = ["slowhttptest", *mode_flags, "-c", str(conns), "-r", str(RATE), "-l",
+               str(ATTACK_S + 8), "-p", "3", "-x", "10", "-g", "-o", out,
+               "-u", f"http://127.0.0.1:{self.r.port}/slow"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        peak_open = 0
+        deadline = time.monotonic() + ATTACK_S + 40
+        while proc.poll() is None and time.monotonic() < deadline:
+            peak_open = max(peak_open, open_conns(self.r))
+            time.sleep(0.25)
+        if proc.poll() is None:
+            proc.kill()
+        text = proc.communicate(timeout=10)[0].decode("utf-8", "replace")
+        normal.stop()
+        with open(out + ".csv") as f:
+            rows = [l.strip().split(",") for l in f][1:]
+        rows = [list(map(int, r)) for r in rows if len(r) == 5 and r[0].isdigit()]
+        counted = client_timeouts(self.r) - before
+        p99 = percentile(normal.lat, 99)
+        p50 = percentile(normal.lat, 50)
+        print(f"{name}: {conns} slow connections at {RATE}/s (slowhttptest: {max(r[3] for r in rows)}"
+              f" open at peak, {rows[-1][1]} closed); rondel: peak {peak_open:.0f} client "
+              f"connections open, client_timeout +{counted:.0f}; normal requests "
+              f"{len(normal.lat)} ok, {len(normal.errors)} failed, p50 {1000 * p50:.1f} ms "
+              f"p99 {1000 * p99:.1f} ms", flush=True)
+        self.assertEqual(normal.errors, [])
+        self.assertGreater(len(normal.lat), 50)
+        self.assertLess(p99, P99_MAX_S, f"normal p99 {p99:.3f}s during {name}")
+        # Every slow connection was timed out. After its 408 rondel half-closes and lingers (reads
+        # and discards) until the client closes, at most LINGER_S; slowhttptest notices the close
+        # only at its next tick. So each lived at most timeout + linger: at RATE/s no more than
+        # RATE * (timeout + linger + 1 s of slack) are open at once.
+        self.assertEqual(counted, conns, "not every slow connection was timed out")
+        self.assertLessEqual(peak_open, RATE * (HEADER_TIMEOUT + LINGER_S + 1))
+        wait_until(lambda: open_conns(self.r) == 0, timeout=HEADER_TIMEOUT + 3,
+                   what="every slow connection closed")
+        return p99
+
+    def test_slowloris_headers(self):
+        self.attack(["-H", "-i", "1"], "slowloris")
+
+    def test_slow_body(self):
+        # -i 3: a body byte every 3 s, each gap longer than body_timeout.
+        self.attack(["-B", "-i", "3", "-s", "100000"], "slow_body")
+
+    def test_timeouts_fire_on_time(self):
+        port = self.r.port
+        head_first = b"GET /trickle HTTP/1.1\r\nHost: t\r\n"
+        trickle_head = [(0, head_first)] + [(0.25, b"X-Slow: 1\r\n")] * 20
+        post_head = b"POST /b HTTP/1.1\r\nHost: t\r\nContent-Length: 1000\r\n\r\n"
+        cases = (
+            [("head", trickle_head, [])] * 8 +
+            [("body-stalled", [(0, post_head)], [(0, b"x" * 10)])] * 8 +
+            [("body-trickled", [(0, post_head)], [(0.4, b"y")] * 4)] * 8)
+        results = [None] * len(cases)
+        threads = [threading.Thread(target=slow_client, args=(port, h, b, results, i),
+                                    daemon=True) for i, (_, h, b) in enumerate(cases)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=20)
+        worst = {}
+        for (kind, _, _), res in zip(cases, results):
+            self.assertIsNotNone(res, kind)
+            elapsed, first = res
+            want = HEADER_TIMEOUT if kind == "head" else BODY_TIMEOUT
+            worst[kind] = max(worst.get(kind, 0.0), abs(elapsed - want))
+            print(f"  {kind}: closed {elapsed:.3f}s", flush=True)
+            self.assertTrue(timing_ok(elapsed, want), f"{kind}: closed after {elapsed:.3f}s")
+            self.assertTrue(first.startswith(b"HTTP/1.1 408"), f"{kind}: {first!r}")
+        print("timeout accuracy (worst |error|): " +
+              ", ".join(f"{k} {1000 * v:.0f} ms" for k, v in worst.items()), flush=True)
+        # Normal traffic still served.
+        with HttpConn(port) as c:
+            c.request("GET", "/after")
+            self.assertEqual(c.read_response()[0], 200)
+
+
+if __name__ == "__main__":
+    main()
