@@ -179,11 +179,14 @@ bool Pool::refresh_weights(uint64_t now_ms) noexcept {
         ramping = true;
       }
     }
-    eff_weights_[i] = static_cast<uint32_t>(w);
+    // Written only when it changes: with no slow start under way the tick writes nothing that
+    // worker threads read. (During a ramp with workers > 1 a worker may read a weight while the
+    // tick updates it: an aligned 32-bit store, old or new value, both valid capacities.)
+    if (eff_weights_[i] != static_cast<uint32_t>(w)) eff_weights_[i] = static_cast<uint32_t>(w);
     total += w;
     unusable += b.usable() ? 0 : 1;
   }
-  eff_total_weight_ = total;
+  if (eff_total_weight_ != total) eff_total_weight_ = total;
   state_->unusable.store(unusable, std::memory_order_relaxed);
   return ramping;
 }
