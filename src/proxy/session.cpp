@@ -95,21 +95,15 @@ void ClientSession::accept(Worker& worker, uv_stream_t* server, const std::strin
     s->close_now();
     return;
   }
-  // max_connections is per listener, but the worker's registry holds the sessions of every
-  // listener: count this listener's (a walk of the registry, so only when the worker's total is
-  // over the limit).
-  if (worker.sessions() > route.config->max_connections) {
-    size_t mine = 0;
-    for (const ClientSession* x = s; x != nullptr; x = x->next_) mine += x->listener_ == listener;
-    for (const ClientSession* x = s->prev_; x != nullptr; x = x->prev_) {
-      mine += x->listener_ == listener;
-    }
-    if (mine > route.config->max_connections) {
-      worker.stats().rejected[static_cast<size_t>(Reject::kMaxConnections)].fetch_add(
-          1, std::memory_order_relaxed);
-      s->close_now();
-      return;
-    }
+  // max_connections is per listener across every worker: one shared count per listener, kept
+  // by the session until it closes (even if a reload removes the listener meanwhile).
+  s->listener_state_ = route.state;
+  if (s->listener_state_->open.fetch_add(1, std::memory_order_relaxed) >=
+      route.config->max_connections) {
+    worker.stats().rejected[static_cast<size_t>(Reject::kMaxConnections)].fetch_add(
+        1, std::memory_order_relaxed);
+    s->close_now();
+    return;
   }
   uv_tcp_nodelay(&s->tcp_, 1);
   s->client_ip_len_ = net::peer_ip(&s->tcp_, s->client_ip_, sizeof s->client_ip_);
@@ -122,6 +116,10 @@ void ClientSession::close_now() noexcept {
   if (in_exchange()) finish_exchange(Outcome::kClientAbort);
   if (closing()) return;
   worker_.stats().client_connections_open.fetch_sub(1, std::memory_order_relaxed);
+  if (listener_state_) {
+    listener_state_->open.fetch_sub(1, std::memory_order_relaxed);
+    listener_state_.reset();
+  }
   worker_.remove_session(this);
   reading_ = false;
   close_handle(reinterpret_cast<uv_handle_t*>(&tcp_));

@@ -8,7 +8,7 @@ namespace rondel::proxy {
 core::Result<std::shared_ptr<const Snapshot>> Snapshot::build(
     config::Config cfg, BackendRegistry& registry,
     std::vector<std::pair<std::string, std::shared_ptr<PoolState>>>& pool_states,
-    uint64_t generation) {
+    ListenerStates& listener_states, uint64_t generation) {
   std::shared_ptr<Snapshot> snap(new Snapshot());
   snap->cfg_ = std::move(cfg);
   snap->generation_ = generation;
@@ -32,6 +32,15 @@ core::Result<std::shared_ptr<const Snapshot>> Snapshot::build(
     if (snap->find_pool(lc.pool) == nullptr) {
       return core::fail("listener " + lc.name + ": no pool named " + lc.pool);
     }
+    std::shared_ptr<ListenerState> state;
+    for (auto& [name, s] : listener_states) {
+      if (name == lc.name) state = s;
+    }
+    if (!state) {
+      state = std::make_shared<ListenerState>();
+      listener_states.emplace_back(lc.name, state);
+    }
+    snap->listener_states_.push_back(std::move(state));
   }
   return std::shared_ptr<const Snapshot>(std::move(snap));
 }
@@ -44,8 +53,9 @@ const Pool* Snapshot::find_pool(std::string_view name) const noexcept {
 }
 
 ListenerRoute Snapshot::route(std::string_view listener) const noexcept {
-  for (const auto& l : cfg_.listeners) {
-    if (l.name == listener) return {&l, find_pool(l.pool)};
+  for (size_t i = 0; i < cfg_.listeners.size(); ++i) {
+    const auto& l = cfg_.listeners[i];
+    if (l.name == listener) return {&l, find_pool(l.pool), listener_states_[i]};
   }
   return {};
 }

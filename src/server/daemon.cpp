@@ -142,7 +142,8 @@ core::Result<std::shared_ptr<const proxy::Snapshot>> Daemon::build_snapshot(
       return core::fail("pool " + p.name + ": no backend (its host names resolved to no address)");
     }
   }
-  return proxy::Snapshot::build(std::move(expanded), registry_, pool_states_, generation);
+  return proxy::Snapshot::build(std::move(expanded), registry_, pool_states_, listener_states_,
+                                generation);
 }
 
 std::vector<std::pair<std::string, double>> Daemon::report_moved(const proxy::Snapshot& prev,

@@ -26,8 +26,9 @@ CPU_WINDOW_S = 3.0
 CPU_SHARE_MAX = 0.10
 
 
-def two_listener_config(backend):
-    return f"""listeners:
+def two_listener_config(backend, workers=1):
+    return f"""workers: {workers}
+listeners:
   - name: web
     bind: 127.0.0.1:0
     pool: p
@@ -63,8 +64,16 @@ def served(c, target):
 
 class Limits(unittest.TestCase):
     def test_max_connections_refused_at_once_and_counted(self):
+        self.check_max_connections(workers=1)
+
+    def test_max_connections_is_one_limit_across_two_workers(self):
+        # SO_REUSEPORT spreads the connections over both workers' listeners; the limit is still
+        # the listener's, not each worker's.
+        self.check_max_connections(workers=2)
+
+    def check_max_connections(self, workers):
         b = Backend("mc")
-        r = Rondel(two_listener_config(b))
+        r = Rondel(two_listener_config(b, workers))
         conns = []
         try:
             web, other = r.ports["web"], r.ports["other"]

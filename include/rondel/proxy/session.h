@@ -140,6 +140,8 @@ class ClientSession final : public net::HandleCloser {
   std::string listener_;
   std::shared_ptr<const Snapshot> snap_;
   ListenerRoute route_;
+  // This connection's slot in its listener's shared open count (max_connections).
+  std::shared_ptr<ListenerState> listener_state_;
   uv_tcp_t tcp_{};
   uv_timer_t timer_{};
   net::Deadline deadline_;  // the one client timeout in force (idle, header, body, linger)

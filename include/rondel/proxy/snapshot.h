@@ -3,6 +3,7 @@
 // until its last request ends.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -15,10 +16,19 @@
 
 namespace rondel::proxy {
 
+// Live state of a listener shared by every worker and carried across reloads by name: the
+// client connections it holds open, so max_connections is one limit whatever `workers` is.
+struct ListenerState {
+  std::atomic<uint32_t> open{0};
+};
+
 struct ListenerRoute {
   const config::ListenerConfig* config = nullptr;
   const Pool* pool = nullptr;
+  std::shared_ptr<ListenerState> state;  // null when the listener is gone
 };
+
+using ListenerStates = std::vector<std::pair<std::string, std::shared_ptr<ListenerState>>>;
 
 class Snapshot {
  public:
@@ -27,7 +37,7 @@ class Snapshot {
   static core::Result<std::shared_ptr<const Snapshot>> build(
       config::Config cfg, BackendRegistry& registry,
       std::vector<std::pair<std::string, std::shared_ptr<PoolState>>>& pool_states,
-      uint64_t generation);
+      ListenerStates& listener_states, uint64_t generation);
 
   const config::Config& config() const noexcept { return cfg_; }
   uint64_t generation() const noexcept { return generation_; }
@@ -43,6 +53,7 @@ class Snapshot {
   config::Config cfg_;
   uint64_t generation_ = 0;
   std::vector<std::unique_ptr<Pool>> pools_;
+  std::vector<std::shared_ptr<ListenerState>> listener_states_;  // as cfg_.listeners
   size_t max_scratch_words_ = 0;
 };
 

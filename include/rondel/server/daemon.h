@@ -106,6 +106,7 @@ class Daemon {
   std::vector<std::unique_ptr<WorkerThread>> threads_;  // workers 1..N-1
   proxy::BackendRegistry registry_;
   std::vector<std::pair<std::string, std::shared_ptr<proxy::PoolState>>> pool_states_;
+  proxy::ListenerStates listener_states_;
   uint64_t generation_ = 0;
   ReloadStats reload_stats_;
   config::Config base_cfg_;                  // the running file's configuration (names unexpanded)
