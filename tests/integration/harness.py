@@ -233,6 +233,10 @@ class Rondel:
             total += sum(b["in_flight"] for b in p["backends"])
         return total
 
+    def requests_in_flight(self):
+        """Requests in flight over every pool (each counted once), per the admin API."""
+        return sum(p["total_in_flight"] for p in self.pools()["pools"])
+
     def wait_idle(self, timeout=10):
         wait_until(lambda: self.in_flight() == 0, timeout=timeout, what="in-flight counts to be 0")
 

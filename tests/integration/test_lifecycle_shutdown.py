@@ -56,7 +56,7 @@ class GracefulShutdown(unittest.TestCase):
         idle.request("GET", "/warm")
         self.assertEqual(idle.read_response()[0], 200)
         threads, results = in_flight_requests(rondel, 5, "/slow?delay=1500")
-        wait_until(lambda: rondel.in_flight() >= 5, timeout=5, what="5 requests in flight")
+        wait_until(lambda: rondel.requests_in_flight() >= 5, timeout=5, what="5 requests in flight")
         t0 = time.monotonic()
         rondel.proc.send_signal(signal.SIGTERM)
         rondel.out.wait_for(r"shutdown_started in_flight=5", timeout=5)
@@ -78,7 +78,7 @@ class GracefulShutdown(unittest.TestCase):
     def test_drain_timeout_cuts_what_is_left_and_exits_0(self):
         rondel = Rondel(make_config([self.backend], extra="drain_timeout: 500ms\n"))
         threads, results = in_flight_requests(rondel, 2, "/slow?delay=8000")
-        wait_until(lambda: rondel.in_flight() >= 2, timeout=5, what="2 requests in flight")
+        wait_until(lambda: rondel.requests_in_flight() >= 2, timeout=5, what="2 requests in flight")
         t0 = time.monotonic()
         rondel.proc.send_signal(signal.SIGINT)
         code = rondel.proc.wait(timeout=10)

@@ -144,7 +144,7 @@ class TwoWorkers(unittest.TestCase):
         threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(16)]
         for t in threads:
             t.start()
-        wait_until(lambda: rondel.in_flight() >= 16, timeout=5, what="16 requests in flight")
+        wait_until(lambda: rondel.requests_in_flight() >= 16, timeout=5, what="16 requests in flight")
         rondel.proc.send_signal(signal.SIGTERM)
         for t in threads:
             t.join(timeout=20)
