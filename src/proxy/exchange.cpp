@@ -500,7 +500,10 @@ void ClientSession::drop_backend(bool reusable) noexcept {
   if (conn_ == nullptr) return;
   BackendConn* c = conn_;
   conn_ = nullptr;
-  if (reusable && c->clean()) {
+  // Pool it only while this worker holds fewer than max_idle_per_backend idle connections to
+  // that backend (0 = keep none).
+  if (reusable && c->clean() && c->state() != nullptr &&
+      c->state()->idle_count(worker_.id()) < pool_->config().max_idle_per_backend) {
     c->release_to_idle(pool_->config().backend_idle_timeout_ms);
   } else {
     c->close();
