@@ -87,30 +87,9 @@ end
 """
 
 
-def log(msg):
-    print(msg, file=sys.stderr, flush=True)
-
-
-def loadavg():
-    with open("/proc/loadavg") as f:
-        return " ".join(f.read().split()[:3])
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port, timeout=10.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listening on 127.0.0.1:{port}")
+# Process and port helpers shared with the throughput benchmark.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench import free_port, loadavg, log, wait_port  # noqa: E402
 
 
 def start(argv, **kw):
