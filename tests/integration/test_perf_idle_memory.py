@@ -12,7 +12,7 @@ import socket
 import time
 import unittest
 
-from harness import Backend, Rondel, main, make_config
+from harness import Backend, Rondel, main, make_config, sanitized_build
 
 N = 1500
 
@@ -49,7 +49,9 @@ class IdleMemory(unittest.TestCase):
             after = rondel.rss_kib()
             per_conn = (after - before) * 1024 / N
             print(f"idle connections: {N}, RSS {before} -> {after} KiB, {per_conn:.0f} bytes each")
-            self.assertLess(per_conn, 2500)
+            # AddressSanitizer adds redzones and a quarantine to every allocation (2,651 bytes
+            # measured under ASan); the bound that matters is the normal build's.
+            self.assertLess(per_conn, 8192 if sanitized_build() else 2500)
         finally:
             for s in socks:
                 s.close()
