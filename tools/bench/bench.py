@@ -138,6 +138,40 @@ def vm_hwm_kib(pids):
 
 # ---------------------------------------------------------------- backends
 
+
+# nginx 1.22 with `hash $request_uri consistent`, one worker, keep-alive to the backends.
+def nginx_conf(port, ports, d):
+    servers = "\n".join(f"        server 127.0.0.1:{p};" for p in ports)
+    return f"""worker_processes 1;
+daemon off;
+pid {d}/nginx.pid;
+error_log {d}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    client_body_temp_path {d}/body;
+    proxy_temp_path {d}/proxy;
+    fastcgi_temp_path {d}/fastcgi;
+    uwsgi_temp_path {d}/uwsgi;
+    scgi_temp_path {d}/scgi;
+    upstream up {{
+        hash $request_uri consistent;
+{servers}
+        keepalive 64;
+        keepalive_requests 100000000;
+    }}
+    server {{
+        listen 127.0.0.1:{port};
+        keepalive_requests 100000000;
+        location / {{
+            proxy_pass http://up;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }}
+    }}
+}}
+"""
+
 class TestBackends:
     kind = "test"
 
@@ -345,37 +379,8 @@ class Nginx(Proxy):
     name = "nginx"
 
     def argv(self, backends, bounded):
-        servers = "\n".join(f"        server 127.0.0.1:{p};" for p in backends.ports)
         d = self.dir
-        conf = f"""worker_processes 1;
-daemon off;
-pid {d}/nginx.pid;
-error_log {d}/error.log warn;
-events {{ worker_connections 4096; }}
-http {{
-    access_log off;
-    client_body_temp_path {d}/body;
-    proxy_temp_path {d}/proxy;
-    fastcgi_temp_path {d}/fastcgi;
-    uwsgi_temp_path {d}/uwsgi;
-    scgi_temp_path {d}/scgi;
-    upstream up {{
-        hash $request_uri consistent;
-{servers}
-        keepalive 64;
-        keepalive_requests 100000000;
-    }}
-    server {{
-        listen 127.0.0.1:{self.port};
-        keepalive_requests 100000000;
-        location / {{
-            proxy_pass http://up;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-        }}
-    }}
-}}
-"""
+        conf = nginx_conf(self.port, backends.ports, d)
         return ["nginx", "-p", d, "-e", f"{d}/error.log", "-c", self.write("nginx.conf", conf)]
 
     def stop(self):

@@ -89,7 +89,7 @@ end
 
 # Process and port helpers shared with the throughput benchmark.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import free_port, loadavg, log, wait_port  # noqa: E402
+from bench import free_port, loadavg, log, nginx_conf, wait_port  # noqa: E402
 
 
 def start(argv, **kw):
@@ -193,39 +193,6 @@ backend be
     hash-type consistent
     hash-balance-factor {factor}
 {servers}
-"""
-
-
-def nginx_conf(port, ports, d):
-    servers = "\n".join(f"        server 127.0.0.1:{p};" for p in ports)
-    return f"""worker_processes 1;
-daemon off;
-pid {d}/nginx.pid;
-error_log {d}/error.log warn;
-events {{ worker_connections 4096; }}
-http {{
-    access_log off;
-    client_body_temp_path {d}/body;
-    proxy_temp_path {d}/proxy;
-    fastcgi_temp_path {d}/fastcgi;
-    uwsgi_temp_path {d}/uwsgi;
-    scgi_temp_path {d}/scgi;
-    upstream up {{
-        hash $request_uri consistent;
-{servers}
-        keepalive 64;
-        keepalive_requests 100000000;
-    }}
-    server {{
-        listen 127.0.0.1:{port};
-        keepalive_requests 100000000;
-        location / {{
-            proxy_pass http://up;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-        }}
-    }}
-}}
 """
 
 
