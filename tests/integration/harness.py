@@ -94,6 +94,11 @@ class _LineReader:
         with self._cv:
             return len(self.lines)
 
+    def join(self, timeout=5.0):
+        """Waits for the end of the stream: once the process has exited, its last lines may
+        still be in the pipe when wait() returns."""
+        self._thread.join(timeout)
+
 
 class Backend:
     """One rondel-test-backend process. `args` are extra CLI flags (see its --help)."""
@@ -241,6 +246,8 @@ class Rondel:
         wait_until(lambda: self.in_flight() == 0, timeout=timeout, what="in-flight counts to be 0")
 
     def lines(self, pattern=None):
+        if self.proc.poll() is not None:
+            self.out.join()  # an exited rondel's last lines may still be in the pipe
         if pattern is None:
             return list(self.out.lines)
         rx = re.compile(pattern)
@@ -268,7 +275,7 @@ class Rondel:
         waits (bounded) until its output is read to the end, so LeakSanitizer's report at exit
         is included. Empty in a build without sanitizers."""
         if self.proc.poll() is not None:
-            self.out._thread.join(timeout=10)
+            self.out.join(timeout=10)
         return [i for i, l in enumerate(list(self.out.lines)) if SANITIZER_RX.search(l)]
 
     def rss_kib(self):
