@@ -31,15 +31,28 @@ uint16_t sockaddr_port(const sockaddr* sa) noexcept {
   return 0;
 }
 
-size_t peer_ip(const uv_tcp_t* tcp, char* buf, size_t cap) noexcept {
+bool PeerAddr::read(const uv_tcp_t* tcp) noexcept {
   sockaddr_storage ss{};
   int len = sizeof ss;
-  buf[0] = '\0';
-  if (uv_tcp_getpeername(tcp, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return 0;
+  family = 0;
+  if (uv_tcp_getpeername(tcp, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return false;
   if (ss.ss_family == AF_INET) {
-    uv_ip4_name(reinterpret_cast<const sockaddr_in*>(&ss), buf, cap);
+    std::memcpy(bytes, &reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr, 4);
+    family = 4;
   } else if (ss.ss_family == AF_INET6) {
-    uv_ip6_name(reinterpret_cast<const sockaddr_in6*>(&ss), buf, cap);
+    std::memcpy(bytes, &reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_addr, 16);
+    family = 6;
+  }
+  return family != 0;
+}
+
+size_t PeerAddr::format(char* buf, size_t cap) const noexcept {
+  if (cap == 0) return 0;
+  buf[0] = '\0';
+  if (family == 0 ||
+      inet_ntop(family == 4 ? AF_INET : AF_INET6, bytes, buf, static_cast<socklen_t>(cap)) == nullptr) {
+    buf[0] = '\0';
+    return 0;
   }
   return std::strlen(buf);
 }

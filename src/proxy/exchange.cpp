@@ -57,10 +57,10 @@ int OutQueue::flush(uv_stream_t* s, uv_write_cb cb) noexcept {
 bool ClientSession::flush_to_backend() noexcept {
   if (xb_->to_backend.pending) return false;
   if (xb_->to_backend.n == 0) return true;
-  req_bytes_sent_ = true;
-  BackendState& st = pool_->backend(backend_);
+  ex().req_bytes_sent = true;
+  BackendState& st = ex().pool->backend(ex().backend);
   st.counters.bytes_out.fetch_add(xb_->to_backend.bytes, std::memory_order_relaxed);
-  int r = xb_->to_backend.flush(conn_->stream(), &on_backend_written);
+  int r = xb_->to_backend.flush(ex().conn->stream(), &on_backend_written);
   if (r < 0) {
     xb_->to_backend.clear();
     attempt_failed(false, Reject::kBackendError, 502);
@@ -88,16 +88,16 @@ void ClientSession::on_backend_written(uv_write_t* req, int status) noexcept {
     return;
   }
   if (status < 0) {
-    if (s->conn_ != nullptr && s->in_exchange()) s->attempt_failed(false, Reject::kBackendError, 502);
+    if (s->ex().conn != nullptr && s->in_exchange()) s->attempt_failed(false, Reject::kBackendError, 502);
     return;
   }
   if (!s->in_exchange()) return;
-  if (s->conn_ != nullptr && !s->resp_head_seen_) {
-    s->conn_->arm_timer(s->req_done_ ? s->pool_->config().response_header_timeout_ms
-                                     : s->pool_->config().backend_io_timeout_ms);
+  if (s->ex().conn != nullptr && !s->ex().resp_head_seen) {
+    s->ex().conn->arm_timer(s->ex().req_done ? s->ex().pool->config().response_header_timeout_ms
+                                     : s->ex().pool->config().backend_io_timeout_ms);
   }
-  if (s->req_done_) {
-    if (s->resp_complete_ && !s->xb_->to_client.pending) s->response_done();
+  if (s->ex().req_done) {
+    if (s->ex().resp_complete && !s->xb_->to_client.pending) s->response_done();
     return;
   }
   s->arm_client_timer();
@@ -112,46 +112,48 @@ void ClientSession::on_request_head() noexcept {
   if (worker_.snapshot() != snap_) {
     // Between requests: move to the newest configuration.
     snap_ = worker_.snapshot();
-    route_ = snap_->route(listener_);
+    ListenerRoute r = listener_state_ ? snap_->route(listener_state_->name) : ListenerRoute{};
+    listener_cfg_ = r.config;
+    listener_pool_ = r.pool;
     if (xb_->tried.size() < snap_->max_scratch_words()) xb_->tried.assign(snap_->max_scratch_words(), 0);
   }
   set_client_reading(false, /*lazy=*/true);
-  deadline_.clear();
+  worker_.timeouts().clear(*this);
   head_timer_armed_ = false;
   head_known_ = true;
-  start_ns_ = uv_hrtime();
-  status_ = 0;
-  hops_ = 0;
-  attempts_ = 0;
-  req_done_ = req_bytes_sent_ = resp_started_ = resp_head_seen_ = resp_complete_ = false;
-  sent_continue_ = in_interim_ = false;
-  backend_reusable_ = true;
-  backend_ = owner_ = core::kNoBackend;
+  ex().start_ns = uv_hrtime();
+  ex().status = 0;
+  ex().hops = 0;
+  ex().attempts = 0;
+  ex().req_done = ex().req_bytes_sent = ex().resp_started = ex().resp_head_seen = ex().resp_complete = false;
+  ex().sent_continue = ex().in_interim = false;
+  ex().backend_reusable = true;
+  ex().backend = ex().owner = core::kNoBackend;
   worker_.stats().requests.fetch_add(1, std::memory_order_relaxed);
-  if (route_.config == nullptr || route_.pool == nullptr) {
+  if (listener_cfg_ == nullptr || listener_pool_ == nullptr) {
     reject(503, Reject::kNoBackend, "listener_removed");
     return;
   }
-  pool_ = route_.pool;
-  pool_->state().requests.fetch_add(1, std::memory_order_relaxed);
+  ex().pool = listener_pool_;
+  ex().pool->state().requests.fetch_add(1, std::memory_order_relaxed);
   std::fill(xb_->tried.begin(), xb_->tried.end(), 0);
 
   std::string_view key;
-  const auto& pc = pool_->config();
-  keyed_ = extract_key(pc.hash_key, head, std::string_view(client_ip_, client_ip_len_), key);
-  key_ = keyed_ ? key : std::string_view{};
-  if (keyed_) {
-    hash_ = core::hash64(key);
+  const auto& pc = ex().pool->config();
+  ex().keyed = extract_key(pc.hash_key, head, client_ip(), key);
+  ex().key = ex().keyed ? key : std::string_view{};
+  if (ex().keyed) {
+    ex().hash = core::hash64(key);
   } else {
     switch (pc.missing_key) {
       case config::MissingKeyPolicy::kHashUri:
-        hash_ = core::hash64(head.target);
-        key_ = head.target;
-        keyed_ = true;
+        ex().hash = core::hash64(head.target);
+        ex().key = head.target;
+        ex().keyed = true;
         break;
       case config::MissingKeyPolicy::kRandom:
-        hash_ = core::mix64(uv_hrtime(), reinterpret_cast<uintptr_t>(this));
-        keyed_ = true;
+        ex().hash = core::mix64(uv_hrtime(), reinterpret_cast<uintptr_t>(this));
+        ex().keyed = true;
         break;
       case config::MissingKeyPolicy::kReject:
         reject(400, Reject::kBadRequest, "missing_hash_key");
@@ -166,78 +168,78 @@ void ClientSession::on_request_head() noexcept {
 }
 
 void ClientSession::start_attempt() noexcept {
-  ++attempts_;
+  ++ex().attempts;
   phase_ = Phase::kConnecting;
-  std::span<uint64_t> tried(xb_->tried.data(), pool_->excluded_words());
-  bool first_pick = attempts_ == 1;  // the routing decision; retries and re-walks are not
+  std::span<uint64_t> tried(xb_->tried.data(), ex().pool->excluded_words());
+  bool first_pick = ex().attempts == 1;  // the routing decision; retries and re-walks are not
   for (;;) {
     core::BackendIndex b = core::kNoBackend;
-    if (keyed_) {
-      core::RouteResult rr = worker_.routing().route(*pool_, hash_, key_, tried,
-                                                     worker_.scratch(pool_->scratch_words()),
+    if (ex().keyed) {
+      core::RouteResult rr = worker_.routing().route(*ex().pool, ex().hash, ex().key, tried,
+                                                     worker_.scratch(ex().pool->scratch_words()),
                                                      worker_.now_ms(), first_pick);
       first_pick = false;
-      reason_ = static_cast<uint8_t>(rr.reason);
+      ex().reason = static_cast<uint8_t>(rr.reason);
       const core::PickResult& r = rr.pick;
       b = r.backend;
-      if (owner_ == core::kNoBackend) owner_ = r.owner;
+      if (ex().owner == core::kNoBackend) ex().owner = r.owner;
       // This walk passes over the backends already tried (excluded) as well as full ones, so it
       // counts every hop of the earlier attempts again: assign, do not accumulate.
-      hops_ = static_cast<uint16_t>(r.skipped_full + r.skipped_excluded);
-      if (r.all_full) pool_->state().all_full.fetch_add(1, std::memory_order_relaxed);
+      ex().hops = static_cast<uint16_t>(r.skipped_full + r.skipped_excluded);
+      if (r.all_full) ex().pool->state().all_full.fetch_add(1, std::memory_order_relaxed);
     } else {
-      b = pool_->least_loaded(tried);
-      if (owner_ == core::kNoBackend) owner_ = b;
-      hops_ = static_cast<uint16_t>(attempts_ - 1);  // one backend passed over per retry
+      b = ex().pool->least_loaded(tried);
+      if (ex().owner == core::kNoBackend) ex().owner = b;
+      ex().hops = static_cast<uint16_t>(ex().attempts - 1);  // one backend passed over per retry
     }
     if (b == core::kNoBackend) {
-      pool_->state().no_backend.fetch_add(1, std::memory_order_relaxed);
+      ex().pool->state().no_backend.fetch_add(1, std::memory_order_relaxed);
       fail_exchange(503, Reject::kNoBackend, Outcome::kRejected);
       return;
     }
-    BackendState& st = pool_->backend(b);
-    uint32_t max_conns = pool_->config().max_connections_per_backend;
+    BackendState& st = ex().pool->backend(b);
+    uint32_t max_conns = ex().pool->config().max_connections_per_backend;
     if (max_conns != 0 && st.idle_count(worker_.id()) == 0 &&
         st.open_connections.load(std::memory_order_relaxed) >= max_conns) {
       // At its connection limit: treat like a full backend and walk on.
       core::bit_set(tried, b);
       continue;
     }
-    backend_ = b;
+    ex().backend = b;
     st.in_flight.fetch_add(1, std::memory_order_relaxed);
-    pool_->state().total_in_flight.fetch_add(1, std::memory_order_relaxed);
-    counted_ = true;
+    ex().pool->state().total_in_flight.fetch_add(1, std::memory_order_relaxed);
+    ex().counted = true;
     if (BackendConn* idle = st.pop_idle(worker_.id())) {
-      conn_ = idle;
-      conn_->attach(this);
+      ex().conn = idle;
+      ex().conn->attach(this);
       backend_ready();
       return;
     }
     int err = 0;
-    conn_ = BackendConn::connect(worker_, st, this, &err);
-    if (conn_ == nullptr) {
+    ex().conn = BackendConn::connect(worker_, st, this, &err);
+    if (ex().conn == nullptr) {
       worker_.log().log_limited(Level::kError, worker_.now_ms(), "backend_socket_failed",
                                 uv_err_name(err));
       attempt_failed(true, Reject::kBackendError, 502);
       return;
     }
-    conn_->arm_timer(pool_->config().connect_timeout_ms);
+    ex().conn->arm_timer(ex().pool->config().connect_timeout_ms);
     return;
   }
 }
 
 void ClientSession::release_attempt() noexcept {
-  if (!counted_) return;
-  counted_ = false;
-  pool_->backend(backend_).in_flight.fetch_sub(1, std::memory_order_relaxed);
-  pool_->state().total_in_flight.fetch_sub(1, std::memory_order_relaxed);
+  if (!ex().counted) return;
+  ex().counted = false;
+  ex().pool->backend(ex().backend).in_flight.fetch_sub(1, std::memory_order_relaxed);
+  ex().pool->state().total_in_flight.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void ClientSession::on_backend_connected(BackendConn* conn, int status) noexcept {
-  if (conn != conn_ || closing()) return;
+  if (conn != ex().conn || closing()) return;
   if (status != 0) {
     worker_.log().log_limited(Level::kWarn, worker_.now_ms(), "backend_connect_failed",
-                              "backend=" + pool_->backend(backend_).id() + " error=" +
+                              "backend=" + ex().pool->backend(ex().backend).id() + " error=" +
                                   uv_err_name(status));
     attempt_failed(true, Reject::kBackendError, 502);
     return;
@@ -250,22 +252,22 @@ void ClientSession::backend_ready() noexcept {
   phase_ = Phase::kExchange;
   xb_->req_head_out.clear();
   http::ForwardRequest fwd;
-  fwd.client_ip = std::string_view(client_ip_, client_ip_len_);
+  fwd.client_ip = client_ip();
   http::write_request_head(head, fwd, xb_->req_head_out);
   xb_->to_backend.push(xb_->req_head_out.data(), xb_->req_head_out.size());
   xb_->resp_parser.begin(head.is_head);
-  conn_->arm_timer(pool_->config().backend_io_timeout_ms);
-  if (head.expect_continue && head.framing != http::Framing::kNone && !sent_continue_ &&
+  ex().conn->arm_timer(ex().pool->config().backend_io_timeout_ms);
+  if (head.expect_continue && head.framing != http::Framing::kNone && !ex().sent_continue &&
       head.version_minor >= 1) {
-    sent_continue_ = true;
+    ex().sent_continue = true;
     xb_->to_client.push(k100Continue.data(), k100Continue.size());
     if (!flush_to_client()) {
       if (closing()) return;
     }
   }
-  if (req_done_) {
+  if (ex().req_done) {
     // A retry of a request already read whole (no body): send the head again.
-    if (flush_to_backend()) conn_->arm_timer(pool_->config().response_header_timeout_ms);
+    if (flush_to_backend()) ex().conn->arm_timer(ex().pool->config().response_header_timeout_ms);
     return;
   }
   arm_client_timer();
@@ -273,15 +275,15 @@ void ClientSession::backend_ready() noexcept {
 }
 
 bool ClientSession::may_retry() const noexcept {
-  if (resp_started_ || resp_head_seen_) return false;
-  if (!req_bytes_sent_) return true;
+  if (ex().resp_started || ex().resp_head_seen) return false;
+  if (!ex().req_bytes_sent) return true;
   const auto& head = xb_->req_parser.head();
   // Something was sent: only a bodiless idempotent request may go again (never a POST).
-  return head.idempotent && head.framing == http::Framing::kNone && req_done_;
+  return head.idempotent && head.framing == http::Framing::kNone && ex().req_done;
 }
 
 void ClientSession::attempt_failed(bool connect_failure, Reject reason, uint16_t status) noexcept {
-  BackendState& st = pool_->backend(backend_);
+  BackendState& st = ex().pool->backend(ex().backend);
   if (connect_failure) {
     st.counters.connect_errors.fetch_add(1, std::memory_order_relaxed);
   } else if (reason == Reject::kTimeout) {
@@ -289,21 +291,21 @@ void ClientSession::attempt_failed(bool connect_failure, Reject reason, uint16_t
   } else {
     st.counters.errors.fetch_add(1, std::memory_order_relaxed);
   }
-  if (st.note_failure(pool_->config().passive.consecutive_failures)) {
+  if (st.note_failure(ex().pool->config().passive.consecutive_failures)) {
     // Passive ejection; the health module brings it back after the cool-down.
-    uint32_t unusable = pool_->state().unusable.load(std::memory_order_relaxed);
-    uint64_t limit = pool_->size() * pool_->config().passive.max_ejected_percent / 100;
+    uint32_t unusable = ex().pool->state().unusable.load(std::memory_order_relaxed);
+    uint64_t limit = ex().pool->size() * ex().pool->config().passive.max_ejected_percent / 100;
     if (unusable < limit && st.change_health(Health::kUp, Health::kEjected)) {
-      st.ejected_until_ms = worker_.now_ms() + pool_->config().passive.ejection_ms;
-      pool_->state().unusable.fetch_add(1, std::memory_order_relaxed);
+      st.ejected_until_ms = worker_.now_ms() + ex().pool->config().passive.ejection_ms;
+      ex().pool->state().unusable.fetch_add(1, std::memory_order_relaxed);
       worker_.log().log(Level::kWarn, "backend_ejected",
-                        "pool=" + pool_->name() + " backend=" + st.id());
+                        "pool=" + ex().pool->name() + " backend=" + st.id());
     }
   }
   drop_backend(false);
   release_attempt();
-  core::bit_set(std::span<uint64_t>(xb_->tried.data(), pool_->excluded_words()), backend_);
-  bool can = may_retry() && attempts_ <= pool_->config().retries;
+  core::bit_set(std::span<uint64_t>(xb_->tried.data(), ex().pool->excluded_words()), ex().backend);
+  bool can = may_retry() && ex().attempts <= ex().pool->config().retries;
   if (can) {
     worker_.stats().retries.fetch_add(1, std::memory_order_relaxed);
     st.counters.retries.fetch_add(1, std::memory_order_relaxed);
@@ -320,28 +322,28 @@ void ClientSession::attempt_failed(bool connect_failure, Reject reason, uint16_t
 }
 
 void ClientSession::on_backend_data(BackendConn* conn) noexcept {
-  if (conn != conn_ || closing()) return;
+  if (conn != ex().conn || closing()) return;
   pump_response();
 }
 
 void ClientSession::on_backend_eof(BackendConn* conn, int) noexcept {
-  if (conn != conn_ || closing()) return;
-  backend_reusable_ = false;
+  if (conn != ex().conn || closing()) return;
+  ex().backend_reusable = false;
   pump_response();
 }
 
 void ClientSession::on_backend_timeout(BackendConn* conn) noexcept {
-  if (conn != conn_ || closing()) return;
+  if (conn != ex().conn || closing()) return;
   if (phase_ == Phase::kConnecting) {
     worker_.log().log_limited(Level::kWarn, worker_.now_ms(), "backend_connect_timeout",
-                              "backend=" + pool_->backend(backend_).id());
+                              "backend=" + ex().pool->backend(ex().backend).id());
     attempt_failed(true, Reject::kTimeout, 504);
-  } else if (!resp_head_seen_) {
+  } else if (!ex().resp_head_seen) {
     worker_.log().log_limited(Level::kWarn, worker_.now_ms(), "backend_timeout",
-                              "backend=" + pool_->backend(backend_).id());
+                              "backend=" + ex().pool->backend(ex().backend).id());
     attempt_failed(false, Reject::kTimeout, 504);
   } else {
-    pool_->backend(backend_).counters.timeouts.fetch_add(1, std::memory_order_relaxed);
+    ex().pool->backend(ex().backend).counters.timeouts.fetch_add(1, std::memory_order_relaxed);
     fail_exchange(504, Reject::kTimeout, Outcome::kTimeout);
   }
 }
@@ -349,68 +351,68 @@ void ClientSession::on_backend_timeout(BackendConn* conn) noexcept {
 void ClientSession::pump_response() noexcept {
   const auto& req = xb_->req_parser.head();
   for (;;) {
-    if (closing() || conn_ == nullptr || !in_exchange()) return;
+    if (closing() || ex().conn == nullptr || !in_exchange()) return;
     if (xb_->to_client.pending) {
-      conn_->pause_reading();
+      ex().conn->pause_reading();
       return;
     }
-    if (resp_complete_) return;
-    size_t avail = conn_->available();
-    http::Step st = xb_->resp_parser.feed(avail > 0 ? conn_->data() : nullptr, avail);
-    conn_->consume(st.consumed);
+    if (ex().resp_complete) return;
+    size_t avail = ex().conn->available();
+    http::Step st = xb_->resp_parser.feed(avail > 0 ? ex().conn->data() : nullptr, avail);
+    ex().conn->consume(st.consumed);
     switch (st.event) {
       case http::Event::kNeedMore: {
         // Everything received so far is parsed: write it out, then read more (or end on EOF).
         if (!flush_to_client()) return;
-        if (!conn_->eof()) {
-          conn_->resume_reading();
+        if (!ex().conn->eof()) {
+          ex().conn->resume_reading();
           return;
         }
-        if (!resp_head_seen_) {
+        if (!ex().resp_head_seen) {
           attempt_failed(false, Reject::kBackendError, 502);
           return;
         }
         http::Step fin = xb_->resp_parser.finish();
         if (fin.event != http::Event::kMessageEnd) {
           worker_.log().log_limited(Level::kWarn, worker_.now_ms(), "backend_response_truncated",
-                                    "backend=" + pool_->backend(backend_).id());
+                                    "backend=" + ex().pool->backend(ex().backend).id());
           fail_exchange(502, Reject::kBackendError, Outcome::kBackendError);
           return;
         }
-        if (client_framing_.framing == http::Framing::kChunked) {
+        if (ex().client_framing.framing == http::Framing::kChunked) {
           xb_->to_client.push(http::kLastChunk.data(), http::kLastChunk.size());
         }
-        resp_complete_ = true;
+        ex().resp_complete = true;
         if (flush_to_client()) response_done();
         return;
       }
       case http::Event::kHead: {
         const auto& rh = xb_->resp_parser.head();
         if (rh.status < 200) {
-          in_interim_ = true;
-          if (rh.status == 100 && sent_continue_) break;  // rondel already said 100 Continue
+          ex().in_interim = true;
+          if (rh.status == 100 && ex().sent_continue) break;  // rondel already said 100 Continue
           if (!flush_to_client()) return;  // the interim head string is reused
           xb_->resp_head_out.clear();
           http::write_interim_head(rh, xb_->resp_head_out);
           xb_->to_client.push(xb_->resp_head_out.data(), xb_->resp_head_out.size());
-          resp_started_ = true;
+          ex().resp_started = true;
           if (!flush_to_client()) return;
           break;
         }
-        resp_head_seen_ = true;
-        status_ = rh.status;
-        client_framing_ = http::choose_client_framing(req, rh);
+        ex().resp_head_seen = true;
+        ex().status = rh.status;
+        ex().client_framing = http::choose_client_framing(req, rh);
         // A final response before the request body ended: the rest of the body will not be
         // forwarded, so the connection ends after this response (see response_done); say so.
-        if (close_after_ || worker_.draining() || !req_done_) client_framing_.close_after = true;
-        if (client_framing_.close_after) close_after_ = true;
-        if (!rh.keep_alive) backend_reusable_ = false;
+        if (close_after_ || worker_.draining() || !ex().req_done) ex().client_framing.close_after = true;
+        if (ex().client_framing.close_after) close_after_ = true;
+        if (!rh.keep_alive) ex().backend_reusable = false;
         xb_->resp_head_out.clear();
-        http::write_response_head(req, rh, client_framing_, xb_->resp_head_out);
+        http::write_response_head(req, rh, ex().client_framing, xb_->resp_head_out);
         xb_->to_client.push(xb_->resp_head_out.data(), xb_->resp_head_out.size());
-        resp_started_ = true;
-        conn_->arm_timer(pool_->config().backend_io_timeout_ms);
-        BackendState& bs = pool_->backend(backend_);
+        ex().resp_started = true;
+        ex().conn->arm_timer(ex().pool->config().backend_io_timeout_ms);
+        BackendState& bs = ex().pool->backend(ex().backend);
         if (rh.status >= 500) {
           bs.note_failure(0);
         } else {
@@ -419,7 +421,7 @@ void ClientSession::pump_response() noexcept {
         break;
       }
       case http::Event::kBody:
-        if (client_framing_.framing == http::Framing::kChunked) {
+        if (ex().client_framing.framing == http::Framing::kChunked) {
           if (!xb_->to_client.room(3) && !flush_to_client()) return;
           xb_->to_client.push_chunk_header(st.body.size());
           xb_->to_client.push(st.body.data(), st.body.size());
@@ -431,25 +433,25 @@ void ClientSession::pump_response() noexcept {
         if (!xb_->to_client.room(3) && !flush_to_client()) return;
         break;
       case http::Event::kMessageEnd:
-        if (in_interim_) {
-          in_interim_ = false;
+        if (ex().in_interim) {
+          ex().in_interim = false;
           xb_->resp_parser.begin(req.is_head);
           break;
         }
-        if (client_framing_.framing == http::Framing::kChunked) {
+        if (ex().client_framing.framing == http::Framing::kChunked) {
           xb_->to_client.push(http::kLastChunk.data(), http::kLastChunk.size());
         }
-        resp_complete_ = true;
-        if (conn_->available() > 0) backend_reusable_ = false;  // bytes after the response
-        conn_->expect_no_more();
+        ex().resp_complete = true;
+        if (ex().conn->available() > 0) ex().backend_reusable = false;  // bytes after the response
+        ex().conn->expect_no_more();
         if (flush_to_client()) response_done();
         return;
       case http::Event::kError:
         worker_.log().log_limited(Level::kWarn, worker_.now_ms(), "backend_bad_response",
-                                  "backend=" + pool_->backend(backend_).id() + " reason=" +
+                                  "backend=" + ex().pool->backend(ex().backend).id() + " reason=" +
                                       std::string(xb_->resp_parser.error().reason));
-        backend_reusable_ = false;
-        if (!resp_head_seen_ && !resp_started_) {
+        ex().backend_reusable = false;
+        if (!ex().resp_head_seen && !ex().resp_started) {
           fail_exchange(502, Reject::kBackendError, Outcome::kBackendError);
         } else {
           fail_exchange(502, Reject::kBackendError, Outcome::kBackendError);
@@ -460,14 +462,14 @@ void ClientSession::pump_response() noexcept {
 }
 
 void ClientSession::response_done() noexcept {
-  if (!in_exchange() || !resp_complete_) return;
-  if (!req_done_) {
+  if (!in_exchange() || !ex().resp_complete) return;
+  if (!ex().req_done) {
     // The backend answered before the request body ended: stop forwarding and close. Do not
     // wait for a pending body write: a backend that answers without reading the body may never
     // read it, and the write would hold the exchange until the I/O timeout. Closing the backend
     // connection (finish_exchange) cancels the write; its callback only clears the queue.
     close_after_ = true;
-    backend_reusable_ = false;
+    ex().backend_reusable = false;
   } else if (xb_->to_backend.pending) {
     return;  // on_backend_written calls back here
   }
@@ -476,13 +478,13 @@ void ClientSession::response_done() noexcept {
 
 void ClientSession::fail_exchange(uint16_t status, Reject reason, Outcome outcome) noexcept {
   worker_.stats().rejected[static_cast<size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
-  backend_reusable_ = false;
-  if (!resp_started_ && !xb_->to_client.pending) {
-    status_ = status;
+  ex().backend_reusable = false;
+  if (!ex().resp_started && !xb_->to_client.pending) {
+    ex().status = status;
     xb_->to_client.clear();
     std::string_view resp = http::canned_response(status);
     xb_->to_client.push(resp.data(), resp.size());
-    resp_started_ = true;
+    ex().resp_started = true;
     close_after_ = true;
     close_after_flush_ = true;
     finish_exchange(outcome);
@@ -491,20 +493,20 @@ void ClientSession::fail_exchange(uint16_t status, Reject reason, Outcome outcom
     return;
   }
   // Part of the response already went out: the only honest signal left is closing.
-  if (status_ == 0) status_ = status;
+  if (ex().status == 0) ex().status = status;
   finish_exchange(outcome);
   close_now();
 }
 
 void ClientSession::drop_backend(bool reusable) noexcept {
-  if (conn_ == nullptr) return;
-  BackendConn* c = conn_;
-  conn_ = nullptr;
+  if (ex().conn == nullptr) return;
+  BackendConn* c = ex().conn;
+  ex().conn = nullptr;
   // Pool it only while this worker holds fewer than max_idle_per_backend idle connections to
   // that backend (0 = keep none).
   if (reusable && c->clean() && c->state() != nullptr &&
-      c->state()->idle_count(worker_.id()) < pool_->config().max_idle_per_backend) {
-    c->release_to_idle(pool_->config().backend_idle_timeout_ms);
+      c->state()->idle_count(worker_.id()) < ex().pool->config().max_idle_per_backend) {
+    c->release_to_idle(ex().pool->config().backend_idle_timeout_ms);
   } else {
     c->close();
   }
@@ -512,36 +514,36 @@ void ClientSession::drop_backend(bool reusable) noexcept {
 
 void ClientSession::finish_exchange(Outcome outcome) noexcept {
   if (!in_exchange()) return;
-  bool reusable = outcome == Outcome::kOk && backend_reusable_ && req_done_ && resp_complete_;
+  bool reusable = outcome == Outcome::kOk && ex().backend_reusable && ex().req_done && ex().resp_complete;
   drop_backend(reusable);
-  if (backend_ != core::kNoBackend && pool_ != nullptr) {
-    BackendState& st = pool_->backend(backend_);
+  if (ex().backend != core::kNoBackend && ex().pool != nullptr) {
+    BackendState& st = ex().pool->backend(ex().backend);
     st.counters.requests.fetch_add(1, std::memory_order_relaxed);
-    if (status_ >= 500) st.counters.responses_5xx.fetch_add(1, std::memory_order_relaxed);
-    else if (status_ >= 400) st.counters.responses_4xx.fetch_add(1, std::memory_order_relaxed);
-    else if (status_ >= 300) st.counters.responses_3xx.fetch_add(1, std::memory_order_relaxed);
-    else if (status_ >= 200) st.counters.responses_2xx.fetch_add(1, std::memory_order_relaxed);
-    if (owner_ != core::kNoBackend && owner_ != backend_ && keyed_) {
+    if (ex().status >= 500) st.counters.responses_5xx.fetch_add(1, std::memory_order_relaxed);
+    else if (ex().status >= 400) st.counters.responses_4xx.fetch_add(1, std::memory_order_relaxed);
+    else if (ex().status >= 300) st.counters.responses_3xx.fetch_add(1, std::memory_order_relaxed);
+    else if (ex().status >= 200) st.counters.responses_2xx.fetch_add(1, std::memory_order_relaxed);
+    if (ex().owner != core::kNoBackend && ex().owner != ex().backend && ex().keyed) {
       st.counters.spill_in.fetch_add(1, std::memory_order_relaxed);
-      pool_->state().spilled.fetch_add(1, std::memory_order_relaxed);
+      ex().pool->state().spilled.fetch_add(1, std::memory_order_relaxed);
     }
   }
   release_attempt();
   log_access(outcome);
-  if (worker_.on_exchange != nullptr && pool_ != nullptr) {
+  if (worker_.on_exchange != nullptr && ex().pool != nullptr) {
     ExchangeRecord rec;
-    rec.pool = pool_;
-    rec.backend = backend_;
-    rec.owner = owner_;
-    rec.status = status_;
-    rec.hops = hops_;
-    rec.duration_us = (uv_hrtime() - start_ns_) / 1000;
+    rec.pool = ex().pool;
+    rec.backend = ex().backend;
+    rec.owner = ex().owner;
+    rec.status = ex().status;
+    rec.hops = ex().hops;
+    rec.duration_us = (uv_hrtime() - ex().start_ns) / 1000;
     rec.bytes_in = bytes_from_client_;
     rec.bytes_out = bytes_to_client_;
-    rec.key = key_;
-    rec.hash = hash_;
-    rec.keyed = keyed_;
-    rec.reason = reason_;
+    rec.key = ex().key;
+    rec.hash = ex().hash;
+    rec.keyed = ex().keyed;
+    rec.reason = ex().reason;
     worker_.on_exchange(worker_.on_exchange_ctx, rec);
   }
   bytes_from_client_ = bytes_to_client_ = 0;
@@ -559,7 +561,7 @@ void ClientSession::finish_exchange(Outcome outcome) noexcept {
   // Keep-alive: parse the next (possibly already pipelined) request.
   head_known_ = false;
   xb_->req_parser.reset();
-  backend_ = owner_ = core::kNoBackend;
+  ex().backend = ex().owner = core::kNoBackend;
   arm_client_timer();
   pump_request();
 }

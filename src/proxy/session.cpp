@@ -43,11 +43,6 @@ http::Limits backend_limits() {
 // ---------------------------------------------------------------------------------------------
 // Life cycle
 
-ClientSession::ClientSession(Worker& worker, std::string listener, const http::Limits& limits)
-    : worker_(worker),
-      listener_(std::move(listener)),
-      limits_(limits) {}
-
 ClientSession::~ClientSession() {
   if (xb_ != nullptr) worker_.give_exchange(xb_);
 }
@@ -57,8 +52,10 @@ ExchangeBuffers::ExchangeBuffers(const http::Limits& lim)
 
 bool ClientSession::take_exchange() noexcept {
   if (xb_ != nullptr) return true;
-  xb_ = worker_.take_exchange(limits_);
+  xb_ = worker_.take_exchange(limits_of(listener_cfg_));
   if (xb_ == nullptr) return false;
+  xb_->ex = Exchange{};
+  xb_->client_ip_len = static_cast<uint8_t>(peer_.format(xb_->client_ip, sizeof xb_->client_ip));
   xb_->to_client.req.data = this;
   xb_->to_backend.req.data = this;
   xb_->shutdown_req.data = this;
@@ -76,14 +73,12 @@ void ClientSession::give_exchange() noexcept {
 void ClientSession::accept(Worker& worker, uv_stream_t* server, const std::string& listener) {
   const auto& snap = worker.snapshot();
   ListenerRoute route = snap ? snap->route(listener) : ListenerRoute{};
-  auto* s = new ClientSession(worker, listener, limits_of(route.config));
+  auto* s = new ClientSession(worker);
   s->snap_ = snap;
-  s->route_ = route;
+  s->listener_cfg_ = route.config;
+  s->listener_pool_ = route.pool;
   uv_tcp_init(worker.loop(), &s->tcp_);
-  uv_timer_init(worker.loop(), &s->timer_);
   s->tcp_.data = s;
-  s->timer_.data = s;
-  s->deadline_.init(&s->timer_, &on_timer);
   worker.add_session(s);
   worker.stats().client_connections_open.fetch_add(1, std::memory_order_relaxed);
   worker.stats().client_connections_total.fetch_add(1, std::memory_order_relaxed);
@@ -106,7 +101,7 @@ void ClientSession::accept(Worker& worker, uv_stream_t* server, const std::strin
     return;
   }
   uv_tcp_nodelay(&s->tcp_, 1);
-  s->client_ip_len_ = net::peer_ip(&s->tcp_, s->client_ip_, sizeof s->client_ip_);
+  s->peer_.read(&s->tcp_);
   s->set_client_reading(true);
   s->arm_client_timer();
 }
@@ -122,8 +117,8 @@ void ClientSession::close_now() noexcept {
   }
   worker_.remove_session(this);
   reading_ = false;
+  worker_.timeouts().clear(*this);
   close_handle(reinterpret_cast<uv_handle_t*>(&tcp_));
-  close_handle(reinterpret_cast<uv_handle_t*>(&timer_));
 }
 
 void ClientSession::on_all_closed() noexcept {
@@ -151,7 +146,7 @@ void ClientSession::linger_close() noexcept {
   }
   rpos_ = rlen_ = 0;
   set_client_reading(true);
-  deadline_.set(kLingerMs);
+  set_timeout(kLingerMs);
 }
 
 void ClientSession::on_shutdown(uv_shutdown_t*, int) noexcept {}
@@ -179,8 +174,8 @@ void ClientSession::set_client_reading(bool on, bool lazy) noexcept {
 }
 
 void ClientSession::arm_client_timer() noexcept {
-  if (closing() || route_.config == nullptr) return;
-  const auto& l = *route_.config;
+  if (closing() || listener_cfg_ == nullptr) return;
+  const auto& l = *listener_cfg_;
   uint64_t ms = 0;
   if (phase_ == Phase::kIdle) {
     bool head_started = rlen_ > rpos_ || head_bytes_pending() > 0;
@@ -191,10 +186,15 @@ void ClientSession::arm_client_timer() noexcept {
     } else {
       ms = l.idle_timeout_ms;
     }
-  } else if (phase_ == Phase::kExchange && !req_done_) {
+  } else if (phase_ == Phase::kExchange && !ex().req_done) {
     ms = l.body_timeout_ms;
   }
-  deadline_.set(ms);  // 0 clears
+  set_timeout(ms);
+}
+
+void ClientSession::set_timeout(uint64_t ms) noexcept {
+  // Without memory for a new lane the connection would have no timeout: close it instead.
+  if (!worker_.timeouts().set(*this, ms)) close_now();
 }
 
 void ClientSession::on_alloc(uv_handle_t* h, size_t, uv_buf_t* buf) noexcept {
@@ -245,14 +245,14 @@ void ClientSession::on_read(uv_stream_t* st, ssize_t nread, const uv_buf_t*) noe
   s->bytes_from_client_ += static_cast<uint64_t>(nread);
   if (s->rlen_ == BufferPool::kSize) s->set_client_reading(false);
   if (s->phase_ == Phase::kIdle) s->arm_client_timer();
-  else if (s->phase_ == Phase::kExchange && !s->req_done_) s->arm_client_timer();
+  else if (s->phase_ == Phase::kExchange && !s->ex().req_done) s->arm_client_timer();
   s->pump_request();
 }
 
 void ClientSession::client_eof() noexcept {
   client_eof_ = true;
   set_client_reading(false);
-  if (phase_ == Phase::kExchange && req_done_) {
+  if (phase_ == Phase::kExchange && ex().req_done) {
     // Half-closed after a complete request: finish the response, then close.
     close_after_ = true;
     return;
@@ -264,7 +264,7 @@ void ClientSession::pump_request() noexcept {
   for (;;) {
     if (closing()) return;
     bool want_head = phase_ == Phase::kIdle;
-    bool want_body = phase_ == Phase::kExchange && !req_done_ && conn_ != nullptr;
+    bool want_body = phase_ == Phase::kExchange && !ex().req_done && ex().conn != nullptr;
     if (!want_head && !want_body) {
       set_client_reading(false);
       return;
@@ -323,14 +323,14 @@ void ClientSession::pump_request() noexcept {
         if (xb_->req_parser.head().framing == http::Framing::kChunked) {
           xb_->to_backend.push(http::kLastChunk.data(), http::kLastChunk.size());
         }
-        req_done_ = true;
+        ex().req_done = true;
         set_client_reading(false, /*lazy=*/true);
-        deadline_.clear();
-        if (conn_ != nullptr && !resp_head_seen_) {
-          conn_->arm_timer(pool_->config().response_header_timeout_ms);
+        worker_.timeouts().clear(*this);
+        if (ex().conn != nullptr && !ex().resp_head_seen) {
+          ex().conn->arm_timer(ex().pool->config().response_header_timeout_ms);
         }
         if (!flush_to_backend()) return;
-        if (resp_complete_ && !xb_->to_client.pending) response_done();
+        if (ex().resp_complete && !xb_->to_client.pending) response_done();
         return;
       case http::Event::kError: {
         const auto& err = xb_->req_parser.error();
@@ -365,10 +365,10 @@ void ClientSession::reject(uint16_t status, Reject reason, std::string_view why)
   worker_.stats().rejected[static_cast<size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
   if (worker_.log().enabled(Level::kWarn)) {
     std::string kv = "status=" + std::to_string(status) + " reason=" + std::string(why) +
-                     " client=" + std::string(client_ip_, client_ip_len_);
+                     " client=" + std::string(client_ip());
     worker_.log().log_limited(Level::kWarn, worker_.now_ms(), "request_rejected", kv);
   }
-  status_ = status;
+  ex().status = status;
   set_client_reading(false);
   std::string_view resp = http::canned_response(status);
   xb_->to_client.push(resp.data(), resp.size());
@@ -378,11 +378,11 @@ void ClientSession::reject(uint16_t status, Reject reason, std::string_view why)
   // head there is no method or target to show. (The session object lives on until its handles'
   // close callbacks, so logging after a failed flush is safe.)
   bool head_known = head_known_;
-  backend_ = owner_ = core::kNoBackend;
+  ex().backend = ex().owner = core::kNoBackend;
   if (!head_known) {
-    start_ns_ = uv_hrtime();
-    hops_ = 0;
-    attempts_ = 0;
+    ex().start_ns = uv_hrtime();
+    ex().hops = 0;
+    ex().attempts = 0;
   }
   bool flushed = flush_to_client();
   log_access(Outcome::kRejected, head_known);
@@ -402,7 +402,7 @@ bool ClientSession::flush_to_client() noexcept {
   }
   bytes_to_client_ += bytes;
   if (r > 0) {
-    if (conn_ != nullptr) conn_->pause_reading();
+    if (ex().conn != nullptr) ex().conn->pause_reading();
     return false;
   }
   return true;
@@ -422,20 +422,20 @@ void ClientSession::on_client_written(uv_write_t* req, int status) noexcept {
     return;
   }
   if (!s->in_exchange()) return;
-  if (s->resp_complete_) {
-    if (s->conn_ != nullptr && s->conn_->available() > 0) {
+  if (s->ex().resp_complete) {
+    if (s->ex().conn != nullptr && s->ex().conn->available() > 0) {
       // Bytes after the response: this connection is not reusable.
-      s->backend_reusable_ = false;
+      s->ex().backend_reusable = false;
     }
     s->response_done();
     return;
   }
-  if (s->conn_ != nullptr) s->pump_response();
+  if (s->ex().conn != nullptr) s->pump_response();
 }
 
-void ClientSession::on_timer(uv_timer_t* t) noexcept {
-  auto* s = static_cast<ClientSession*>(t->data);
-  if (s->closing() || !s->deadline_.fire()) return;
+void ClientSession::on_timeout(net::Timeout* t) noexcept {
+  auto* s = static_cast<ClientSession*>(t);
+  if (s->closing()) return;
   switch (s->phase_) {
     case Phase::kLinger:
       s->close_now();
@@ -448,7 +448,7 @@ void ClientSession::on_timer(uv_timer_t* t) noexcept {
       }
       return;
     case Phase::kExchange:
-      if (!s->req_done_) {
+      if (!s->ex().req_done) {
         s->worker_.log().log_limited(Level::kWarn, s->worker_.now_ms(), "client_body_timeout");
         s->fail_exchange(408, Reject::kClientTimeout, Outcome::kClientAbort);
       }
@@ -460,7 +460,7 @@ void ClientSession::on_timer(uv_timer_t* t) noexcept {
 
 void ClientSession::log_access(Outcome outcome, bool head_known) noexcept {
   LogSink& sink = worker_.access_log();
-  if (!sink.enabled()) return;
+  if (!sink.enabled() || xb_ == nullptr) return;
   std::string_view method = "-", target = "-";
   if (head_known && xb_ != nullptr) {
     method = xb_->req_parser.head().method;
@@ -477,26 +477,26 @@ void ClientSession::log_access(Outcome outcome, bool head_known) noexcept {
     l.append(num, static_cast<size_t>(n));
   };
   l += "access client=";
-  l.append(client_ip_, client_ip_len_);
+  l += client_ip();
   l += " method=";
   l += method;
   l += " target=";
   l += target;
-  add_num("status", status_);
+  add_num("status", ex().status);
   add_num("bytes_in", bytes_from_client_);
   add_num("bytes_out", bytes_to_client_);
   l += " pool=";
-  if (pool_ != nullptr) l += pool_->name();
-  else if (route_.pool != nullptr) l += route_.pool->name();  // refused before any exchange
+  if (ex().pool != nullptr) l += ex().pool->name();
+  else if (listener_pool_ != nullptr) l += listener_pool_->name();  // refused before any exchange
   l += " backend=";
-  if (backend_ != core::kNoBackend) l += pool_->backend(backend_).id();
+  if (ex().backend != core::kNoBackend) l += ex().pool->backend(ex().backend).id();
   else l += '-';
   l += " owner=";
-  if (owner_ != core::kNoBackend && keyed_) l += pool_->backend(owner_).id();
+  if (ex().owner != core::kNoBackend && ex().keyed) l += ex().pool->backend(ex().owner).id();
   else l += '-';
-  add_num("hops", hops_);
-  add_num("attempts", attempts_);
-  add_num("duration_us", (uv_hrtime() - start_ns_) / 1000);
+  add_num("hops", ex().hops);
+  add_num("attempts", ex().attempts);
+  add_num("duration_us", (uv_hrtime() - ex().start_ns) / 1000);
   static constexpr std::string_view kOutcome[] = {"ok", "client_abort", "backend_error",
                                                   "timeout", "rejected"};
   l += " outcome=";

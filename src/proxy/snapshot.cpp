@@ -37,7 +37,7 @@ core::Result<std::shared_ptr<const Snapshot>> Snapshot::build(
       if (name == lc.name) state = s;
     }
     if (!state) {
-      state = std::make_shared<ListenerState>();
+      state = std::make_shared<ListenerState>(lc.name);
       listener_states.emplace_back(lc.name, state);
     }
     snap->listener_states_.push_back(std::move(state));

@@ -39,7 +39,12 @@ void BufferPool::put(char* buf) noexcept {
 
 Worker::Worker(uv_loop_t* loop, Logger& log, LogSink& access_log, WorkerStats& stats,
                uint32_t id)
-    : loop_(loop), log_(log), access_log_(access_log), stats_(stats), id_(id) {}
+    : loop_(loop),
+      log_(log),
+      access_log_(access_log),
+      stats_(stats),
+      timeouts_(loop, &ClientSession::on_timeout),
+      id_(id) {}
 
 Worker::~Worker() {
   for (ExchangeBuffers* xb : free_exchanges_) delete xb;
@@ -119,6 +124,7 @@ void Worker::drain() {
 void Worker::close_all() {
   draining_ = true;
   while (sessions_head_ != nullptr) sessions_head_->close_now_public();
+  timeouts_.close();
 }
 
 

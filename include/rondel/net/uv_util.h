@@ -21,7 +21,16 @@ std::string sockaddr_to_string(const sockaddr* sa);
 // Port of a bound or connected socket address (host byte order).
 uint16_t sockaddr_port(const sockaddr* sa) noexcept;
 // Writes the peer's IP (no port) of a connected TCP handle into buf; returns its length.
-size_t peer_ip(const uv_tcp_t* tcp, char* buf, size_t cap) noexcept;
+// A peer's IP address in 17 bytes (an idle connection keeps this, not the 46-byte text).
+struct PeerAddr {
+  uint8_t family = 0;  // 0: unknown, 4 or 6
+  uint8_t bytes[16] = {};
+  // Reads the peer address of `tcp`; false (family 0) if it has none.
+  bool read(const uv_tcp_t* tcp) noexcept;
+  // Writes the address as text, without port, to buf (46 bytes hold any); returns its length
+  // (0 when unknown).
+  size_t format(char* buf, size_t cap) const noexcept;
+};
 
 // Owner of embedded handles: call close(h) for each open handle; when the last close callback
 // has run, on_all_closed() is invoked (typically `delete this`). Loop thread only.

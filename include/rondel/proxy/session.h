@@ -17,7 +17,7 @@
 #include "rondel/core/backend_set.h"
 #include "rondel/http/parser.h"
 #include "rondel/http/writer.h"
-#include "rondel/net/deadline.h"
+#include "rondel/net/timeout_queue.h"
 #include "rondel/net/uv_util.h"
 #include "rondel/proxy/snapshot.h"
 #include "rondel/proxy/worker.h"
@@ -49,6 +49,32 @@ struct OutQueue {
 // rewritten heads. Taken from the worker's pool (Worker::take_exchange) when the first byte of a
 // request arrives and given back when the connection is idle again, so an idle keep-alive
 // connection holds only its ClientSession (handles, addresses, flags).
+// The state of the exchange a session is running (reset when the session takes the buffers).
+struct Exchange {
+  const Pool* pool = nullptr;
+  BackendConn* conn = nullptr;
+  core::BackendIndex backend = core::kNoBackend;
+  core::BackendIndex owner = core::kNoBackend;
+  uint64_t hash = 0;
+  std::string_view key;       // the hash key (a view into the request head); empty if none
+  uint64_t start_ns = 0;
+  uint32_t attempts = 0;
+  uint16_t hops = 0;          // backends passed over (full or excluded), all attempts
+  uint16_t status = 0;
+  http::ClientFraming client_framing;
+  uint8_t reason = 0;         // core::RouteReason of the last keyed pick
+  bool counted = false;       // in-flight incremented for the current attempt
+  bool keyed = false;         // the request had its hash key
+  bool req_done = false;      // request fully forwarded
+  bool req_bytes_sent = false;  // some request byte was handed to a backend socket
+  bool resp_started = false;  // some response byte was sent to the client
+  bool resp_head_seen = false;  // the backend's final response head arrived
+  bool resp_complete = false;   // the backend's response is complete (maybe not flushed)
+  bool sent_continue = false;
+  bool in_interim = false;        // parsing a 1xx response
+  bool backend_reusable = true;   // the backend connection may go back to the idle pool
+};
+
 struct ExchangeBuffers {
   explicit ExchangeBuffers(const http::Limits& limits);
   http::Limits limits;  // the request parser's (per listener)
@@ -59,10 +85,13 @@ struct ExchangeBuffers {
   std::string req_head_out;
   std::string resp_head_out;
   std::vector<uint64_t> tried;  // backends already tried for this request (bitset)
+  Exchange ex;
+  char client_ip[46] = {0};  // the client's address as text, for this exchange
+  uint8_t client_ip_len = 0;
   uv_shutdown_t shutdown_req{};
 };
 
-class ClientSession final : public net::HandleCloser {
+class ClientSession final : public net::HandleCloser, private net::Timeout {
  public:
   // Accepts a connection from `server`. On failure the connection is dropped and counted.
   static void accept(Worker& worker, uv_stream_t* server, const std::string& listener);
@@ -80,6 +109,9 @@ class ClientSession final : public net::HandleCloser {
   bool in_exchange() const noexcept { return phase_ == Phase::kConnecting || phase_ == Phase::kExchange; }
   // Test/diagnostic view: whether the session holds pooled exchange buffers.
   bool holds_exchange() const noexcept { return xb_ != nullptr; }
+  // The worker's TimeoutQueue callback: the session's client timeout (idle, header, body or
+  // linger, by phase) expired.
+  static void on_timeout(net::Timeout* t) noexcept;
 
   // Intrusive list links (Worker owns the list).
   ClientSession* prev_ = nullptr;
@@ -89,13 +121,17 @@ class ClientSession final : public net::HandleCloser {
   enum class Phase : uint8_t { kIdle, kConnecting, kExchange, kLinger };
   enum class Outcome : uint8_t { kOk, kClientAbort, kBackendError, kTimeout, kRejected };
 
-  ClientSession(Worker& worker, std::string listener, const http::Limits& limits);
+  explicit ClientSession(Worker& worker) : worker_(worker) {}
   ~ClientSession() override;
   void on_all_closed() noexcept override;
   // Takes exchange buffers from the worker if the session has none; false if out of memory.
   bool take_exchange() noexcept;
   // Gives them back (connection idle between requests, nothing pending).
   void give_exchange() noexcept;
+  // The current exchange; only while xb_ is held (in an exchange, or parsing a request head).
+  Exchange& ex() noexcept { return xb_->ex; }
+  const Exchange& ex() const noexcept { return xb_->ex; }
+  std::string_view client_ip() const noexcept { return {xb_->client_ip, xb_->client_ip_len}; }
   size_t head_bytes_pending() const noexcept {
     return xb_ != nullptr ? xb_->req_parser.head_bytes_pending() : 0;
   }
@@ -108,6 +144,8 @@ class ClientSession final : public net::HandleCloser {
   // exchange that starts or ends with nothing more to read then costs no epoll change).
   void set_client_reading(bool on, bool lazy = false) noexcept;
   void arm_client_timer() noexcept;
+  // The one client timeout in force (idle, header, body, linger): `ms` from now; 0 clears.
+  void set_timeout(uint64_t ms) noexcept;
   void client_eof() noexcept;
   void close_now() noexcept;
   void linger_close() noexcept;
@@ -133,62 +171,34 @@ class ClientSession final : public net::HandleCloser {
   static void on_read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) noexcept;
   static void on_client_written(uv_write_t* req, int status) noexcept;
   static void on_backend_written(uv_write_t* req, int status) noexcept;
-  static void on_timer(uv_timer_t* t) noexcept;
   static void on_shutdown(uv_shutdown_t* req, int status) noexcept;
 
   Worker& worker_;
-  std::string listener_;
   std::shared_ptr<const Snapshot> snap_;
-  ListenerRoute route_;
-  // This connection's slot in its listener's shared open count (max_connections).
+  // The listener in `snap_` (config and pool; null when a reload removed it) and this
+  // connection's slot in the listener's shared open count (max_connections), kept until the
+  // connection closes even if the listener goes. The slot also names the listener, for reloads.
+  const config::ListenerConfig* listener_cfg_ = nullptr;
+  const Pool* listener_pool_ = nullptr;
   std::shared_ptr<ListenerState> listener_state_;
   uv_tcp_t tcp_{};
-  uv_timer_t timer_{};
-  net::Deadline deadline_;  // the one client timeout in force (idle, header, body, linger)
-  char client_ip_[46] = {0};
-  size_t client_ip_len_ = 0;
+  net::PeerAddr peer_;  // the client's address (formatted per exchange, when needed)
 
   // Client read buffer: bytes [rpos_, rlen_) are received and not yet consumed.
   char* buf_ = nullptr;
-  size_t rpos_ = 0, rlen_ = 0;
-  bool reading_ = false;       // the libuv read watcher is on
-  bool want_read_ = false;     // the session wants bytes (false with reading_: lazily paused)
-  bool client_eof_ = false;
-  bool close_after_ = false;
-
-  http::Limits limits_;
+  uint32_t rpos_ = 0, rlen_ = 0;
   ExchangeBuffers* xb_ = nullptr;  // null while idle
+  uint64_t bytes_from_client_ = 0, bytes_to_client_ = 0;  // for the access log and metrics
   Phase phase_ = Phase::kIdle;
-
-  // The current exchange.
-  const Pool* pool_ = nullptr;
-  BackendConn* conn_ = nullptr;
-  core::BackendIndex backend_ = core::kNoBackend;
-  core::BackendIndex owner_ = core::kNoBackend;
-  bool counted_ = false;        // in-flight incremented for the current attempt
-  uint64_t hash_ = 0;
-  bool keyed_ = false;          // the request had its hash key
-  uint8_t reason_ = 0;          // core::RouteReason of the last keyed pick
-  std::string_view key_;        // the hash key (a view into the request head); empty if none
-  uint16_t hops_ = 0;           // backends passed over (full or excluded), all attempts
-  uint32_t attempts_ = 0;
-  bool req_done_ = false;       // request fully forwarded
-  bool req_bytes_sent_ = false; // some request byte was handed to a backend socket
-  bool resp_started_ = false;   // some response byte was sent to the client
-  bool resp_head_seen_ = false; // the backend's final response head arrived
-  bool resp_complete_ = false;  // the backend's response is complete (maybe not flushed)
-  bool sent_continue_ = false;
-  bool in_interim_ = false;         // parsing a 1xx response
-  bool backend_reusable_ = true;    // the backend connection may go back to the idle pool
-  bool head_timer_armed_ = false;   // the header timeout is running for this request
-  bool head_known_ = false;         // the current request's head was parsed whole
-  bool close_after_flush_ = false;  // close (linger) once to_client_ is written
-  bool retry_after_write_ = false;  // a cancelled backend write must complete before a retry
-  bool delete_when_written_ = false;
-  http::ClientFraming client_framing_;
-  uint16_t status_ = 0;
-  uint64_t start_ns_ = 0;
-  uint64_t bytes_from_client_ = 0, bytes_to_client_ = 0;
+  bool reading_ : 1 = false;            // the libuv read watcher is on
+  bool want_read_ : 1 = false;          // the session wants bytes (false with reading_: lazily paused)
+  bool client_eof_ : 1 = false;
+  bool close_after_ : 1 = false;
+  bool head_timer_armed_ : 1 = false;   // the header timeout is running for this request
+  bool head_known_ : 1 = false;         // the current request's head was parsed whole
+  bool close_after_flush_ : 1 = false;  // close (linger) once to_client is written
+  bool retry_after_write_ : 1 = false;  // a cancelled backend write must complete before a retry
+  bool delete_when_written_ : 1 = false;
 };
 
 }  // namespace rondel::proxy

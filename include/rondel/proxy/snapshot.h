@@ -19,6 +19,8 @@ namespace rondel::proxy {
 // Live state of a listener shared by every worker and carried across reloads by name: the
 // client connections it holds open, so max_connections is one limit whatever `workers` is.
 struct ListenerState {
+  explicit ListenerState(std::string n) : name(std::move(n)) {}
+  const std::string name;
   std::atomic<uint32_t> open{0};
 };
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "rondel/http/parser.h"
+#include "rondel/net/timeout_queue.h"
 #include "rondel/proxy/log.h"
 #include "rondel/proxy/snapshot.h"
 
@@ -90,6 +91,8 @@ class Worker {
   LogSink& access_log() noexcept { return access_log_; }
   WorkerStats& stats() noexcept { return stats_; }
   BufferPool& buffers() noexcept { return buffers_; }
+  // The client connections' timeouts (idle, header, body, linger), on one timer.
+  net::TimeoutQueue& timeouts() noexcept { return timeouts_; }
   // Exchange working state for a session whose requests are parsed with `limits`: reused from
   // the free list (same limits) or allocated. give_exchange keeps a bounded reserve.
   ExchangeBuffers* take_exchange(const http::Limits& limits) noexcept;
@@ -105,7 +108,8 @@ class Worker {
   void accept(uv_stream_t* server, const std::string& listener_name);
   // Graceful stop: closes idle client connections now and the others as their exchange ends.
   void drain();
-  // Closes every client connection now (drain deadline).
+  // Closes every client connection now (drain deadline, shutdown) and the timeout timer: the
+  // loop serves no client after this.
   void close_all();
   bool draining() const noexcept { return draining_; }
   // Open client sessions; any thread may read it (relaxed), e.g. the daemon's drain check.
@@ -134,6 +138,7 @@ class Worker {
   LogSink& access_log_;
   WorkerStats& stats_;
   BufferPool buffers_;
+  net::TimeoutQueue timeouts_;
   std::vector<ExchangeBuffers*> free_exchanges_;
   std::string log_line_;
   std::shared_ptr<const Snapshot> snapshot_;
