@@ -7,6 +7,8 @@ listens on 127.0.0.1; every process this script starts is stopped by pid at the 
 import argparse
 import json
 import os
+import resource
+import select
 import shutil
 import signal
 import socket
@@ -116,37 +118,58 @@ def core_busy_ticks(core):
     return 0
 
 
-def nonvoluntary_switches(pids):
+def status_sum(pids, field):
+    """Sum over pids of one numeric field of /proc/PID/status (e.g. "VmRSS", in KiB)."""
     total = 0
     for pid in pids:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith("nonvoluntary_ctxt_switches:"):
+                if line.startswith(field + ":"):
                     total += int(line.split()[1])
     return total
+
+
+def nonvoluntary_switches(pids):
+    return status_sum(pids, "nonvoluntary_ctxt_switches")
 
 
 def vm_hwm_kib(pids):
-    total = 0
-    for pid in pids:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    total += int(line.split()[1])
-    return total
+    return status_sum(pids, "VmHWM")
+
+
+def vm_rss_kib(pids):
+    """Current resident set (VmRSS) summed over pids, KiB."""
+    return status_sum(pids, "VmRSS")
+
+
+def open_fds(pids):
+    return sum(len(os.listdir(f"/proc/{pid}/fd")) for pid in pids)
+
+
+def max_open_files(pid):
+    """Soft RLIMIT_NOFILE of a running process, from /proc/PID/limits."""
+    with open(f"/proc/{pid}/limits") as f:
+        for line in f:
+            if line.startswith("Max open files"):
+                v = line.split()[3]
+                return -1 if v == "unlimited" else int(v)
+    return 0
 
 
 # ---------------------------------------------------------------- backends
 
 
 # nginx 1.22 with `hash $request_uri consistent`, one worker, keep-alive to the backends.
-def nginx_conf(port, ports, d):
+# The idle-connection pass raises worker_connections and adds worker_rlimit_nofile; with the
+# defaults the text is the throughput configuration documented in docs/benchmarks.md.
+def nginx_conf(port, ports, d, worker_connections=4096, rlimit_nofile=None):
     servers = "\n".join(f"        server 127.0.0.1:{p};" for p in ports)
+    rlimit = f"worker_rlimit_nofile {rlimit_nofile};\n" if rlimit_nofile else ""
     return f"""worker_processes 1;
-daemon off;
+{rlimit}daemon off;
 pid {d}/nginx.pid;
 error_log {d}/error.log warn;
-events {{ worker_connections 4096; }}
+events {{ worker_connections {worker_connections}; }}
 http {{
     access_log off;
     client_body_temp_path {d}/body;
@@ -291,7 +314,10 @@ http {{
 class Proxy:
     name = "?"
 
-    def __init__(self, workdir, backends, bounded=True, admin=False):
+    def __init__(self, workdir, backends, bounded=True, admin=False, idle=0):
+        # idle > 0: the idle-connection pass, which holds `idle` client connections open; each
+        # proxy's connection and fd limits are raised for it (and only for it).
+        self.idle = idle
         self.port = free_port()
         self.dir = os.path.join(workdir, f"{self.name}-{'b' if bounded else 'u'}")
         os.makedirs(self.dir, exist_ok=True)
@@ -329,7 +355,7 @@ class Rondel(Proxy):
             "workers: 1",
             "drain_timeout: 1s",
             'log: {access_log: "", level: warn}',
-            f"listeners: [{{name: web, bind: 127.0.0.1:{self.port}, pool: p}}]",
+            f"listeners: [{{name: web, bind: 127.0.0.1:{self.port}, pool: p{self.idle_max_connections()}}}]",
             "pools:",
             "  - name: p",
             "    algorithm: ring",
@@ -340,7 +366,18 @@ class Rondel(Proxy):
         lines += [f"      - {{address: 127.0.0.1:{port}}}" for port in backends.ports]
         if self.admin_port:
             lines.append(f"admin: {{bind: 127.0.0.1:{self.admin_port}}}")
-        return [self.binary, "-f", self.write("rondel.yaml", "\n".join(lines) + "\n")]
+        argv = [self.binary, "-f", self.write("rondel.yaml", "\n".join(lines) + "\n")]
+        if self.idle:
+            # prlimit execs rondel, so the pid stays rondel's.
+            argv = ["prlimit", f"--nofile={self.idle + 1000}", "--"] + argv
+        return argv
+
+    DEFAULT_MAX_CONNECTIONS = 10000  # the listener's default (docs/configuration.md)
+
+    def idle_max_connections(self):
+        if self.idle and self.idle + 100 > self.DEFAULT_MAX_CONNECTIONS:
+            return f", max_connections: {self.idle + 100}"
+        return ""
 
 
 class HAProxy(Proxy):
@@ -348,9 +385,16 @@ class HAProxy(Proxy):
 
     def argv(self, backends, bounded):
         servers = "\n".join(f"    server {n} 127.0.0.1:{p}" for n, p in zip(backends.names, backends.ports))
+        # HAProxy sets its own RLIMIT_NOFILE from maxconn: maxsock = 2 x maxconn + a few (a
+        # server-side fd per client connection). Only the idle pass needs maxconn > 4096; there
+        # 2 x (N + 100) can exceed the hard limit (20000 on the build machine), which HAProxy
+        # cannot raise without CAP_SYS_RESOURCE, and strict-limits (on by default since 2.3)
+        # would make it exit. "no strict-limits" makes it warn and run with the hard limit:
+        # idle client connections hold no server connection, so N + a few hundred fds suffice.
+        maxconn = f"{max(4096, self.idle + 100)}\n    no strict-limits" if self.idle else "4096"
         conf = f"""global
     nbthread 1
-    maxconn 4096
+    maxconn {maxconn}
 
 defaults
     mode http
@@ -380,7 +424,11 @@ class Nginx(Proxy):
 
     def argv(self, backends, bounded):
         d = self.dir
-        conf = nginx_conf(self.port, backends.ports, d)
+        if self.idle:
+            wc = max(4096, self.idle + 1000)
+            conf = nginx_conf(self.port, backends.ports, d, worker_connections=wc, rlimit_nofile=wc + 1000)
+        else:
+            conf = nginx_conf(self.port, backends.ports, d)
         return ["nginx", "-p", d, "-e", f"{d}/error.log", "-c", self.write("nginx.conf", conf)]
 
     def stop(self):
@@ -561,6 +609,225 @@ def check_routes(proxy, owner, args, sample=200):
     return {"agree": agree, "total": total}
 
 
+# ---------------------------------------------------------------- idle connections
+
+IDLE_BATCH = 100         # connections opened, then sent a request, then read, per step
+IDLE_FILL_DEADLINE = 45  # s to open all N connections: below every proxy's keep-alive timeout
+                         # (rondel idle_timeout 60s, HAProxy timeout http-keep-alive 60s, nginx
+                         # keepalive_timeout 75s), so none closes the first connections meanwhile
+IDLE_SETTLE = 0.5        # s between the last response and an RSS reading
+IDLE_SOCK_TIMEOUT = 10   # s per connect/send/recv
+
+
+def idle_request(port, i, paths):
+    return (f"GET /obj/{(i - 1) % paths + 1} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+            "User-Agent: rondel-bench-idle\r\nAccept: */*\r\n\r\n").encode()
+
+
+def read_response(s):
+    """Read one complete response with Content-Length; fail unless it is a keep-alive 200."""
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        chunk = s.recv(65536)
+        if not chunk:
+            raise RuntimeError(f"connection closed before the response head ({buf[:80]!r})")
+        buf += chunk
+    head, _, body = buf.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    status = lines[0].split()
+    if len(status) < 2 or status[1] != b"200":
+        raise RuntimeError(f"unexpected response: {lines[0]!r}")
+    length = None
+    for line in lines[1:]:
+        k, _, v = line.partition(b":")
+        k, v = k.strip().lower(), v.strip().lower()
+        if k == b"content-length":
+            length = int(v)
+        elif k == b"connection" and v == b"close":
+            raise RuntimeError("the proxy answered with Connection: close")
+    if length is None:
+        raise RuntimeError("response without Content-Length")
+    while len(body) < length:
+        chunk = s.recv(65536)
+        if not chunk:
+            raise RuntimeError("connection closed in the response body")
+        body += chunk
+    if len(body) != length:
+        raise RuntimeError(f"{len(body) - length} bytes after the response")
+
+
+def idle_fill(port, socks, upto, paths, deadline):
+    """Open connections (in batches) until len(socks) == upto; one request and its complete
+    response on each; the connections stay open (appended to socks, closed by the caller)."""
+    while len(socks) < upto:
+        if time.time() > deadline:
+            raise RuntimeError(f"idle pass: could not open {upto} connections within "
+                               f"{IDLE_FILL_DEADLINE}s (got {len(socks)})")
+        batch = []
+        for _ in range(min(IDLE_BATCH, upto - len(socks))):
+            s = socket.create_connection(("127.0.0.1", port), timeout=IDLE_SOCK_TIMEOUT)
+            socks.append(s)
+            batch.append((len(socks), s))
+        for i, s in batch:
+            s.sendall(idle_request(port, i, paths))
+        for _, s in batch:
+            read_response(s)
+
+
+def idle_closed_count(socks):
+    """Connections with something to read (EOF: closed by the proxy) or an error."""
+    p = select.poll()
+    for s in socks:
+        p.register(s.fileno(), select.POLLIN | select.POLLERR | select.POLLHUP)
+    return len(p.poll(0))
+
+
+def idle_run(cls, workdir, backends, n, args):
+    """One proxy: warm up, then RSS after N/5 and after N idle keep-alive connections."""
+    t_start = time.time()
+    proxy = cls(workdir, backends, bounded=True, idle=n)
+    socks = []
+    try:
+        pid = proxy.proc.pid
+        with open(f"/proc/{pid}/comm") as f:
+            comm = f.read().strip()
+        if cls is Rondel and comm != "rondel":
+            raise RuntimeError(f"pid {pid} is {comm!r}, not rondel (prlimit did not exec?)")
+        # Warm-up: a few hundred requests on a handful of connections (first-use allocations).
+        warm = [socket.create_connection(("127.0.0.1", proxy.port), timeout=IDLE_SOCK_TIMEOUT)
+                for _ in range(8)]
+        try:
+            for rnd in range(50):
+                for j, s in enumerate(warm):
+                    s.sendall(idle_request(proxy.port, rnd * len(warm) + j + 1, args.paths))
+                for s in warm:
+                    read_response(s)
+        finally:
+            for s in warm:
+                s.close()
+        time.sleep(IDLE_SETTLE)
+        la = loadavg()
+        rss_warm = vm_rss_kib(proxy.pids())
+        n_low = n // 5
+        t0 = time.time()
+        deadline = t0 + IDLE_FILL_DEADLINE
+        idle_fill(proxy.port, socks, n_low, args.paths, deadline)
+        t_low = time.time() - t0
+        time.sleep(IDLE_SETTLE)
+        pids = proxy.pids()
+        rss_low = vm_rss_kib(pids)
+        fds_low = open_fds(pids)
+        t1 = time.time()
+        idle_fill(proxy.port, socks, n, args.paths, deadline)
+        open_s = t_low + time.time() - t1
+        time.sleep(IDLE_SETTLE)
+        pids = proxy.pids()
+        rss_high = vm_rss_kib(pids)
+        fill_wall = time.time() - t0
+        fds = open_fds(pids)
+        closed = idle_closed_count(socks)
+        if closed:
+            raise RuntimeError(f"{cls.name}: {closed} of {n} idle connections were closed or "
+                               f"readable at the N reading")
+        r = {"n_low": n_low, "n": n, "rss_warm_kib": rss_warm, "rss_low_kib": rss_low,
+             "rss_kib": rss_high,
+             "bytes_per_conn": (rss_high - rss_low) * 1024 / (n - n_low),
+             "open_s": open_s, "fill_wall_s": fill_wall, "loadavg": la, "open_fds_low": fds_low, "open_fds": fds,
+             "nofile": {str(p): max_open_files(p) for p in pids}}
+    finally:
+        for s in socks:
+            s.close()
+        proxy.stop()
+    r["wall_s"] = time.time() - t_start
+    return r
+
+
+def idle_pass(args, workdir):
+    """Memory per idle keep-alive client connection, for each proxy, alternating over reps.
+    The client is this process, pinned to the client core for the pass."""
+    n = args.idle
+    if n < 10:
+        raise RuntimeError("--idle must be at least 10")
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        lo, hi = (int(x) for x in f.read().split())
+    if n + 2000 > hi - lo:
+        raise RuntimeError(f"--idle {n}: only {hi - lo} local ports (ip_local_port_range)")
+    old_limits = resource.getrlimit(resource.RLIMIT_NOFILE)
+    old_affinity = os.sched_getaffinity(0)
+    soft, hard = old_limits
+    want = n + 1000
+    if soft != resource.RLIM_INFINITY and soft < want:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE,
+                               (want, hard if hard == resource.RLIM_INFINITY else max(hard, want)))
+        except (ValueError, OSError):
+            if hard != resource.RLIM_INFINITY and hard < n + 100:
+                raise RuntimeError(f"--idle {n}: open-file hard limit {hard} is too low for the client "
+                                   f"(raise it, e.g. ulimit -Hn {want}, or run as root)")
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    client_nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    runs = defaultdict(list)
+    t0 = time.time()
+    pass_deadline = t0 + args.reps * 3 * (IDLE_FILL_DEADLINE + 60)
+    b = TestBackends(args.backend_bin, args.backends, workdir)
+    try:
+        os.sched_setaffinity(0, {int(CLIENT_CORE)})
+        for rep in range(args.reps):
+            for cls in (Rondel, HAProxy, Nginx):
+                if time.time() > pass_deadline:
+                    raise RuntimeError("idle pass: over its time bound")
+                r = idle_run(cls, workdir, b, n, args)
+                runs[cls.name].append(r)
+                log(f"  idle rep {rep + 1} {cls.name:8} {r['bytes_per_conn']:7.0f} B/conn  RSS "
+                    f"{r['rss_warm_kib'] / 1024:.1f} (warm) / {r['rss_low_kib'] / 1024:.1f} ({r['n_low']}) / "
+                    f"{r['rss_kib'] / 1024:.1f} MiB ({n})  fds {r['open_fds']}  open {r['open_s']:.1f}s wall {r['wall_s']:.1f}s "
+                    f"load {r['loadavg']}")
+    finally:
+        os.sched_setaffinity(0, old_affinity)
+        b.stop()
+        resource.setrlimit(resource.RLIMIT_NOFILE, old_limits)
+    return {"n": n, "n_low": n // 5, "reps": args.reps, "batch": IDLE_BATCH, "backends": args.backends,
+            "client_nofile": client_nofile, "pass_s": time.time() - t0, "runs": dict(runs)}
+
+
+def idle_section(idle):
+    n, n_low = idle["n"], idle["n_low"]
+    runs = idle["runs"]
+    h = med([r["bytes_per_conn"] for r in runs.get("haproxy", [])])
+    out = ["## Idle keep-alive connections", "",
+           f"{n:,} client connections held open, each after one `GET /obj/<i>` and its complete 200 "
+           f"response (opened in batches of {idle['batch']}), through each proxy in turn with "
+           f"{idle['backends']} test backends, {idle['reps']} reps alternating. Bytes per idle connection = "
+           f"(RSS at {n:,} − RSS at {n_low:,}) / {n - n_low:,}, RSS = VmRSS of the proxy's processes "
+           f"(nginx: master + worker), read {IDLE_SETTLE} s after the last response; after a warm-up of "
+           f"400 requests on 8 connections. Medians, (min–max) over reps; ratio to HAProxy's median "
+           f"(lower is better).", "",
+           f"| proxy | bytes per idle connection | RSS at {n_low:,} MiB | RSS at {n:,} MiB | "
+           f"time to open {n:,} s | ÷ HAProxy |",
+           "|---|---|---|---|---|---|"]
+    for name, rs in runs.items():
+        b = [r["bytes_per_conn"] for r in rs]
+        out.append("| " + " | ".join([
+            name,
+            fmt_range(b, lambda x: f"{x:,.0f}"),
+            fmt_range([r["rss_low_kib"] / 1024 for r in rs], lambda x: f"{x:.1f}"),
+            fmt_range([r["rss_kib"] / 1024 for r in rs], lambda x: f"{x:.1f}"),
+            fmt_range([r["open_s"] for r in rs], lambda x: f"{x:.1f}"),
+            ratio(med(b), h),
+        ]) + " |")
+    out.append("")
+    out.append("RSS after the warm-up (MiB): " + "; ".join(
+        f"{name} " + ", ".join(f"{r['rss_warm_kib'] / 1024:.1f}" for r in rs) for name, rs in runs.items())
+               + f". Open fds of the proxy at {n_low:,} → {n:,}: " + "; ".join(
+        f"{name} " + ", ".join(f"{r['open_fds_low']} → {r['open_fds']}" for r in rs) for name, rs in runs.items())
+               + ". Open-file limits (soft, per process): " + "; ".join(
+        f"{name} " + "/".join(str(v) for v in rs[0]["nofile"].values()) for name, rs in runs.items())
+               + f"; client {idle['client_nofile']}. Load average at the start of each run: " + "; ".join(
+        f"{name} " + ", ".join(r["loadavg"].split()[0] for r in rs) for name, rs in runs.items())
+               + f". Pass wall time {idle['pass_s']:.0f} s.")
+    return "\n".join(out) + "\n"
+
+
 # ---------------------------------------------------------------- output
 
 def med(xs):
@@ -579,12 +846,15 @@ def ratio(a, b):
     return f"{a / b:.2f}" if b else "n/a"
 
 
+def header(meta):
+    return [f"Command: `{meta['command']}`  ",
+            f"Date: {meta['date']}; host: {meta['host']}; load average before/after: "
+            f"{meta['load_before']} / {meta['load_after']}  ",
+            f"Versions: {meta['versions']}  "]
+
+
 def tables(results, dist_rows, calib, args, meta):
-    out = []
-    out.append(f"Command: `{meta['command']}`  ")
-    out.append(f"Date: {meta['date']}; host: {meta['host']}; load average before/after: "
-               f"{meta['load_before']} / {meta['load_after']}  ")
-    out.append(f"Versions: {meta['versions']}  ")
+    out = header(meta)
     out.append(f"Backends: {args.backends} × {meta['backend_kind']}; conns {args.conns}; wrk -t1; "
                f"{args.duration}s × {args.reps} reps (alternating); paths {args.paths}; Zipf s={args.zipf}; "
                f"nice {args.nice}  ")
@@ -799,6 +1069,11 @@ def main():
     ap.add_argument("--profile", action="store_true", help="also perf-profile rondel (Zipf workload)")
     ap.add_argument("--profile-only", action="store_true", help="only perf-profile rondel")
     ap.add_argument("--profile-duration", type=int, default=10)
+    ap.add_argument("--idle", type=int, default=None, metavar="N",
+                    help="idle keep-alive connections held per proxy in the memory pass "
+                         "(default 10000, 2000 with --quick; 0 skips the pass)")
+    ap.add_argument("--idle-only", action="store_true",
+                    help="only the idle-connection memory pass")
     ap.add_argument("--calib-duration", type=int, default=5)
     ap.add_argument("--sweep-duration", type=int, default=4)
     ap.add_argument("--nice", type=int, default=0,
@@ -809,6 +1084,12 @@ def main():
     args = ap.parse_args()
     if args.quick:
         args.reps, args.duration, args.calib_duration, args.sweep_duration = 1, 3, 2, 3
+    if args.idle is None:
+        args.idle = 2000 if args.quick else 10000
+    if args.idle_only and args.profile_only:
+        ap.error("--idle-only and --profile-only exclude each other")
+    if args.idle_only and args.idle <= 0:
+        ap.error("--idle-only needs --idle N > 0")
     if args.nice:
         NICE.extend(["nice", "-n", str(args.nice)])
     Rondel.binary = os.path.join(args.build_dir, "src", "server", "rondel")
@@ -824,7 +1105,7 @@ def main():
     ok = False
     try:
         kind = args.backend
-        if kind == "auto" and args.profile_only:
+        if kind == "auto" and (args.profile_only or args.idle_only):
             kind = "test"
         if kind == "auto":
             log("calibrating backends ...")
@@ -840,6 +1121,21 @@ def main():
         if args.profile_only:
             ppath = profile(args, workdir, make_backends, args.zipf, args.out, stamp)
             print(open(ppath).read())
+            ok = True
+            return
+
+        if args.idle_only:
+            log(f"idle-connection pass ({args.idle} connections) ...")
+            idle = idle_pass(args, workdir)
+            meta["load_after"] = loadavg()
+            text = "\n".join(header(meta)) + "\n\n" + idle_section(idle)
+            base = os.path.join(args.out, f"idle-{stamp}{'-quick' if args.quick else ''}")
+            with open(base + ".md", "w") as f:
+                f.write(text)
+            with open(base + ".json", "w") as f:
+                json.dump({"meta": meta, "idle": idle}, f, indent=1)
+            print(text)
+            log(f"results written to {base}.md")
             ok = True
             return
 
@@ -862,8 +1158,14 @@ def main():
         if not args.no_dist:
             log("distribution pass ...")
             dist_rows, meta["dist_checks"] = distribution(args, workdir, make_backends, workloads)
+        idle = None
+        if args.idle > 0:
+            log(f"idle-connection pass ({args.idle} connections) ...")
+            idle = idle_pass(args, workdir)
         meta["load_after"] = loadavg()
         text = tables(results, dist_rows, calib, args, meta)
+        if idle:
+            text += "\n" + idle_section(idle)
         if args.profile:
             log("profiling rondel ...")
             ppath = profile(args, workdir, make_backends, args.zipf, args.out, stamp)
@@ -873,7 +1175,8 @@ def main():
             f.write(text)
         with open(os.path.join(args.out, f"bench-{stamp}{'-quick' if args.quick else ''}.json"), "w") as f:
             json.dump({"meta": meta, "calibration": calib,
-                       "runs": {wl: dict(v) for wl, v in results.items()}, "distribution": dist_rows}, f, indent=1)
+                       "runs": {wl: dict(v) for wl, v in results.items()}, "distribution": dist_rows,
+                       "idle": idle}, f, indent=1)
         print(text)
         log(f"results written to {path}")
         ok = True
