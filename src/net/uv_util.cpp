@@ -33,14 +33,16 @@ uint16_t sockaddr_port(const sockaddr* sa) noexcept {
 
 bool PeerAddr::read(const uv_tcp_t* tcp) noexcept {
   sockaddr_storage ss{};
-  int len = sizeof ss;
+  int n = sizeof ss;
   family = 0;
-  if (uv_tcp_getpeername(tcp, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return false;
+  len = 0;
+  if (uv_tcp_getpeername(tcp, reinterpret_cast<sockaddr*>(&ss), &n) != 0) return false;
   if (ss.ss_family == AF_INET) {
-    std::memcpy(bytes, &reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr, 4);
+    if (uv_ip4_name(reinterpret_cast<const sockaddr_in*>(&ss), data, sizeof data) != 0) return false;
+    len = static_cast<uint8_t>(strnlen(data, sizeof data));
     family = 4;
   } else if (ss.ss_family == AF_INET6) {
-    std::memcpy(bytes, &reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_addr, 16);
+    std::memcpy(data, &reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_addr, 16);
     family = 6;
   }
   return family != 0;
@@ -49,8 +51,13 @@ bool PeerAddr::read(const uv_tcp_t* tcp) noexcept {
 size_t PeerAddr::format(char* buf, size_t cap) const noexcept {
   if (cap == 0) return 0;
   buf[0] = '\0';
-  if (family == 0 ||
-      inet_ntop(family == 4 ? AF_INET : AF_INET6, bytes, buf, static_cast<socklen_t>(cap)) == nullptr) {
+  if (family == 4) {
+    size_t n = len < cap ? len : cap - 1;
+    std::memcpy(buf, data, n);
+    buf[n] = '\0';
+    return n;
+  }
+  if (family != 6 || inet_ntop(AF_INET6, data, buf, static_cast<socklen_t>(cap)) == nullptr) {
     buf[0] = '\0';
     return 0;
   }

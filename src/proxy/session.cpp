@@ -55,7 +55,9 @@ bool ClientSession::take_exchange() noexcept {
   xb_ = worker_.take_exchange(limits_of(listener_cfg_));
   if (xb_ == nullptr) return false;
   xb_->ex = Exchange{};
-  xb_->client_ip_len = static_cast<uint8_t>(peer_.format(xb_->client_ip, sizeof xb_->client_ip));
+  if (peer_.family == 6) {
+    xb_->client_ip_len = static_cast<uint8_t>(peer_.format(xb_->client_ip, sizeof xb_->client_ip));
+  }
   xb_->to_client.req.data = this;
   xb_->to_backend.req.data = this;
   xb_->shutdown_req.data = this;

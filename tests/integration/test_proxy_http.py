@@ -229,6 +229,42 @@ class ProxyHttp(unittest.TestCase):
         self.assertEqual([(s, len(b)) for s, _, b in rs], [(200, 5), (200, 6)])
 
 
+@unittest.skipUnless(socket.has_ipv6, "no IPv6")
+class ProxyIpv6Client(unittest.TestCase):
+    """A client on IPv6: its address reaches X-Forwarded-For and the access log as text."""
+
+    def test_ipv6_client_address_forwarded_and_logged(self):
+        try:
+            probe = socket.socket(socket.AF_INET6)
+            probe.bind(("::1", 0))
+            probe.close()
+        except OSError:
+            self.skipTest("no ::1 on this machine")
+        backend = Backend("v6")
+        access = os.path.join(tempfile.mkdtemp(prefix="rondel-v6-"), "access.log")
+        cfg = make_config([backend], log={"access_log": access}).replace(
+            "bind: 127.0.0.1:0\n    pool", "bind: \"[::1]:0\"\n    pool", 1)
+        rondel = Rondel(cfg)
+        try:
+            for i in range(3):  # each request takes the pooled exchange state afresh
+                with socket.create_connection(("::1", rondel.port), timeout=5) as c:
+                    c.sendall(b"GET /_echo?i=%d HTTP/1.1\r\nHost: t\r\nX-Forwarded-For: 192.0.2.1\r\n"
+                              b"Connection: close\r\n\r\n" % i)
+                    data = b""
+                    while chunk := c.recv(65536):
+                        data += chunk
+                self.assertIn(b" 200 ", data.split(b"\r\n", 1)[0])
+                self.assertIn("x-forwarded-for: 192.0.2.1, ::1\r\n", data.decode("latin-1").lower())
+            def lines():
+                r = [x for x in access_records(access, timeout=0) if x["target"].startswith("/_echo?i=")]
+                return r if len(r) == 3 else None
+            rec = wait_until(lines, timeout=3, what="three access lines")
+            self.assertEqual({x["client"] for x in rec}, {"::1"})
+        finally:
+            self.assertEqual(rondel.stop(), 0)
+            backend.stop()
+
+
 class ProxyTimeoutsAndLimits(unittest.TestCase):
     """Idle timeouts on both sides and the per-backend connection limit."""
 

@@ -20,13 +20,17 @@ core::Result<sockaddr_storage> to_sockaddr(const std::string& host, uint16_t por
 std::string sockaddr_to_string(const sockaddr* sa);
 // Port of a bound or connected socket address (host byte order).
 uint16_t sockaddr_port(const sockaddr* sa) noexcept;
-// Writes the peer's IP (no port) of a connected TCP handle into buf; returns its length.
-// A peer's IP address in 17 bytes (an idle connection keeps this, not the 46-byte text).
+// A peer's IP address in 18 bytes (an idle connection keeps this, not a 46-byte text). An IPv4
+// address is kept as text ("255.255.255.255" fits), formatted once per connection; an IPv6
+// address as its 16 bytes, formatted when asked.
 struct PeerAddr {
   uint8_t family = 0;  // 0: unknown, 4 or 6
-  uint8_t bytes[16] = {};
+  uint8_t len = 0;     // IPv4: length of the text in data
+  char data[16] = {};
   // Reads the peer address of `tcp`; false (family 0) if it has none.
   bool read(const uv_tcp_t* tcp) noexcept;
+  // The IPv4 text (empty for IPv6 or unknown).
+  std::string_view ipv4() const noexcept { return {data, family == 4 ? len : size_t{0}}; }
   // Writes the address as text, without port, to buf (46 bytes hold any); returns its length
   // (0 when unknown).
   size_t format(char* buf, size_t cap) const noexcept;

@@ -86,7 +86,7 @@ struct ExchangeBuffers {
   std::string resp_head_out;
   std::vector<uint64_t> tried;  // backends already tried for this request (bitset)
   Exchange ex;
-  char client_ip[46] = {0};  // the client's address as text, for this exchange
+  char client_ip[46] = {0};  // an IPv6 client's address as text, for this exchange
   uint8_t client_ip_len = 0;
   uv_shutdown_t shutdown_req{};
 };
@@ -131,7 +131,9 @@ class ClientSession final : public net::HandleCloser, private net::Timeout {
   // The current exchange; only while xb_ is held (in an exchange, or parsing a request head).
   Exchange& ex() noexcept { return xb_->ex; }
   const Exchange& ex() const noexcept { return xb_->ex; }
-  std::string_view client_ip() const noexcept { return {xb_->client_ip, xb_->client_ip_len}; }
+  std::string_view client_ip() const noexcept {
+    return peer_.family == 6 ? std::string_view{xb_->client_ip, xb_->client_ip_len} : peer_.ipv4();
+  }
   size_t head_bytes_pending() const noexcept {
     return xb_ != nullptr ? xb_->req_parser.head_bytes_pending() : 0;
   }
@@ -182,7 +184,7 @@ class ClientSession final : public net::HandleCloser, private net::Timeout {
   const Pool* listener_pool_ = nullptr;
   std::shared_ptr<ListenerState> listener_state_;
   uv_tcp_t tcp_{};
-  net::PeerAddr peer_;  // the client's address (formatted per exchange, when needed)
+  net::PeerAddr peer_;  // the client's address (IPv6: formatted per exchange)
 
   // Client read buffer: bytes [rpos_, rlen_) are received and not yet consumed.
   char* buf_ = nullptr;
