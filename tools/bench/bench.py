@@ -58,8 +58,14 @@ def wait_port(port, timeout=10.0):
     raise RuntimeError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
 
 
+def pin(core):
+    """Command prefix that pins to `core` (a taskset CPU list); none when core is None
+    (unpinned: the process may run on any core, as in the workers pass)."""
+    return [] if core is None else ["taskset", "-c", core]
+
+
 def start(argv, core, **kw):
-    p = subprocess.Popen(NICE + ["taskset", "-c", core] + argv, **kw)
+    p = subprocess.Popen(NICE + pin(core) + argv, **kw)
     STARTED.append(p)
     return p
 
@@ -109,10 +115,11 @@ def cpu_ticks(pids):
 
 
 def core_busy_ticks(core):
-    """Non-idle ticks of one CPU from /proc/stat (user+nice+system+irq+softirq+steal)."""
+    """Non-idle ticks of one CPU from /proc/stat (user+nice+system+irq+softirq+steal); of all
+    CPUs together (the aggregate "cpu" line) when core is None."""
     with open("/proc/stat") as f:
         for line in f:
-            if line.startswith(f"cpu{core} "):
+            if line.startswith(f"cpu{'' if core is None else core} "):
                 v = [int(x) for x in line.split()[1:]]
                 return sum(v[:8]) - v[3] - v[4]
     return 0
@@ -198,7 +205,7 @@ http {{
 class TestBackends:
     kind = "test"
 
-    def __init__(self, binary, n, workdir, ledger=False):
+    def __init__(self, binary, n, workdir, ledger=False, core=CLIENT_CORE):
         self.names = [f"b{i + 1}" for i in range(n)]
         self.ports = []
         self.procs = []
@@ -211,7 +218,7 @@ class TestBackends:
                     os.unlink(path)
                 self.ledgers[name] = path
                 argv += ["--ledger", path]
-            p = start(argv, CLIENT_CORE, stdout=subprocess.PIPE, text=True)
+            p = start(argv, core, stdout=subprocess.PIPE, text=True)
             line = p.stdout.readline().split()
             if len(line) != 2 or line[0] != "listening":
                 raise RuntimeError(f"test backend {name} did not start: {line}")
@@ -250,7 +257,7 @@ class NginxBackends:
     """One nginx process (1 worker) with one `return 200` server per backend."""
     kind = "nginx"
 
-    def __init__(self, n, workdir, ledger=False):
+    def __init__(self, n, workdir, ledger=False, core=CLIENT_CORE):
         self.names = [f"b{i + 1}" for i in range(n)]
         self.ports = [free_port() for _ in self.names]
         for name, port in zip(self.names, self.ports):
@@ -295,7 +302,7 @@ http {{
         path = os.path.join(d, "nginx.conf")
         with open(path, "w") as f:
             f.write(conf)
-        self.proc = start(["nginx", "-p", d, "-e", f"{d}/error.log", "-c", path], CLIENT_CORE)
+        self.proc = start(["nginx", "-p", d, "-e", f"{d}/error.log", "-c", path], core)
         for port in self.ports:
             wait_port(port)
 
@@ -314,15 +321,20 @@ http {{
 class Proxy:
     name = "?"
 
-    def __init__(self, workdir, backends, bounded=True, admin=False, idle=0):
+    def __init__(self, workdir, backends, bounded=True, admin=False, idle=0, workers=1,
+                 core=PROXY_CORE):
         # idle > 0: the idle-connection pass, which holds `idle` client connections open; each
         # proxy's connection and fd limits are raised for it (and only for it).
+        # workers: rondel's `workers`, HAProxy's `nbthread` (> 1 only in the workers pass, which
+        # also starts the proxy unpinned: core None).
         self.idle = idle
+        self.workers = workers
         self.port = free_port()
-        self.dir = os.path.join(workdir, f"{self.name}-{'b' if bounded else 'u'}")
+        self.dir = os.path.join(workdir, f"{self.name}-{'b' if bounded else 'u'}"
+                                + (f"-w{workers}" if workers != 1 else ""))
         os.makedirs(self.dir, exist_ok=True)
         self.admin_port = free_port() if admin else None
-        self.proc = start(self.argv(backends, bounded), PROXY_CORE,
+        self.proc = start(self.argv(backends, bounded), core,
                           stdout=subprocess.DEVNULL,
                           stderr=open(os.path.join(self.dir, "stderr.txt"), "w"))
         wait_port(self.port)
@@ -352,7 +364,7 @@ class Rondel(Proxy):
 
     def argv(self, backends, bounded):
         lines = [
-            "workers: 1",
+            f"workers: {self.workers}",
             "drain_timeout: 1s",
             'log: {access_log: "", level: warn}',
             f"listeners: [{{name: web, bind: 127.0.0.1:{self.port}, pool: p{self.idle_max_connections()}}}]",
@@ -393,7 +405,7 @@ class HAProxy(Proxy):
         # idle client connections hold no server connection, so N + a few hundred fds suffice.
         maxconn = f"{max(4096, self.idle + 100)}\n    no strict-limits" if self.idle else "4096"
         conf = f"""global
-    nbthread 1
+    nbthread {self.workers}
     maxconn {maxconn}
 
 defaults
@@ -454,10 +466,10 @@ class NoProxy:
 
 # ---------------------------------------------------------------- load
 
-def run_wrk(url, duration, args, zipf, mode="random", seed=1, conns=None):
+def run_wrk(url, duration, args, zipf, mode="random", seed=1, conns=None, core=CLIENT_CORE):
     env = dict(os.environ, BENCH_PATHS=str(args.paths), BENCH_ZIPF=str(zipf),
                BENCH_MODE=mode, BENCH_SEED=str(seed))
-    argv = NICE + ["taskset", "-c", CLIENT_CORE, "wrk", "-t1", f"-c{conns or args.conns}",
+    argv = NICE + pin(core) + ["wrk", "-t1", f"-c{conns or args.conns}",
             f"-d{duration}s", "--timeout", "2s", "-s", LUA, url]
     out = subprocess.run(argv, env=env, capture_output=True, text=True,
                          timeout=duration + 30)
@@ -467,23 +479,32 @@ def run_wrk(url, duration, args, zipf, mode="random", seed=1, conns=None):
     raise RuntimeError(f"wrk gave no result: {out.stdout}\n{out.stderr}")
 
 
-def measured_run(target, args, zipf, duration, seed):
-    """One warm-up, then one measured wrk run with the target's CPU time around it."""
-    run_wrk(target.url(), 1, args, zipf, seed=seed + 1000)
+def measured_run(target, args, zipf, duration, seed, pinned=True):
+    """One warm-up, then one measured wrk run with the target's CPU time around it.
+    pinned: wrk on CLIENT_CORE; busy time of PROXY_CORE and CLIENT_CORE (core0_*, core1_busy).
+    Unpinned (the workers pass): wrk on any core; busy time of the whole machine instead
+    (machine_busy: share of all cores; machine_us_per_req)."""
+    wrk_core = CLIENT_CORE if pinned else None
+    cores = (PROXY_CORE, CLIENT_CORE) if pinned else (None,)
+    run_wrk(target.url(), 1, args, zipf, seed=seed + 1000, core=wrk_core)
     la = loadavg()
     pids = target.pids()
     t0 = cpu_ticks(pids) if pids else 0
     n0 = nonvoluntary_switches(pids) if pids else 0
-    c0, k0 = core_busy_ticks(PROXY_CORE), core_busy_ticks(CLIENT_CORE)
+    b0 = [core_busy_ticks(c) for c in cores]
     w0 = time.time()
-    r = run_wrk(target.url(), duration, args, zipf, seed=seed)
+    r = run_wrk(target.url(), duration, args, zipf, seed=seed, core=wrk_core)
     wall = time.time() - w0
     t1 = cpu_ticks(pids) if pids else 0
     n1 = nonvoluntary_switches(pids) if pids else 0
-    c1, k1 = core_busy_ticks(PROXY_CORE), core_busy_ticks(CLIENT_CORE)
-    r["core0_busy"] = (c1 - c0) / CLK_TCK / wall
-    r["core1_busy"] = (k1 - k0) / CLK_TCK / wall
-    r["core0_us_per_req"] = (c1 - c0) / CLK_TCK * 1e6 / max(1, r["requests"])
+    busy_s = [(y - x) / CLK_TCK for x, y in zip(b0, [core_busy_ticks(c) for c in cores])]
+    if pinned:
+        r["core0_busy"] = busy_s[0] / wall
+        r["core1_busy"] = busy_s[1] / wall
+        r["core0_us_per_req"] = busy_s[0] * 1e6 / max(1, r["requests"])
+    else:
+        r["machine_busy"] = busy_s[0] / wall / os.cpu_count()
+        r["machine_us_per_req"] = busy_s[0] * 1e6 / max(1, r["requests"])
     r["loadavg"] = la
     r["rps"] = r["requests"] / (r["duration_us"] / 1e6)
     r["errors"] = sum(r[k] for k in ("err_connect", "err_read", "err_write", "err_status", "err_timeout"))
@@ -492,7 +513,8 @@ def measured_run(target, args, zipf, duration, seed):
         r["cpu_us_per_req"] = cpu_s * 1e6 / max(1, r["requests"])
         r["cpu_busy"] = cpu_s / wall
         r["rss_kib"] = vm_hwm_kib(pids)
-        r["preempted_per_s"] = (n1 - n0) / wall
+        if pinned:  # /proc/PID/status counts the main thread only: meaningless with 2 threads
+            r["preempted_per_s"] = (n1 - n0) / wall
     return r
 
 
@@ -828,6 +850,86 @@ def idle_section(idle):
     return "\n".join(out) + "\n"
 
 
+# ---------------------------------------------------------------- workers
+
+# The workers pass: (proxy class, workers/threads), measured in this order in every rep.
+WORKER_CONFIGS = [(Rondel, 1), (Rondel, 2), (HAProxy, 1), (HAProxy, 2)]
+
+
+def worker_setting(name, n):
+    return f"`workers: {n}`" if name == "rondel" else f"`nbthread {n}`"
+
+
+def workers_pass(args, workdir, make_backends):
+    """rondel workers 1 vs 2 and HAProxy nbthread 1 vs 2 with the throughput configurations
+    otherwise, the throughput load (the --zipf workload), nothing pinned: the proxy, wrk and the
+    backends all run on any core. Reps alternate the four configurations."""
+    runs = defaultdict(list)
+    b = make_backends(core=None)
+    proxies = []
+    try:
+        for cls, n in WORKER_CONFIGS:
+            proxies.append((f"{cls.name}/{n}", cls(workdir, b, workers=n, core=None)))
+        for rep in range(args.reps):
+            for key, p in proxies:
+                r = measured_run(p, args, args.zipf, args.duration, seed=rep + 1, pinned=False)
+                runs[key].append(r)
+                log(f"  workers rep {rep + 1} {key:10} {r['rps']:>10,.0f} req/s p99 {r['p99_us'] / 1000:.2f} ms"
+                    f" cpu {r['cpu_us_per_req']:.1f} us/req busy {r['cpu_busy'] * 100:.0f}%"
+                    f" machine {r['machine_busy'] * 100:.0f}% errors {r['errors']} load {r['loadavg']}")
+    finally:
+        for _, p in proxies:
+            p.stop()
+        b.stop()
+    return {"zipf": args.zipf, "reps": args.reps, "duration": args.duration, "conns": args.conns,
+            "backends": args.backends, "backend_kind": b.kind, "nice": args.nice,
+            "cpus": os.cpu_count(), "runs": dict(runs)}
+
+
+def workers_section(w):
+    cpus = w["cpus"]
+    load = f"Zipf s={w['zipf']}" if w["zipf"] else "uniform"
+    out = [f"## Workers (unpinned, {cpus} cores)", "",
+           f"rondel `workers: 1` vs `workers: 2` (event loops with SO_REUSEPORT listeners, shared "
+           f"in-flight counts) and HAProxy `nbthread 1` vs `nbthread 2` as the reference, each with "
+           f"the throughput configuration otherwise; wrk -t1 -c{w['conns']} ({load}) against "
+           f"{w['backends']} {w['backend_kind']} backends, {w['duration']}s × {w['reps']} reps "
+           f"alternating the four configurations, nice {w['nice']}. Nothing is pinned: the proxy, wrk "
+           f"and the backends share all {cpus} cores. On a {cpus}-core machine where the client and the "
+           f"backends need CPU too, this shows the overhead or benefit of a second event loop under "
+           f"contention, not scaling. Medians, (min–max) over reps. Proxy busy = proxy CPU time / wall "
+           f"time (can exceed 100% with 2 threads); machine busy = non-idle time of all cores / "
+           f"({cpus} × wall), and machine µs/req counts wrk, the backends and anything else running "
+           f"too. Ratios: each 2-thread median ÷ the same proxy's 1-thread median.", "",
+           "| proxy | setting | req/s | p99 ms | errors | proxy CPU µs/req | proxy busy | "
+           "machine busy | machine µs/req | peak RSS MiB | req/s 2÷1 | p99 2÷1 | CPU/req 2÷1 |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    runs = w["runs"]
+    for key, rs in runs.items():
+        name, n = key.split("/")
+        base = runs[f"{name}/1"]
+        rps = [r["rps"] for r in rs]
+        cpu = [r["cpu_us_per_req"] for r in rs]
+        out.append("| " + " | ".join([
+            name, worker_setting(name, n),
+            fmt_range(rps, lambda x: f"{x:,.0f}"),
+            fmt_range([r["p99_us"] / 1000 for r in rs], lambda x: f"{x:.2f}"),
+            str(sum(r["errors"] for r in rs)),
+            fmt_range(cpu, lambda x: f"{x:.1f}"),
+            fmt_range([r["cpu_busy"] * 100 for r in rs], lambda x: f"{x:.0f}%"),
+            fmt_range([r["machine_busy"] * 100 for r in rs], lambda x: f"{x:.0f}%"),
+            fmt_range([r["machine_us_per_req"] for r in rs], lambda x: f"{x:.1f}"),
+            f"{max(r['rss_kib'] for r in rs) / 1024:.1f}",
+            ratio(med(rps), med([r["rps"] for r in base])),
+            ratio(med([r["p99_us"] for r in rs]), med([r["p99_us"] for r in base])),
+            ratio(med(cpu), med([r["cpu_us_per_req"] for r in base])),
+        ]) + " |")
+    out.append("")
+    out.append("Load average at the start of each measured run: " + "; ".join(
+        f"{key}: " + ", ".join(r["loadavg"].split()[0] for r in rs) for key, rs in runs.items()))
+    return "\n".join(out) + "\n"
+
+
 # ---------------------------------------------------------------- output
 
 def med(xs):
@@ -1074,6 +1176,10 @@ def main():
                          "(default 10000, 2000 with --quick; 0 skips the pass)")
     ap.add_argument("--idle-only", action="store_true",
                     help="only the idle-connection memory pass")
+    ap.add_argument("--workers-pass", action="store_true",
+                    help="add the workers pass (rondel workers 1 vs 2, HAProxy nbthread 1 vs 2, "
+                         "unpinned) to a full run")
+    ap.add_argument("--workers-only", action="store_true", help="only the workers pass")
     ap.add_argument("--calib-duration", type=int, default=5)
     ap.add_argument("--sweep-duration", type=int, default=4)
     ap.add_argument("--nice", type=int, default=0,
@@ -1086,8 +1192,8 @@ def main():
         args.reps, args.duration, args.calib_duration, args.sweep_duration = 1, 3, 2, 3
     if args.idle is None:
         args.idle = 2000 if args.quick else 10000
-    if args.idle_only and args.profile_only:
-        ap.error("--idle-only and --profile-only exclude each other")
+    if sum([args.idle_only, args.profile_only, args.workers_only]) > 1:
+        ap.error("--idle-only, --profile-only and --workers-only exclude each other")
     if args.idle_only and args.idle <= 0:
         ap.error("--idle-only needs --idle N > 0")
     if args.nice:
@@ -1105,7 +1211,7 @@ def main():
     ok = False
     try:
         kind = args.backend
-        if kind == "auto" and (args.profile_only or args.idle_only):
+        if kind == "auto" and (args.profile_only or args.idle_only or args.workers_only):
             kind = "test"
         if kind == "auto":
             log("calibrating backends ...")
@@ -1113,10 +1219,19 @@ def main():
             kind = min(calib, key=lambda k: calib[k]["cpu_us_per_req"])
         meta["backend_kind"] = {"test": "rondel-test-backend", "nginx": "nginx return 200 (1 process, 1 worker)"}[kind]
 
-        def make_backends(ledger=False):
+        def make_backends(ledger=False, core=CLIENT_CORE):
             if kind == "test":
-                return TestBackends(args.backend_bin, args.backends, workdir, ledger)
-            return NginxBackends(args.backends, workdir, ledger)
+                return TestBackends(args.backend_bin, args.backends, workdir, ledger, core)
+            return NginxBackends(args.backends, workdir, ledger, core)
+
+        def write_results(prefix, text, data):
+            base = os.path.join(args.out, f"{prefix}-{stamp}{'-quick' if args.quick else ''}")
+            with open(base + ".md", "w") as f:
+                f.write(text)
+            with open(base + ".json", "w") as f:
+                json.dump(data, f, indent=1)
+            print(text)
+            log(f"results written to {base}.md")
 
         if args.profile_only:
             ppath = profile(args, workdir, make_backends, args.zipf, args.out, stamp)
@@ -1128,14 +1243,17 @@ def main():
             log(f"idle-connection pass ({args.idle} connections) ...")
             idle = idle_pass(args, workdir)
             meta["load_after"] = loadavg()
-            text = "\n".join(header(meta)) + "\n\n" + idle_section(idle)
-            base = os.path.join(args.out, f"idle-{stamp}{'-quick' if args.quick else ''}")
-            with open(base + ".md", "w") as f:
-                f.write(text)
-            with open(base + ".json", "w") as f:
-                json.dump({"meta": meta, "idle": idle}, f, indent=1)
-            print(text)
-            log(f"results written to {base}.md")
+            write_results("idle", "\n".join(header(meta)) + "\n\n" + idle_section(idle),
+                          {"meta": meta, "idle": idle})
+            ok = True
+            return
+
+        if args.workers_only:
+            log("workers pass (unpinned) ...")
+            workers = workers_pass(args, workdir, make_backends)
+            meta["load_after"] = loadavg()
+            write_results("workers", "\n".join(header(meta)) + "\n\n" + workers_section(workers),
+                          {"meta": meta, "workers": workers})
             ok = True
             return
 
@@ -1162,23 +1280,23 @@ def main():
         if args.idle > 0:
             log(f"idle-connection pass ({args.idle} connections) ...")
             idle = idle_pass(args, workdir)
+        workers = None
+        if args.workers_pass:
+            log("workers pass (unpinned) ...")
+            workers = workers_pass(args, workdir, make_backends)
         meta["load_after"] = loadavg()
         text = tables(results, dist_rows, calib, args, meta)
         if idle:
             text += "\n" + idle_section(idle)
+        if workers:
+            text += "\n" + workers_section(workers)
         if args.profile:
             log("profiling rondel ...")
             ppath = profile(args, workdir, make_backends, args.zipf, args.out, stamp)
             text += f"\nProfile: {os.path.relpath(ppath, ROOT)}\n"
-        path = os.path.join(args.out, f"bench-{stamp}{'-quick' if args.quick else ''}.md")
-        with open(path, "w") as f:
-            f.write(text)
-        with open(os.path.join(args.out, f"bench-{stamp}{'-quick' if args.quick else ''}.json"), "w") as f:
-            json.dump({"meta": meta, "calibration": calib,
-                       "runs": {wl: dict(v) for wl, v in results.items()}, "distribution": dist_rows,
-                       "idle": idle}, f, indent=1)
-        print(text)
-        log(f"results written to {path}")
+        write_results("bench", text, {"meta": meta, "calibration": calib,
+                                      "runs": {wl: dict(v) for wl, v in results.items()},
+                                      "distribution": dist_rows, "idle": idle, "workers": workers})
         ok = True
     finally:
         stop_all()

@@ -4,11 +4,13 @@
 #   tools/bench/run.sh [--duration 10] [--reps 3] [--backends 4] [--conns 50] [--paths 10000]
 #                      [--zipf 1.1] [--backend auto|test|nginx] [--profile] [--quick] [--no-dist]
 #                      [--idle 10000] [--idle-only] [--profile-only] [--nice N]
+#                      [--workers-pass] [--workers-only]
 #
 # Installs haproxy, nginx-light, wrk, util-linux (taskset) and linux-perf on Debian when they are
 # missing (with a policy-rc.d that keeps the packages from starting services), builds rondel in
 # build-bench/ if needed, then runs tools/bench/bench.py. Needs 2+ cores: proxies are pinned to
-# core 0, wrk and the backends to core 1. Results go to tools/bench/results/.
+# core 0, wrk and the backends to core 1 (except in the workers pass, rondel workers 1 vs 2 and
+# HAProxy nbthread 1 vs 2, where nothing is pinned). Results go to tools/bench/results/.
 set -eu
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
