@@ -37,7 +37,9 @@ class HeadScanner {
   size_t bytes() const noexcept { return bytes_; }
 
   // Scans data[0, len) and stops at the end of the head. Call only while active(); after a
-  // complete or failed result the scanner becomes inactive. O(len), no allocation.
+  // complete or failed result the scanner becomes inactive. O(len), no allocation. Runs of
+  // ordinary bytes inside a line are skipped a word at a time; the verdict, its offset and
+  // status do not depend on that, nor on how the input is split across calls.
   ScanResult scan(const char* data, size_t len) noexcept;
 
  private:

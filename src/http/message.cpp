@@ -7,24 +7,36 @@ namespace rondel::http {
 bool iequals(std::string_view a, std::string_view b) noexcept {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i];
-    char y = b[i];
-    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
-    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
-    if (x != y) return false;
+    const auto x = static_cast<unsigned char>(a[i]);
+    const auto y = static_cast<unsigned char>(b[i]);
+    if (x == y) continue;
+    // Bytes that differ only in bit 0x20 are the same letter in two cases if they are letters.
+    const auto lower = static_cast<unsigned char>(x | 0x20);
+    if (lower != (y | 0x20) || lower < 'a' || lower > 'z') return false;
   }
   return true;
 }
 
+namespace {
+
+// The fixed hop-by-hop fields, told apart by length first: at most two compares per name.
+bool is_fixed_hop_by_hop(std::string_view name) noexcept {
+  switch (name.size()) {
+    case 2: return iequals(name, "TE");
+    case 7: return iequals(name, "Trailer") || iequals(name, "Upgrade");
+    case 10: return iequals(name, "Connection") || iequals(name, "Keep-Alive");
+    case 16: return iequals(name, "Proxy-Connection");
+    case 17: return iequals(name, "Transfer-Encoding");
+    default: return false;
+  }
+}
+
+}  // namespace
+
 // Host is never treated as hop-by-hop even when a Connection header names it: stripping it would
 // let a client send the backend a request without Host ("Connection: host" attack).
 bool is_hop_by_hop(std::string_view name, std::span<const Header> all) noexcept {
-  static constexpr std::string_view kFixed[] = {
-      "Connection", "Keep-Alive", "Proxy-Connection", "TE", "Trailer", "Transfer-Encoding",
-      "Upgrade"};
-  for (std::string_view fixed : kFixed) {
-    if (iequals(name, fixed)) return true;
-  }
+  if (is_fixed_hop_by_hop(name)) return true;
   if (iequals(name, "Host")) return false;
   bool named = false;
   for (const Header& h : all) {

@@ -9,6 +9,10 @@ namespace {
 constexpr char kNoInput[1] = {0};
 // Chunk extensions are parsed and discarded; this bounds the bytes one chunk may carry in them.
 constexpr size_t kMaxChunkExtensionBytes = 4096;
+// What reset() copies over the head. Assigning RequestHead{} makes GCC build the value on the
+// stack first (rep stos) and copy it from there, which was most of reset()'s time in profiles.
+constexpr RequestHead kNoRequest{};
+constexpr ResponseHead kNoResponse{};
 
 bool version_supported(const llhttp_t& p) noexcept {
   return p.http_major == 1 && (p.http_minor == 0 || p.http_minor == 1);
@@ -25,6 +29,20 @@ bool method_is_idempotent(int method) noexcept {
 }
 
 }  // namespace
+
+// The names differ in length, so one case-insensitive compare decides.
+MessageEngine::FieldKind MessageEngine::classify_field(std::string_view name) noexcept {
+  switch (name.size()) {
+    case 4: return iequals(name, "Host") ? FieldKind::kHost : FieldKind::kOther;
+    case 6: return iequals(name, "Expect") ? FieldKind::kExpect : FieldKind::kOther;
+    case 7: return iequals(name, "Upgrade") ? FieldKind::kUpgrade : FieldKind::kOther;
+    case 14:
+      return iequals(name, "Content-Length") ? FieldKind::kContentLength : FieldKind::kOther;
+    case 17:
+      return iequals(name, "Transfer-Encoding") ? FieldKind::kTransferEncoding : FieldKind::kOther;
+    default: return FieldKind::kOther;
+  }
+}
 
 // Static llhttp callbacks; each forwards to the engine stored in parser->data.
 struct EngineCallbacks {
@@ -111,8 +129,8 @@ void MessageEngine::reset(bool skip_body) noexcept {
   body_bytes_ = 0;
   chunk_extension_bytes_ = 0;
   body_ = {};
-  request_ = RequestHead{};
-  response_ = ResponseHead{};
+  request_ = kNoRequest;
+  response_ = kNoResponse;
   scanner_.start_head(limits_.max_request_line, limits_.max_header_bytes, is_request());
 }
 
@@ -292,34 +310,37 @@ int MessageEngine::on_header_field_complete() noexcept {
   const std::string_view name = view(field.name);
   if (!rules::is_valid_field_name(name)) return reject(400, "invalid_header");
   const int index = static_cast<int>(fields_.size()) - 1;
-  if (iequals(name, "Content-Length")) {
-    field.kind = FieldKind::kContentLength;
-    if (content_length_index_ >= 0) return reject(400, "duplicate_content_length");
-    if (transfer_encoding_index_ >= 0) {
-      return reject(400, "content_length_and_transfer_encoding");
-    }
-    content_length_index_ = index;
-  } else if (iequals(name, "Transfer-Encoding")) {
-    field.kind = FieldKind::kTransferEncoding;
-    if (content_length_index_ >= 0) {
-      return reject(400, "content_length_and_transfer_encoding");
-    }
-    if (transfer_encoding_index_ >= 0) return reject(400, "bad_transfer_encoding");
-    if (is_request() && parser_.http_minor == 0) {
-      return reject(400, "transfer_encoding_in_http10");
-    }
-    transfer_encoding_index_ = index;
-  } else if (iequals(name, "Host")) {
-    field.kind = FieldKind::kHost;
-    if (is_request()) {
-      if (host_index_ >= 0) return reject(400, "duplicate_host");
-      host_index_ = index;
-    }
-  } else if (iequals(name, "Upgrade")) {
-    field.kind = FieldKind::kUpgrade;
-    if (is_request()) return reject(501, "upgrade_refused");
-  } else if (iequals(name, "Expect")) {
-    field.kind = FieldKind::kExpect;
+  field.kind = classify_field(name);
+  switch (field.kind) {
+    case FieldKind::kContentLength:
+      if (content_length_index_ >= 0) return reject(400, "duplicate_content_length");
+      if (transfer_encoding_index_ >= 0) {
+        return reject(400, "content_length_and_transfer_encoding");
+      }
+      content_length_index_ = index;
+      break;
+    case FieldKind::kTransferEncoding:
+      if (content_length_index_ >= 0) {
+        return reject(400, "content_length_and_transfer_encoding");
+      }
+      if (transfer_encoding_index_ >= 0) return reject(400, "bad_transfer_encoding");
+      if (is_request() && parser_.http_minor == 0) {
+        return reject(400, "transfer_encoding_in_http10");
+      }
+      transfer_encoding_index_ = index;
+      break;
+    case FieldKind::kHost:
+      if (is_request()) {
+        if (host_index_ >= 0) return reject(400, "duplicate_host");
+        host_index_ = index;
+      }
+      break;
+    case FieldKind::kUpgrade:
+      if (is_request()) return reject(501, "upgrade_refused");
+      break;
+    case FieldKind::kExpect:
+    case FieldKind::kOther:
+      break;
   }
   return 0;
 }

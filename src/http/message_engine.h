@@ -58,6 +58,7 @@ class MessageEngine {
     FieldKind kind = FieldKind::kOther;
   };
 
+  static FieldKind classify_field(std::string_view name) noexcept;
   bool is_request() const noexcept { return type_ == HTTP_REQUEST; }
   std::string_view view(Piece p) const noexcept { return {storage_.data() + p.off, p.len}; }
   void append(Piece& piece, const char* at, size_t len);

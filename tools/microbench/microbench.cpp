@@ -1,5 +1,6 @@
 // rondel-microbench: Google Benchmark timings of owner lookup, bounded_pick and Selector::build
-// for ring, rendezvous and Maglev (and jump hash) at N = 10, 100, 1000 backends.
+// for ring, rendezvous and Maglev (and jump hash) at N = 10, 100, 1000 backends, and of parsing
+// one request head and one response head the way a session does, and writing them out again.
 #include <benchmark/benchmark.h>
 
 #include <atomic>
@@ -7,6 +8,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "rondel/core/backend_set.h"
@@ -14,6 +16,8 @@
 #include "rondel/core/hash.h"
 #include "rondel/core/jump.h"
 #include "rondel/core/selector.h"
+#include "rondel/http/parser.h"
+#include "rondel/http/writer.h"
 
 namespace rondel::bench {
 namespace {
@@ -107,6 +111,67 @@ void bm_build(benchmark::State& state) {
   }
 }
 
+// A small GET as a load generator sends it, and a small response as rondel-test-backend answers
+// it: the heads parsed per proxied exchange. Each iteration parses one whole message and resets
+// the parser, as a keep-alive session does.
+constexpr std::string_view kRequest =
+    "GET /obj/4711 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nUser-Agent: wrk/4.2.0\r\n"
+    "Accept: */*\r\nConnection: keep-alive\r\n\r\n";
+constexpr std::string_view kResponse =
+    "HTTP/1.1 200 OK\r\nX-Backend: b1\r\nContent-Type: application/octet-stream\r\n"
+    "Content-Length: 16\r\nX-Request-Bytes: 101\r\n\r\n0123456789abcdef";
+
+// Feeds wire until the message ends (kHead, then kBody / the zero-byte feed that ends it).
+template <class Parser>
+void parse_one(Parser& parser, std::string_view wire) {
+  size_t off = 0;
+  for (;;) {
+    http::Step s = parser.feed(wire.data() + off, wire.size() - off);
+    off += s.consumed;
+    if (s.event == http::Event::kHead) benchmark::DoNotOptimize(parser.head().headers.size());
+    if (s.event == http::Event::kMessageEnd || s.event == http::Event::kError ||
+        s.event == http::Event::kNeedMore) {
+      break;
+    }
+  }
+}
+
+void bm_parse_request(benchmark::State& state) {
+  http::RequestParser parser(http::Limits{});
+  for (auto _ : state) {
+    parser.reset();
+    parse_one(parser, kRequest);
+  }
+}
+
+void bm_parse_response(benchmark::State& state) {
+  http::ResponseParser parser(http::Limits{});
+  for (auto _ : state) {
+    parser.begin(false);
+    parse_one(parser, kResponse);
+  }
+}
+
+// Writes the heads rondel forwards for the exchange above: the request to the backend and the
+// response to the client.
+void bm_write_heads(benchmark::State& state) {
+  http::RequestParser req(http::Limits{});
+  parse_one(req, kRequest);
+  http::ResponseParser resp(http::Limits{});
+  resp.begin(false);
+  parse_one(resp, kResponse);
+  http::ForwardRequest fwd;
+  fwd.client_ip = "10.1.2.3";
+  const http::ClientFraming framing = http::choose_client_framing(req.head(), resp.head());
+  std::string out;
+  for (auto _ : state) {
+    out.clear();
+    http::write_request_head(req.head(), fwd, out);
+    http::write_response_head(req.head(), resp.head(), framing, out);
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+
 constexpr auto kRing = core::Algorithm::kRing;
 constexpr auto kRendezvous = core::Algorithm::kRendezvous;
 constexpr auto kMaglev = core::Algorithm::kMaglev;
@@ -135,5 +200,8 @@ BENCHMARK(rb::bm_build<rb::kRendezvous>)
     ->Name("build/rendezvous")->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMicrosecond);
 BENCHMARK(rb::bm_build<rb::kMaglev>)
     ->Name("build/maglev")->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMicrosecond);
+BENCHMARK(rb::bm_parse_request)->Name("parse/request_head");
+BENCHMARK(rb::bm_parse_response)->Name("parse/response_head");
+BENCHMARK(rb::bm_write_heads)->Name("write/request_and_response_head");
 
 BENCHMARK_MAIN();

@@ -238,3 +238,52 @@ TEST_CASE("a rejected request never leaks a second request to the caller") {
   CHECK(s.event == Event::kError);
   CHECK(parser.feed(wire.data() + s.consumed, wire.size() - s.consumed).event == Event::kError);
 }
+
+// Fields are classified by length first: a name of the same length as Host, Expect, Upgrade,
+// Content-Length or Transfer-Encoding is an ordinary field unless it is that name (in any case).
+TEST_CASE("framing and Host fields are recognised by name, in any case, and only by name") {
+  Parsed lookalikes = parse_request(
+      "POST / HTTP/1.1\r\nHost: a\r\nHosx: b\r\nExpecx: 100-continue\r\nUpgradx: h2c\r\n"
+      "Content-Lengtx: 5\r\nTransfer-Encodinx: chunked\r\n\r\n");
+  CHECK(lookalikes.ended);
+  CHECK(lookalikes.host == "a");
+  CHECK(lookalikes.framing == Framing::kNone);
+  CHECK_FALSE(lookalikes.expect_continue);
+  Parsed mixed = parse_request(
+      "POST / HTTP/1.1\r\nhOsT: a\r\neXPECT: 100-continue\r\ncontent-LENGTH: 2\r\n\r\nhi");
+  CHECK(mixed.ended);
+  CHECK(mixed.host == "a");
+  CHECK(mixed.expect_continue);
+  CHECK(mixed.framing == Framing::kLength);
+  CHECK(mixed.body == "hi");
+  check_rejected({"TRANSFER-ENCODING after content-length",
+                  kPost + "content-length: 1\r\nTRANSFER-ENCODING: chunked\r\n\r\n", 400,
+                  "content_length_and_transfer_encoding"});
+  check_rejected({"UPGRADE", "GET / HTTP/1.1\r\nHost: a\r\nUPGRADE: h2c\r\n\r\n", 501,
+                  "upgrade_refused"});
+}
+
+// The byte scanner skips ordinary bytes a word at a time; a bad byte anywhere in a long name,
+// value or target is still caught, however the input is split.
+TEST_CASE("a control byte at any position of a long line is rejected, whole or split") {
+  const std::string wire = "GET /" + std::string(37, 't') + " HTTP/1.1\r\nHost: a\r\nX-" +
+                           std::string(19, 'n') + ": " + std::string(45, 'v') + "\r\n\r\n";
+  REQUIRE(parse_request(wire).ended);
+  const size_t head_end = wire.size() - 4;
+  for (size_t pos = 0; pos < head_end; ++pos) {
+    if (wire[pos] == '\r' || wire[pos] == '\n') continue;
+    for (char c : {'\x01', '\x7f', '\0', '\n'}) {
+      std::string bad = wire;
+      bad[pos] = c;
+      INFO("byte " << int(c) << " at " << pos);
+      const Parsed whole = parse_request(bad);
+      CHECK(whole.failed);
+      CHECK(whole.status == 400);
+      CHECK(whole.reason == (c == '\n' ? "bare_lf" : "invalid_header"));
+      CHECK(whole.consumed == pos);
+      const Parsed split = parse_request(bad, Limits{}, {pos});
+      CHECK(split.reason == whole.reason);
+      CHECK(split.consumed == pos);
+    }
+  }
+}

@@ -1,6 +1,8 @@
 // ResponseParser: framing, bodiless statuses, 1xx, truncation, conflicting framing.
 #include <doctest/doctest.h>
 
+#include <random>
+#include <set>
 #include <string>
 
 #include "parse_driver.h"
@@ -194,4 +196,32 @@ TEST_CASE("response limits") {
   Parsed p = drive(parser, "HTTP/1.1 200 OK\r\nX: " + std::string(200, 'a') + "\r\n\r\n");
   CHECK(p.status == 502);
   CHECK(p.reason == "header_too_large");
+}
+
+TEST_CASE("property: any split of a response gives the same head and body as one feed") {
+  const std::string wire =
+      "HTTP/1.1 200 Fine Thanks\r\nX-Backend: b1\r\nContent-Type: application/octet-stream\r\n"
+      "X-Long: " + std::string(41, 'v') + "\r\nContent-Length: 16\r\n\r\n0123456789abcdef";
+  const Parsed whole = parse_response(wire);
+  REQUIRE(whole.ended);
+  std::mt19937 rng(20240612);
+  for (int round = 0; round < 300; ++round) {
+    std::set<size_t> cut_set;
+    if (round == 0) {
+      for (size_t i = 1; i < wire.size(); ++i) cut_set.insert(i);  // byte at a time
+    } else {
+      for (size_t i = rng() % 6 + 1; i > 0; --i) cut_set.insert(rng() % wire.size());
+    }
+    ResponseParser parser(Limits{});
+    parser.begin(false);
+    const Parsed split = drive(parser, wire, std::vector<size_t>(cut_set.begin(), cut_set.end()));
+    INFO("round " << round);
+    REQUIRE(split.ended);
+    CHECK(split.consumed == wire.size());
+    CHECK(split.resp_status == whole.resp_status);
+    CHECK(split.resp_reason == whole.resp_reason);
+    CHECK(split.headers == whole.headers);
+    CHECK(split.content_length == whole.content_length);
+    CHECK(split.body == whole.body);
+  }
 }
