@@ -129,7 +129,7 @@ class FaultsLedger(unittest.TestCase):
         cfg = lambda extra=(): make_config(bs + list(extra), pool=pool)  # noqa: E731
         r = Rondel(cfg())
         try:
-            load = Load(r.port, tag)
+            load = self.load = Load(r.port, tag)
             time.sleep(DURATION_S / 3)
             inject(r, bs, cfg)
             time.sleep(DURATION_S * 2 / 3)
@@ -178,8 +178,53 @@ class FaultsLedger(unittest.TestCase):
                                kinds[("POST", "cut")], 0, "the fault hit no request")
         return kinds, results
 
+    def probe_in_flight(self, r, victim, ledger, tag):
+        """Sends GETs held 600 ms by the backend (under the 1 s header timeout) until one is
+        being served by `victim` (its ledger shows it), so that a fault injected now hits at
+        least one request whatever the load's timing (the load alone left the victim idle at
+        the kill in about 1 run in 5). The probe joins the load's results for the audit."""
+        for n in range(20):
+            rid = f"{tag}-probe-{n}"
+            target = f"/probe/{n}?delay=600"
+            if r.route("p", target)["owner"] != victim.address:
+                continue
+            done = threading.Event()
+
+            def send():
+                t0 = time.monotonic()
+                try:
+                    with HttpConn(r.port, timeout=15) as c:
+                        kind, status, _ = self.load._one(c, "GET", target, rid, b"")
+                except OSError:
+                    kind, status = "noresp", None
+                with self.load._lock:
+                    self.load.results.append((rid, "GET", kind, status, time.monotonic() - t0))
+                done.set()
+
+            threading.Thread(target=send, daemon=True).start()
+            deadline = time.monotonic() + 0.5
+            while time.monotonic() < deadline:
+                if any(e[0] == rid for e in read_ledger(ledger)):
+                    return done
+                time.sleep(0.01)
+            done.wait(5)  # spilled to another backend: let it finish, try another key
+        self.fail("no probe reached the victim")
+
     def test_backend_killed_under_load(self):
-        self.run_case("kill", lambda r, bs, cfg: bs[0].kill())
+        probe = {}
+
+        def inject(r, bs, cfg):
+            probe["done"] = self.probe_in_flight(r, bs[0], self.ledgers[0], "kill")
+            bs[0].kill()
+
+        kinds, results = self.run_case("kill", inject)
+        self.assertTrue(probe["done"].is_set())
+        # The probe was cut by the kill and retried on another backend: a 200, in two ledgers.
+        rid = next(x for x in results if "-probe-" in x[0] and x[0] in
+                   {e[0] for e in read_ledger(self.ledgers[0])})
+        self.assertEqual(rid[2:4], ("ok", 200))
+        self.assertEqual(sum(1 for path in self.ledgers for e in read_ledger(path)
+                             if e[0] == rid[0]), 2)
 
     def test_backend_stopped_under_load(self):
         mark = {}
