@@ -2,13 +2,13 @@
 
 1,000 client connections each make one request and then stay open, idle. rondel's RSS growth
 divided by 1,000 is the cost of one idle connection. Bound: an idle keep-alive connection holds
-no I/O buffer (it goes back to the worker's pool when the exchange ends), so what remains is the
-session object (libuv TCP and timer handles, two llhttp parsers, the listener name, the routing
-scratch bits; sizeof(ClientSession) is 2,272 bytes) plus the parsers' state and allocator
-overhead: about 4.5 KiB measured. We assert under 8 KiB, half of one 16 KiB
-buffer: holding a buffer per idle connection, or any per-connection leak of that size, fails.
-(Kernel socket buffers are not in RSS.) Under AddressSanitizer (redzones, quarantine, shadow
-memory) the bound is 4x.
+no I/O buffer and no exchange state (both go back to the worker's pools when the exchange ends;
+its timeout is a node in the worker's TimeoutQueue), so what remains is the session object
+(libuv's TCP handle, the client address, list links; sizeof(ClientSession) is 432 bytes) and
+allocator overhead: about 430 bytes measured. We assert under 8 KiB, half of one 16 KiB buffer:
+holding a buffer per idle connection, or any per-connection leak of that size, fails (the
+tighter 700-byte bound is test_perf_idle_memory.py's). (Kernel socket buffers are not in RSS.)
+Under AddressSanitizer (redzones, quarantine, shadow memory) the bound is 4x.
 
 Then, twice, the connections close and 1,000 new ones do the same: RSS may grow only by the
 worker's bounded free-buffer reserve (1,024 buffers, at most one touched 4 KiB page each) plus a

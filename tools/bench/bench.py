@@ -1034,13 +1034,28 @@ def tables(results, dist_rows, calib, args, meta):
 
 # ---------------------------------------------------------------- profile
 
+def tcp_out_segments():
+    """The kernel's TcpOutSegs counter (all TCP segments sent on the machine; on loopback each
+    segment is counted once, by its sender)."""
+    out = subprocess.run(["nstat", "-az", "--json", "TcpOutSegs"], capture_output=True, text=True)
+    try:
+        return json.loads(out.stdout)["kernel"]["TcpOutSegs"]
+    except (ValueError, KeyError):
+        return None
+
+
 def syscall_counts(pids, url, args, zipf, seconds=5):
-    """Syscalls made by pids while wrk runs for `seconds`: {name: count}, and wrk's result."""
+    """Syscalls made by pids while wrk runs for `seconds`: {name: count}, and wrk's result (with
+    "segments": TCP segments sent machine-wide meanwhile, when nstat is there)."""
     p = subprocess.Popen(["taskset", "-c", CLIENT_CORE, "perf", "stat", "-x", ",", "-e", "syscalls:sys_enter_*",
                           "-p", ",".join(str(x) for x in pids)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     STARTED.append(p)
     time.sleep(0.5)
+    seg0 = tcp_out_segments() if shutil.which("nstat") else None
     r = run_wrk(url, seconds, args, zipf, seed=3)
+    seg1 = tcp_out_segments() if seg0 is not None else None
+    if seg0 is not None and seg1 is not None:
+        r["segments"] = seg1 - seg0
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=60)
     STARTED.remove(p)
@@ -1094,7 +1109,9 @@ def profile(args, workdir, make_backends, zipf, outdir, stamp):
                 # Whole-report sums by category (the list below is cut at n lines).
                 cats = {"allocation (malloc/free/new/delete)": ("malloc", "free", "operator new",
                                                                "operator delete", "_int_", "tcache"),
-                        "logging (LogSink, Logger, access log)": ("LogSink", "Logger", "access_log", "AccessLog")}
+                        "logging (LogSink, Logger, access log)": ("LogSink", "Logger", "access_log", "AccessLog"),
+                        "HTTP parsing and head writing (rondel::http, llhttp)": ("rondel::http::", "llhttp"),
+                        "routing (rondel::core, RouteStates)": ("rondel::core::", "RouteStates")}
                 sums = {k: 0.0 for k in cats}
                 for l in lines:
                     f = l.split()
@@ -1121,6 +1138,10 @@ def profile(args, workdir, make_backends, zipf, outdir, stamp):
                 row += f"{v / max(1, sr['requests']):12.3f}"
             sys_lines.append(row)
         sys_lines.append(f"{'(requests)':20}" + "".join(f"{sys_tables[p][1]['requests']:>12,}" for p in order))
+        if all("segments" in sys_tables[p][1] for p in order):
+            sys_lines.append(f"{'TCP segments':20}" + "".join(
+                f"{sys_tables[p][1]['segments'] / max(1, sys_tables[p][1]['requests']):12.3f}" for p in order)
+                + "   (per request, all four legs, machine-wide: nstat TcpOutSegs)")
         path = os.path.join(outdir, f"perf-rondel-{stamp}.txt")
         with open(path, "w") as f:
             f.write(f"# rondel under wrk -t1 -c{args.conns}, Zipf s={zipf}, {args.backends} backends "
