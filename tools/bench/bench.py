@@ -140,6 +140,19 @@ def nonvoluntary_switches(pids):
     return status_sum(pids, "nonvoluntary_ctxt_switches")
 
 
+def voluntary_switches(pids):
+    """Times pids blocked (e.g. in epoll_wait with nothing ready) and were woken again."""
+    return status_sum(pids, "voluntary_ctxt_switches")
+
+
+def machine_switches():
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith("ctxt "):
+                return int(line.split()[1])
+    return 0
+
+
 def vm_hwm_kib(pids):
     return status_sum(pids, "VmHWM")
 
@@ -1044,16 +1057,21 @@ def tcp_out_segments():
         return None
 
 
-def syscall_counts(pids, url, args, zipf, seconds=5):
+def syscall_counts(pids, url, args, zipf, seconds=5, backend_pids=()):
     """Syscalls made by pids while wrk runs for `seconds`: {name: count}, and wrk's result (with
-    "segments": TCP segments sent machine-wide meanwhile, when nstat is there)."""
+    "segments": TCP segments sent machine-wide meanwhile, when nstat is there, and the context
+    switches of the proxy, of the backends and of the whole machine)."""
     p = subprocess.Popen(["taskset", "-c", CLIENT_CORE, "perf", "stat", "-x", ",", "-e", "syscalls:sys_enter_*",
                           "-p", ",".join(str(x) for x in pids)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     STARTED.append(p)
     time.sleep(0.5)
     seg0 = tcp_out_segments() if shutil.which("nstat") else None
+    sw0 = (voluntary_switches(pids), voluntary_switches(backend_pids), machine_switches())
     r = run_wrk(url, seconds, args, zipf, seed=3)
+    sw1 = (voluntary_switches(pids), voluntary_switches(backend_pids), machine_switches())
     seg1 = tcp_out_segments() if seg0 is not None else None
+    r["switches"] = {"proxy_voluntary": sw1[0] - sw0[0], "backends_voluntary": sw1[1] - sw0[1],
+                     "machine": sw1[2] - sw0[2]}
     if seg0 is not None and seg1 is not None:
         r["segments"] = seg1 - seg0
     p.send_signal(signal.SIGINT)
@@ -1076,9 +1094,10 @@ def profile(args, workdir, make_backends, zipf, outdir, stamp):
         for cls in (HAProxy, Nginx):
             other = cls(workdir, b, bounded=True)
             run_wrk(other.url(), 1, args, zipf)
-            sys_tables[cls.name] = syscall_counts(other.pids(), other.url(), args, zipf)
+            sys_tables[cls.name] = syscall_counts(other.pids(), other.url(), args, zipf,
+                                                  backend_pids=b.pids())
             other.stop()
-        sys_tables["rondel"] = syscall_counts(r.pids(), r.url(), args, zipf)
+        sys_tables["rondel"] = syscall_counts(r.pids(), r.url(), args, zipf, backend_pids=b.pids())
         data = os.path.join(workdir, "perf.data")
         wrk = subprocess.Popen(
             NICE + ["taskset", "-c", CLIENT_CORE, "wrk", "-t1", f"-c{args.conns}", f"-d{args.profile_duration + 2}s",
@@ -1142,6 +1161,12 @@ def profile(args, workdir, make_backends, zipf, outdir, stamp):
             sys_lines.append(f"{'TCP segments':20}" + "".join(
                 f"{sys_tables[p][1]['segments'] / max(1, sys_tables[p][1]['requests']):12.3f}" for p in order)
                 + "   (per request, all four legs, machine-wide: nstat TcpOutSegs)")
+        for key, label in (("proxy_voluntary", "proxy blocked"), ("backends_voluntary", "backends blocked"),
+                           ("machine", "context switches")):
+            sys_lines.append(f"{label:20}" + "".join(
+                f"{sys_tables[p][1]['switches'][key] / max(1, sys_tables[p][1]['requests']):12.3f}" for p in order)
+                + ("   (per request: voluntary context switches, /proc/PID/status)" if key != "machine"
+                   else "   (per request, machine-wide: /proc/stat ctxt)"))
         path = os.path.join(outdir, f"perf-rondel-{stamp}.txt")
         with open(path, "w") as f:
             f.write(f"# rondel under wrk -t1 -c{args.conns}, Zipf s={zipf}, {args.backends} backends "
