@@ -53,7 +53,8 @@ constexpr string_view kListenerKeys[] = {"name",
                                          "max_request_line",
                                          "max_header_bytes",
                                          "max_headers",
-                                         "max_body_bytes"};
+                                         "max_body_bytes",
+                                         "forwarded_headers"};
 constexpr string_view kPoolKeys[] = {"name",
                                      "algorithm",
                                      "hash_key",
@@ -227,6 +228,7 @@ class ConfigReader {
       if (auto* g = m.get("max_header_bytes")) r_.read_size(*g, l.max_header_bytes, 1);
       if (auto* g = m.get("max_headers")) r_.read_unsigned(*g, l.max_headers, 1, kU32Max);
       if (auto* g = m.get("max_body_bytes")) r_.read_size(*g, l.max_body_bytes, 0);
+      if (auto* g = m.get("forwarded_headers")) r_.read_bool(*g, l.forwarded_headers);
       c.listeners.push_back(std::move(l));
       listener_spots_.push_back(spots);
     });

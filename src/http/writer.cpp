@@ -24,24 +24,16 @@ void append_status_line(std::string& out, uint16_t status, std::string_view reas
   out.append(" ").append(reason).append("\r\n");
 }
 
-// Fields rondel itself rewrites in a forwarded request.
-bool rewritten_in_request(std::string_view name) noexcept {
+// Fields rondel itself rewrites in a forwarded request (the X-Forwarded ones only when it adds
+// its own).
+bool rewritten_in_request(std::string_view name, bool forwarded) noexcept {
   return iequals(name, "Content-Length") || iequals(name, "Expect") ||
-         iequals(name, "X-Forwarded-For") || iequals(name, "X-Forwarded-Proto");
+         (forwarded && (iequals(name, "X-Forwarded-For") || iequals(name, "X-Forwarded-Proto")));
 }
 
-}  // namespace
-
-void write_request_head(const RequestHead& head, const ForwardRequest& fwd, std::string& out) {
-  out.append(head.method).append(" ").append(head.target).append(" HTTP/1.1\r\n");
-  bool has_host = false;
-  for (const Header& h : head.headers) {
-    if (is_hop_by_hop(h.name, head.headers) || rewritten_in_request(h.name)) continue;
-    if (iequals(h.name, "Host")) has_host = true;
-    append_field(out, h.name, h.value);
-  }
-  if (!has_host) append_field(out, "Host", fwd.default_host);
-
+// X-Forwarded-For: the client's values (from every end-to-end field of that name) joined, then
+// the client's address; X-Forwarded-Proto: fwd.proto, replacing the client's.
+void append_forwarded(const RequestHead& head, const ForwardRequest& fwd, std::string& out) {
   bool xff_started = false;
   auto add_xff = [&](std::string_view v) {
     if (v.empty()) return;
@@ -55,6 +47,20 @@ void write_request_head(const RequestHead& head, const ForwardRequest& fwd, std:
   add_xff(fwd.client_ip);
   if (xff_started) out.append("\r\n");
   if (!fwd.proto.empty()) append_field(out, "X-Forwarded-Proto", fwd.proto);
+}
+
+}  // namespace
+
+void write_request_head(const RequestHead& head, const ForwardRequest& fwd, std::string& out) {
+  out.append(head.method).append(" ").append(head.target).append(" HTTP/1.1\r\n");
+  bool has_host = false;
+  for (const Header& h : head.headers) {
+    if (is_hop_by_hop(h.name, head.headers) || rewritten_in_request(h.name, fwd.forwarded)) continue;
+    if (iequals(h.name, "Host")) has_host = true;
+    append_field(out, h.name, h.value);
+  }
+  if (!has_host) append_field(out, "Host", fwd.default_host);
+  if (fwd.forwarded) append_forwarded(head, fwd, out);
 
   if (head.framing == Framing::kLength) {
     out.append("Content-Length: ");

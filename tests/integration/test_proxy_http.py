@@ -265,6 +265,32 @@ class ProxyIpv6Client(unittest.TestCase):
             backend.stop()
 
 
+class ProxyForwardedHeadersOff(unittest.TestCase):
+    """forwarded_headers: false (HAProxy without `option forwardfor`): rondel adds no
+    X-Forwarded-For / X-Forwarded-Proto and passes the client's own unchanged."""
+
+    def test_client_forwarded_fields_pass_unchanged(self):
+        backend = Backend("f")
+        rondel = Rondel(make_config([backend], listener={"forwarded_headers": "false"}))
+        try:
+            with HttpConn(rondel.port) as c:
+                c.send(b"GET /_echo HTTP/1.1\r\nHost: t\r\nX-Forwarded-For: 10.1.2.3\r\n"
+                       b"X-Forwarded-Proto: https\r\n\r\n")
+                status, _, body = c.read_response()
+                self.assertEqual(status, 200)
+                head = body.decode("latin-1").lower()
+                self.assertIn("x-forwarded-for: 10.1.2.3\r\n", head)
+                self.assertIn("x-forwarded-proto: https\r\n", head)
+                self.assertNotIn("127.0.0.1", head)
+                c.send(b"GET /_echo HTTP/1.1\r\nHost: t\r\n\r\n")
+                status, _, body = c.read_response()
+                self.assertEqual(status, 200)
+                self.assertNotIn("x-forwarded", body.decode("latin-1").lower())
+        finally:
+            self.assertEqual(rondel.stop(), 0)
+            backend.stop()
+
+
 class ProxyTimeoutsAndLimits(unittest.TestCase):
     """Idle timeouts on both sides and the per-backend connection limit."""
 

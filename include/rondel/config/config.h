@@ -126,6 +126,9 @@ struct ListenerConfig {
   uint64_t max_header_bytes = 32768;    // 431 beyond (whole head)
   uint32_t max_headers = 100;           // 431 beyond
   uint64_t max_body_bytes = 0;          // 413 beyond; 0 = unlimited
+  // Append the client's address to X-Forwarded-For and set X-Forwarded-Proto (HAProxy's
+  // `option forwardfor`); false passes the client's own fields through untouched.
+  bool forwarded_headers = true;
   Position position;
 };
 

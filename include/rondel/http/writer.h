@@ -20,6 +20,8 @@ struct ForwardRequest {
   // Host written when the client sent none (HTTP/1.0 allows that; the backend gets HTTP/1.1,
   // which requires it). Empty writes "Host: " with an empty value (RFC 9112 3.2).
   std::string_view default_host;
+  // false: no X-Forwarded-For / X-Forwarded-Proto of rondel's; the client's pass unchanged.
+  bool forwarded = true;
 };
 
 // Appends the request head to send to a backend: "METHOD target HTTP/1.1", every end-to-end

@@ -297,6 +297,7 @@ TEST_CASE("defaults apply when keys are absent") {
   CHECK(l.max_header_bytes == 32768);
   CHECK(l.max_headers == 100);
   CHECK(l.max_body_bytes == 0);
+  CHECK(l.forwarded_headers);
 
   const PoolConfig& p = c.pools.at(0);
   CHECK(p.name == "caches");
@@ -373,6 +374,7 @@ listeners:
     max_header_bytes: 1MB
     max_headers: 50
     max_body_bytes: 1GiB
+    forwarded_headers: no
 pools:
   - name: objects
     algorithm: maglev
@@ -435,6 +437,7 @@ admin:
   CHECK(l.max_header_bytes == 1000000);
   CHECK(l.max_headers == 50);
   CHECK(l.max_body_bytes == (1ull << 30));
+  CHECK_FALSE(l.forwarded_headers);
 
   REQUIRE(c.pools.size() == 4);
   const PoolConfig& p = c.pools[0];

@@ -65,6 +65,29 @@ TEST_CASE("request head: hop-by-hop dropped, framing rewritten, XFF appended, pr
         "\r\n");
 }
 
+TEST_CASE("request head without forwarded fields: the client's X-Forwarded-* pass unchanged") {
+  std::vector<Header> h = {
+      {"Host", "example.com"},
+      {"Connection", "X-Forwarded-Proto"},  // hop-by-hop by the client's own word: dropped
+      {"X-Forwarded-Proto", "https"},
+      {"X-Forwarded-For", "10.0.0.1"},
+      {"Accept", "*/*"},
+      {"X-Forwarded-For", "10.0.0.2"},
+  };
+  ForwardRequest fwd{"192.0.2.7", "http"};
+  fwd.forwarded = false;
+  std::string out;
+  write_request_head(make_request(h, Framing::kLength, 5), fwd, out);
+  CHECK(out ==
+        "POST /up?x=1 HTTP/1.1\r\n"
+        "Host: example.com\r\n"
+        "X-Forwarded-For: 10.0.0.1\r\n"
+        "Accept: */*\r\n"
+        "X-Forwarded-For: 10.0.0.2\r\n"
+        "Content-Length: 5\r\n"
+        "\r\n");
+}
+
 TEST_CASE("request head: length framing, no XFF from client, HTTP/1.0 client without Host") {
   std::vector<Header> h = {{"Content-Length", "3"}, {"User-Agent", "ua"}};
   RequestHead r = make_request(h, Framing::kLength, 3);
