@@ -62,48 +62,36 @@ void WorkerThread::join() {
 }
 
 void WorkerThread::publish(std::shared_ptr<const proxy::Snapshot> snap) {
-  std::shared_ptr<const proxy::Snapshot> old;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
+  std::shared_ptr<const proxy::Snapshot> old;  // released outside the lock
+  command([&] {
     old = std::move(snapshot_);  // a snapshot superseded before the loop picked it up
     snapshot_ = std::move(snap);
     has_snapshot_ = true;
-  }
-  uv_async_send(&async_);
+  });
 }
 
 void WorkerThread::set_listeners(std::vector<ListenerSpec> listeners) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
+  command([&] {
     listener_specs_ = std::move(listeners);
     has_listeners_ = true;
-  }
-  uv_async_send(&async_);
+  });
 }
 
 void WorkerThread::drain() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    drain_ = true;
-  }
-  uv_async_send(&async_);
+  command([&] { drain_ = true; });
 }
 
 void WorkerThread::stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stop_) return;
+    if (stop_) return;  // once: the loop closes async_ after acting on it
     stop_ = true;
   }
   uv_async_send(&async_);
 }
 
 void WorkerThread::reopen_logs() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    reopen_ = true;
-  }
-  uv_async_send(&async_);
+  command([&] { reopen_ = true; });
 }
 
 void WorkerThread::on_async(uv_async_t* a) noexcept {

@@ -405,20 +405,14 @@ class Rondel(Proxy):
         return ""
 
 
-class HAProxy(Proxy):
-    name = "haproxy"
-
-    def argv(self, backends, bounded):
-        servers = "\n".join(f"    server {n} 127.0.0.1:{p}" for n, p in zip(backends.names, backends.ports))
-        # HAProxy sets its own RLIMIT_NOFILE from maxconn: maxsock = 2 x maxconn + a few (a
-        # server-side fd per client connection). Only the idle pass needs maxconn > 4096; there
-        # 2 x (N + 100) can exceed the hard limit (20000 on the build machine), which HAProxy
-        # cannot raise without CAP_SYS_RESOURCE, and strict-limits (on by default since 2.3)
-        # would make it exit. "no strict-limits" makes it warn and run with the hard limit:
-        # idle client connections hold no server connection, so N + a few hundred fds suffice.
-        maxconn = f"{max(4096, self.idle + 100)}\n    no strict-limits" if self.idle else "4096"
-        conf = f"""global
-    nbthread {self.workers}
+def haproxy_conf(port, servers, balance, factor=None, nbthread=1, maxconn="4096"):
+    """The HAProxy configuration of bench.py and routing_bench.py: keep-alive on both sides,
+    `http-reuse always`, consistent hashing with `balance`. servers: (name, port) pairs;
+    factor: the hash-balance-factor line (None: unbounded, no line)."""
+    lines = "\n".join(f"    server {n} 127.0.0.1:{p}" for n, p in servers)
+    bound = f"    hash-balance-factor {factor}" if factor is not None else ""
+    return f"""global
+    nbthread {nbthread}
     maxconn {maxconn}
 
 defaults
@@ -432,15 +426,31 @@ defaults
     timeout http-keep-alive 60s
 
 frontend fe
-    bind 127.0.0.1:{self.port}
+    bind 127.0.0.1:{port}
     default_backend be
 
 backend be
-    balance uri
+    balance {balance}
     hash-type consistent
-{"    hash-balance-factor 125" if bounded else ""}
-{servers}
+{bound}
+{lines}
 """
+
+
+class HAProxy(Proxy):
+    name = "haproxy"
+
+    def argv(self, backends, bounded):
+        servers = "\n".join(f"    server {n} 127.0.0.1:{p}" for n, p in zip(backends.names, backends.ports))
+        # HAProxy sets its own RLIMIT_NOFILE from maxconn: maxsock = 2 x maxconn + a few (a
+        # server-side fd per client connection). Only the idle pass needs maxconn > 4096; there
+        # 2 x (N + 100) can exceed the hard limit (20000 on the build machine), which HAProxy
+        # cannot raise without CAP_SYS_RESOURCE, and strict-limits (on by default since 2.3)
+        # would make it exit. "no strict-limits" makes it warn and run with the hard limit:
+        # idle client connections hold no server connection, so N + a few hundred fds suffice.
+        maxconn = f"{max(4096, self.idle + 100)}\n    no strict-limits" if self.idle else "4096"
+        conf = haproxy_conf(self.port, zip(backends.names, backends.ports), "uri",
+                            factor=125 if bounded else None, nbthread=self.workers, maxconn=maxconn)
         return ["haproxy", "-db", "-f", self.write("haproxy.cfg", conf)]
 
 

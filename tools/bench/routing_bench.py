@@ -89,7 +89,7 @@ end
 
 # Process and port helpers shared with the throughput benchmark.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import free_port, loadavg, log, nginx_conf, wait_port  # noqa: E402
+from bench import free_port, haproxy_conf, loadavg, log, nginx_conf, wait_port  # noqa: E402
 
 
 def start(argv, **kw):
@@ -168,34 +168,6 @@ def rondel_conf(port, admin_port, ports, factor, plain):
     return "\n".join(lines) + "\n"
 
 
-def haproxy_conf(port, ports, factor):
-    servers = "\n".join(f"    server b{i} 127.0.0.1:{p}" for i, p in enumerate(ports))
-    return f"""global
-    nbthread 1
-    maxconn 4096
-
-defaults
-    mode http
-    option http-keep-alive
-    http-reuse always
-    timeout connect 2s
-    timeout client 60s
-    timeout server 60s
-    timeout http-request 10s
-    timeout http-keep-alive 60s
-
-frontend fe
-    bind 127.0.0.1:{port}
-    default_backend be
-
-backend be
-    balance uri whole
-    hash-type consistent
-    hash-balance-factor {factor}
-{servers}
-"""
-
-
 class Proxy:
     def __init__(self, kind, factor, ports, workdir, rondel_bin):
         self.kind, self.factor = kind, factor
@@ -215,7 +187,8 @@ class Proxy:
         elif kind == "haproxy":
             path = os.path.join(d, "haproxy.cfg")
             with open(path, "w") as f:
-                f.write(haproxy_conf(self.port, ports, factor))
+                f.write(haproxy_conf(self.port, ((f"b{i}", p) for i, p in enumerate(ports)),
+                                    "uri whole", factor=factor))
             argv = ["haproxy", "-db", "-f", path]
         elif kind == "nginx":
             path = os.path.join(d, "nginx.conf")

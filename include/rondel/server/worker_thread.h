@@ -66,6 +66,15 @@ class WorkerThread {
   uint32_t id() const noexcept { return id_; }
 
  private:
+  // Records a command for the loop (under mu_) and wakes it.
+  template <class F>
+  void command(F&& record) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      record();
+    }
+    uv_async_send(&async_);
+  }
   struct Listener {
     std::string key;  // name|host:port
     net::TcpListener* listener = nullptr;
