@@ -58,10 +58,17 @@ def wait_port(port, timeout=10.0):
     raise RuntimeError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
 
 
+# ["chrt", "-b", "0"] during the SCHED_BATCH pass: put before every command pinned to CLIENT_CORE
+# (wrk and the backends), never before a proxy's.
+CLIENT_SCHED = []
+
+
 def pin(core):
     """Command prefix that pins to `core` (a taskset CPU list); none when core is None
     (unpinned: the process may run on any core, as in the workers pass)."""
-    return [] if core is None else ["taskset", "-c", core]
+    if core is None:
+        return []
+    return (CLIENT_SCHED if core == CLIENT_CORE else []) + ["taskset", "-c", core]
 
 
 def start(argv, core, **kw):
@@ -136,13 +143,37 @@ def status_sum(pids, field):
     return total
 
 
+def task_status_sum(pids, field):
+    """Like status_sum, over every thread of each pid (/proc/PID/task/TID/status): context-switch
+    counts in /proc/PID/status are the main thread's only."""
+    total = 0
+    for pid in pids:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            total += status_sum([f"{pid}/task/{tid}"], field)
+    return total
+
+
 def nonvoluntary_switches(pids):
-    return status_sum(pids, "nonvoluntary_ctxt_switches")
+    return task_status_sum(pids, "nonvoluntary_ctxt_switches")
 
 
 def voluntary_switches(pids):
     """Times pids blocked (e.g. in epoll_wait with nothing ready) and were woken again."""
-    return status_sum(pids, "voluntary_ctxt_switches")
+    return task_status_sum(pids, "voluntary_ctxt_switches")
+
+
+def ipi_counts():
+    """Inter-processor interrupts received so far, per CPU: {"RES0": n, "CAL0": n, ...}.
+    RES (rescheduling) and CAL (function call) are what a CPU sends another to wake a task there;
+    in a virtual machine each one costs the sender and the receiver an exit to the hypervisor."""
+    out = {}
+    with open("/proc/interrupts") as f:
+        for line in f:
+            fields = line.split()
+            if fields and fields[0] in ("RES:", "CAL:"):
+                for cpu, v in enumerate(fields[1:1 + os.cpu_count()]):
+                    out[f"{fields[0][:3]}{cpu}"] = int(v)
+    return out
 
 
 def machine_switches():
@@ -502,9 +533,11 @@ def run_wrk(url, duration, args, zipf, mode="random", seed=1, conns=None, core=C
     raise RuntimeError(f"wrk gave no result: {out.stdout}\n{out.stderr}")
 
 
-def measured_run(target, args, zipf, duration, seed, pinned=True):
+def measured_run(target, args, zipf, duration, seed, pinned=True, backend_pids=()):
     """One warm-up, then one measured wrk run with the target's CPU time around it.
-    pinned: wrk on CLIENT_CORE; busy time of PROXY_CORE and CLIENT_CORE (core0_*, core1_busy).
+    pinned: wrk on CLIENT_CORE; busy time of PROXY_CORE and CLIENT_CORE (core0_*, core1_*), and
+    what the client core spends per request: the backends' CPU (backend_pids) and the rest (wrk,
+    interrupts), with the wake-up IPIs each core received.
     Unpinned (the workers pass): wrk on any core; busy time of the whole machine instead
     (machine_busy: share of all cores; machine_us_per_req)."""
     wrk_core = CLIENT_CORE if pinned else None
@@ -515,9 +548,13 @@ def measured_run(target, args, zipf, duration, seed, pinned=True):
     t0 = cpu_ticks(pids) if pids else 0
     n0 = nonvoluntary_switches(pids) if pids else 0
     b0 = [core_busy_ticks(c) for c in cores]
+    bk0 = cpu_ticks(backend_pids)
+    i0 = ipi_counts()
     w0 = time.time()
     r = run_wrk(target.url(), duration, args, zipf, seed=seed, core=wrk_core)
     wall = time.time() - w0
+    i1 = ipi_counts()
+    bk1 = cpu_ticks(backend_pids)
     t1 = cpu_ticks(pids) if pids else 0
     n1 = nonvoluntary_switches(pids) if pids else 0
     busy_s = [(y - x) / CLK_TCK for x, y in zip(b0, [core_busy_ticks(c) for c in cores])]
@@ -525,6 +562,10 @@ def measured_run(target, args, zipf, duration, seed, pinned=True):
         r["core0_busy"] = busy_s[0] / wall
         r["core1_busy"] = busy_s[1] / wall
         r["core0_us_per_req"] = busy_s[0] * 1e6 / max(1, r["requests"])
+        r["core1_us_per_req"] = busy_s[1] * 1e6 / max(1, r["requests"])
+        r["backends_us_per_req"] = (bk1 - bk0) / CLK_TCK * 1e6 / max(1, r["requests"])
+        for k in i0:  # IPIs received per 1,000 requests, e.g. "RES1": to the client core
+            r[f"ipi_{k}_per_1k"] = (i1[k] - i0[k]) * 1000 / max(1, r["requests"])
     else:
         r["machine_busy"] = busy_s[0] / wall / os.cpu_count()
         r["machine_us_per_req"] = busy_s[0] * 1e6 / max(1, r["requests"])
@@ -539,6 +580,30 @@ def measured_run(target, args, zipf, duration, seed, pinned=True):
         if pinned:  # /proc/PID/status counts the main thread only: meaningless with 2 threads
             r["preempted_per_s"] = (n1 - n0) / wall
     return r
+
+
+def throughput_pass(args, workdir, make_backends, workloads):
+    """rondel, HAProxy, nginx and no proxy in turn, args.reps times, on each workload:
+    {workload: {proxy: [measured_run results]}}."""
+    b = make_backends()
+    results = {wl: defaultdict(list) for wl, _ in workloads}
+    proxies = [Rondel(workdir, b), HAProxy(workdir, b), Nginx(workdir, b), NoProxy(b)]
+    try:
+        for rep in range(args.reps):
+            for wl, zipf in workloads:
+                for p in proxies:
+                    r = measured_run(p, args, zipf, args.duration, seed=rep + 1, backend_pids=b.pids())
+                    results[wl][p.name].append(r)
+                    log(f"  rep {rep + 1} {wl:10} {p.name:8} {r['rps']:>10,.0f} req/s p99 {r['p99_us'] / 1000:.2f} ms"
+                        + (f" cpu {r['cpu_us_per_req']:.1f} us/req busy {r['cpu_busy'] * 100:.0f}% preempt/s {r['preempted_per_s']:.0f}" if "cpu_busy" in r else "")
+                        + f" core0 {r['core0_busy'] * 100:.0f}% core1 {r['core1_busy'] * 100:.0f}%"
+                        + f" backends {r['backends_us_per_req']:.1f} us/req"
+                        + f" errors {r['errors']} load {r['loadavg']}")
+    finally:
+        for p in proxies:
+            p.stop()
+        b.stop()
+    return results
 
 
 # ---------------------------------------------------------------- calibration
@@ -978,15 +1043,10 @@ def header(meta):
             f"Versions: {meta['versions']}  "]
 
 
-def tables(results, dist_rows, calib, args, meta):
-    out = header(meta)
-    out.append(f"Backends: {args.backends} × {meta['backend_kind']}; conns {args.conns}; wrk -t1; "
-               f"{args.duration}s × {args.reps} reps (alternating); paths {args.paths}; Zipf s={args.zipf}; "
-               f"nice {args.nice}  ")
-    if calib:
-        out.append("Backend calibration (wrk → one backend, backend CPU µs/req): " + ", ".join(
-            f"{k} {v['cpu_us_per_req']:.2f}" for k, v in calib.items()))
-    out.append("")
+def throughput_tables(results):
+    """The req/s, latency, CPU and RSS table and the client-core table of one throughput pass
+    (lines of markdown)."""
+    out = []
     out.append("Medians, (min–max) over reps. Ratios are to HAProxy in the same run "
                "(req/s: higher is better; p99, CPU, RSS: lower is better).")
     out.append("")
@@ -1025,9 +1085,65 @@ def tables(results, dist_rows, calib, args, meta):
                 ratio(med([r["rss_kib"] for r in runs]), h_rss) if has_cpu else "n/a",
             ]) + " |")
     out.append("")
+    out.append(f"Where the client core (core {CLIENT_CORE}: wrk and the backends) spends its time, per "
+               "request, in the same runs. With a proxy that leaves its own core idle, this core "
+               "sets req/s. Backends = CPU time of the backend processes (/proc/PID/stat, their "
+               "kernel work included); the rest is wrk and interrupts. Wake-up IPIs received per "
+               "1,000 requests (/proc/interrupts): RES = rescheduling, CAL = function call.")
+    out.append("")
+    out.append(f"| workload | proxy | core {CLIENT_CORE} µs/req | backends µs/req | wrk and rest µs/req "
+               f"| RES IPIs to core {CLIENT_CORE} | CAL IPIs to core {PROXY_CORE} | backends µs/req ÷ HAProxy |")
+    out.append("|---|---|---|---|---|---|---|---|")
+    for wl, by_proxy in results.items():
+        h_bk = med([r["backends_us_per_req"] for r in by_proxy.get("haproxy", [])])
+        for name, runs in by_proxy.items():
+            if "backends_us_per_req" not in runs[0]:
+                continue
+            c1 = [r["core1_us_per_req"] for r in runs]
+            bk = [r["backends_us_per_req"] for r in runs]
+            rest = [x - y for x, y in zip(c1, bk)]
+            out.append("| " + " | ".join([
+                wl, name,
+                fmt_range(c1, lambda x: f"{x:.1f}"),
+                fmt_range(bk, lambda x: f"{x:.2f}"),
+                fmt_range(rest, lambda x: f"{x:.2f}"),
+                f"{med([r.get(f'ipi_RES{CLIENT_CORE}_per_1k', 0) for r in runs]):.0f}",
+                f"{med([r.get(f'ipi_CAL{PROXY_CORE}_per_1k', 0) for r in runs]):.0f}",
+                ratio(med(bk), h_bk),
+            ]) + " |")
+    out.append("")
     out.append("Load average at the start of each measured run: " + "; ".join(
         f"{wl}/{name}: " + ", ".join(r["loadavg"].split()[0] for r in runs)
         for wl, by_proxy in results.items() for name, runs in by_proxy.items()))
+    return out
+
+
+def batch_section(batch, args):
+    return "\n".join([
+        "## Client core under SCHED_BATCH",
+        "",
+        f"The same throughput pass again ({args.duration}s × {args.reps} reps, alternating, same "
+        f"pinning), with wrk and the backends started under `chrt -b 0` (SCHED_BATCH: a task "
+        f"woken on core {CLIENT_CORE} does not preempt the one running there; it waits for its "
+        f"turn). The proxies run with the default policy as before. On this virtual machine each "
+        f"wake-up preemption costs an inter-processor interrupt and a context switch on core "
+        f"{CLIENT_CORE}, so with the default policy a proxy's req/s depends on how its writes "
+        f"happen to interleave with wrk and the backends; without them the client core is "
+        f"cheaper per request and the proxy's own core becomes the limit, so req/s ranks the "
+        f"proxies by their own cost.",
+        ""] + throughput_tables(batch)) + "\n"
+
+
+def tables(results, dist_rows, calib, args, meta):
+    out = header(meta)
+    out.append(f"Backends: {args.backends} × {meta['backend_kind']}; conns {args.conns}; wrk -t1; "
+               f"{args.duration}s × {args.reps} reps (alternating); paths {args.paths}; Zipf s={args.zipf}; "
+               f"nice {args.nice}  ")
+    if calib:
+        out.append("Backend calibration (wrk → one backend, backend CPU µs/req): " + ", ".join(
+            f"{k} {v['cpu_us_per_req']:.2f}" for k, v in calib.items()))
+    out.append("")
+    out += throughput_tables(results)
     if dist_rows:
         out.append("")
         out.append("Distribution (separate pass with per-request ledgers at the backends; "
@@ -1236,6 +1352,8 @@ def main():
                     help="add the workers pass (rondel workers 1 vs 2, HAProxy nbthread 1 vs 2, "
                          "unpinned) to a full run")
     ap.add_argument("--workers-only", action="store_true", help="only the workers pass")
+    ap.add_argument("--batch-pass", action="store_true",
+                    help="also run the throughput pass with wrk and the backends under SCHED_BATCH")
     ap.add_argument("--calib-duration", type=int, default=5)
     ap.add_argument("--sweep-duration", type=int, default=4)
     ap.add_argument("--nice", type=int, default=0,
@@ -1313,21 +1431,15 @@ def main():
             ok = True
             return
 
-        b = make_backends()
-        results = {wl: defaultdict(list) for wl, _ in workloads}
-        proxies = [Rondel(workdir, b), HAProxy(workdir, b), Nginx(workdir, b), NoProxy(b)]
-        for rep in range(args.reps):
-            for wl, zipf in workloads:
-                for p in proxies:
-                    r = measured_run(p, args, zipf, args.duration, seed=rep + 1)
-                    results[wl][p.name].append(r)
-                    log(f"  rep {rep + 1} {wl:10} {p.name:8} {r['rps']:>10,.0f} req/s p99 {r['p99_us'] / 1000:.2f} ms"
-                        + (f" cpu {r['cpu_us_per_req']:.1f} us/req busy {r['cpu_busy'] * 100:.0f}% preempt/s {r['preempted_per_s']:.0f}" if "cpu_busy" in r else "")
-                        + f" core0 {r['core0_busy'] * 100:.0f}% core1 {r['core1_busy'] * 100:.0f}%"
-                        + f" errors {r['errors']} load {r['loadavg']}")
-        for p in proxies:
-            p.stop()
-        b.stop()
+        results = throughput_pass(args, workdir, make_backends, workloads)
+        batch = None
+        if args.batch_pass:
+            log("throughput pass with wrk and the backends under SCHED_BATCH ...")
+            CLIENT_SCHED.extend(["chrt", "-b", "0"])
+            try:
+                batch = throughput_pass(args, workdir, make_backends, workloads)
+            finally:
+                CLIENT_SCHED.clear()
         dist_rows = []
         if not args.no_dist:
             log("distribution pass ...")
@@ -1342,6 +1454,8 @@ def main():
             workers = workers_pass(args, workdir, make_backends)
         meta["load_after"] = loadavg()
         text = tables(results, dist_rows, calib, args, meta)
+        if batch:
+            text += "\n" + batch_section(batch, args)
         if idle:
             text += "\n" + idle_section(idle)
         if workers:
@@ -1352,6 +1466,7 @@ def main():
             text += f"\nProfile: {os.path.relpath(ppath, ROOT)}\n"
         write_results("bench", text, {"meta": meta, "calibration": calib,
                                       "runs": {wl: dict(v) for wl, v in results.items()},
+                                      "batch_runs": {wl: dict(v) for wl, v in batch.items()} if batch else None,
                                       "distribution": dist_rows, "idle": idle, "workers": workers})
         ok = True
     finally:

@@ -4,7 +4,7 @@
 #   tools/bench/run.sh [--duration 10] [--reps 3] [--backends 4] [--conns 50] [--paths 10000]
 #                      [--zipf 1.1] [--backend auto|test|nginx] [--profile] [--quick] [--no-dist]
 #                      [--idle 10000] [--idle-only] [--profile-only] [--nice N]
-#                      [--workers-pass] [--workers-only]
+#                      [--workers-pass] [--workers-only] [--batch-pass]
 #
 # Installs haproxy, nginx-light, wrk, util-linux (taskset) and linux-perf on Debian when they are
 # missing (with a policy-rc.d that keeps the packages from starting services), builds rondel in
