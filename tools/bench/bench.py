@@ -1217,13 +1217,16 @@ def profile(args, workdir, make_backends, zipf, outdir, stamp):
         r = Rondel(workdir, b, bounded=True)
         run_wrk(r.url(), 1, args, zipf)
         sys_tables = {}
+        backend_sys = {}  # the backends' syscalls per request behind each proxy
         for cls in (HAProxy, Nginx):
             other = cls(workdir, b, bounded=True)
             run_wrk(other.url(), 1, args, zipf)
             sys_tables[cls.name] = syscall_counts(other.pids(), other.url(), args, zipf,
                                                   backend_pids=b.pids())
+            backend_sys[cls.name] = syscall_counts(b.pids(), other.url(), args, zipf)
             other.stop()
         sys_tables["rondel"] = syscall_counts(r.pids(), r.url(), args, zipf, backend_pids=b.pids())
+        backend_sys["rondel"] = syscall_counts(b.pids(), r.url(), args, zipf)
         data = os.path.join(workdir, "perf.data")
         wrk = subprocess.Popen(
             NICE + ["taskset", "-c", CLIENT_CORE, "wrk", "-t1", f"-c{args.conns}", f"-d{args.profile_duration + 2}s",
@@ -1293,6 +1296,19 @@ def profile(args, workdir, make_backends, zipf, outdir, stamp):
                 f"{sys_tables[p][1]['switches'][key] / max(1, sys_tables[p][1]['requests']):12.3f}" for p in order)
                 + ("   (per request: voluntary context switches, /proc/PID/status)" if key != "machine"
                    else "   (per request, machine-wide: /proc/stat ctxt)"))
+        sys_lines.append("")
+        sys_lines.append("## the backends' syscalls per request behind each proxy (same method, "
+                         "perf stat -p on the backend processes, 5 s)\n")
+        names = sorted({n for sc, _ in backend_sys.values() for n in sc},
+                       key=lambda n: -backend_sys["rondel"][0].get(n, 0))
+        sys_lines.append(f"{'syscall':20}" + "".join(f"{p:>12}" for p in order))
+        for n in names + ["total"]:
+            row = f"{n:20}"
+            for p in order:
+                sc, sr = backend_sys[p]
+                v = sum(sc.values()) if n == "total" else sc.get(n, 0)
+                row += f"{v / max(1, sr['requests']):12.3f}"
+            sys_lines.append(row)
         path = os.path.join(outdir, f"perf-rondel-{stamp}.txt")
         with open(path, "w") as f:
             f.write(f"# rondel under wrk -t1 -c{args.conns}, Zipf s={zipf}, {args.backends} backends "
