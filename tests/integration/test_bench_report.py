@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""tools/bench/bench.py's report, from made-up runs: the figures docs/benchmarks.md quotes come
+out of these functions, so a wrong ratio or a column computed from the wrong field would
+mislead every reader. Also the SCHED_BATCH prefix: only commands pinned to the client core get
+it, never a proxy's. Starts no process."""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.environ.get("RONDEL_SOURCE_DIR", os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..")), "tools", "bench"))
+import bench  # noqa: E402
+
+
+def run(rps, cpu=None, backends=5.0, core1=11.0, res1=3.0, cal0=1.0, p99=1500):
+    r = {"rps": rps, "p50_us": 500, "p99_us": p99, "errors": 0, "loadavg": "1.0 1.0 1.0",
+         "core0_busy": 0.9, "core1_busy": 0.99, "core1_us_per_req": core1,
+         "backends_us_per_req": backends, "ipi_RES1_per_1k": res1, "ipi_CAL0_per_1k": cal0}
+    if cpu is not None:
+        r.update({"cpu_us_per_req": cpu, "cpu_busy": 0.95, "rss_kib": 6 * 1024,
+                  "core0_us_per_req": cpu + 0.1, "preempted_per_s": 10})
+    return r
+
+
+def rows(lines, first_cell):
+    """Table rows (lists of cells) whose first two cells are (workload, proxy)."""
+    out = {}
+    for line in lines:
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) > 2 and cells[0] == first_cell:
+            out.setdefault(cells[1], []).append(cells)
+    return out
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+    print(f"ok: {what}")
+
+
+def main():
+    results = {"uniform": {
+        # three repetitions each; medians: rondel 115k, HAProxy 100k
+        "rondel": [run(115000, 10.0, backends=5.0, core1=10.5, res1=3),
+                   run(110000, 10.2, backends=5.2, core1=10.7, res1=4),
+                   run(120000, 9.8, backends=4.8, core1=10.3, res1=2)],
+        "haproxy": [run(100000, 12.0, backends=5.5, core1=11.2, res1=1, cal0=0),
+                    run(99000, 12.1, backends=5.6, core1=11.3, res1=1, cal0=0),
+                    run(101000, 11.9, backends=5.4, core1=11.1, res1=1, cal0=0)],
+        "none": [run(200000, backends=2.1, core1=5.0, res1=0, cal0=0)],
+    }}
+    lines = bench.throughput_tables(results)
+    main_rows = rows([l for l in lines if l.count("|") == 17], "uniform")  # 16 columns
+    r = main_rows["rondel"][0]
+    # | workload | proxy | req/s | p50 | p99 | errors | CPU | core0 | busy | core0/1 | preempt | RSS |
+    #   req/s ÷ H | p99 ÷ H | CPU ÷ H | RSS ÷ H |
+    check(r[2] == "115,000 (110,000–120,000)", f"req/s median and range: {r[2]}")
+    check(r[12] == "1.15", f"req/s ÷ HAProxy from the medians: {r[12]}")
+    check(r[14] == "0.83", f"CPU per request ÷ HAProxy: {r[14]}")
+    check(main_rows["none"][0][6] == "n/a", "no proxy has no proxy CPU")
+
+    crow = rows([l for l in lines if l.count("|") == 9], "uniform")  # 8 columns
+    c = crow["rondel"][0]
+    # | workload | proxy | core 1 | backends | rest | RES to 1 | CAL to 0 | backends ÷ H |
+    check(c[2] == "10.5 (10.3–10.7)", f"core 1 per request: {c[2]}")
+    check(c[3] == "5.00 (4.80–5.20)", f"backends per request: {c[3]}")
+    check(c[4] == "5.50 (5.50–5.50)", f"the rest is core 1 minus the backends: {c[4]}")
+    check(c[5] == "3", f"rescheduling IPIs per 1,000 requests: {c[5]}")
+    check(c[7] == "0.91", f"backends ÷ HAProxy: {c[7]}")
+
+    args = type("A", (), {"duration": 10, "reps": 3})()
+    text = bench.batch_section(results, args)
+    check(text.startswith("## Client core under SCHED_BATCH"), "the batch section has its heading")
+    check("1.15" in text and "chrt -b 0" in text, "the batch section carries the same tables")
+
+    bench.CLIENT_SCHED[:] = ["chrt", "-b", "0"]
+    try:
+        check(bench.pin(bench.CLIENT_CORE) == ["chrt", "-b", "0", "taskset", "-c", bench.CLIENT_CORE],
+              "wrk and the backends run under SCHED_BATCH in the batch pass")
+        check(bench.pin(bench.PROXY_CORE) == ["taskset", "-c", bench.PROXY_CORE],
+              "the proxy keeps the default policy")
+        check(bench.pin(None) == [], "unpinned commands get no prefix")
+    finally:
+        bench.CLIENT_SCHED.clear()
+    check(bench.pin(bench.CLIENT_CORE) == ["taskset", "-c", bench.CLIENT_CORE],
+          "outside the batch pass the client core has no prefix")
+
+    with open("/proc/interrupts") as f:
+        has_res = any(line.split()[:1] == ["RES:"] for line in f)
+    ipis = bench.ipi_counts()
+    if has_res:  # x86 names them RES and CAL; other architectures differ (the table shows 0)
+        check("RES0" in ipis and "CAL0" in ipis and all(v >= 0 for v in ipis.values()),
+              f"/proc/interrupts gives RES and CAL counts per CPU: {sorted(ipis)[:4]}")
+    me = [os.getpid()]
+    check(bench.voluntary_switches(me) >= bench.status_sum(me, "voluntary_ctxt_switches"),
+          "context switches are summed over every thread")
+
+
+if __name__ == "__main__":
+    main()
