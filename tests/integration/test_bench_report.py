@@ -72,6 +72,13 @@ def main():
     check(text.startswith("## Client core under SCHED_BATCH"), "the batch section has its heading")
     check("1.15" in text and "chrt -b 0" in text, "the batch section carries the same tables")
 
+    sys_lines = bench.syscall_table({"rondel": ({"read": 200, "write": 100}, {"requests": 100}),
+                                     "haproxy": ({"recvfrom": 400}, {"requests": 200})},
+                                    ["rondel", "haproxy"])
+    by_name = {l.split()[0]: l.split()[1:] for l in sys_lines}
+    check(by_name["read"] == ["2.000", "0.000"] and by_name["recvfrom"] == ["0.000", "2.000"]
+          and by_name["total"] == ["3.000", "2.000"], f"syscalls per request per proxy: {by_name}")
+
     bench.CLIENT_SCHED[:] = ["chrt", "-b", "0"]
     try:
         check(bench.pin(bench.CLIENT_CORE) == ["chrt", "-b", "0", "taskset", "-c", bench.CLIENT_CORE],

@@ -1211,6 +1211,21 @@ def syscall_counts(pids, url, args, zipf, seconds=5, backend_pids=()):
     return counts, r
 
 
+def syscall_table(tables, order):
+    """Lines of a syscalls-per-request table: tables = {proxy: syscall_counts(...) result}, one
+    column per proxy in `order`, rows by the first column's counts, then the total."""
+    names = sorted({n for sc, _ in tables.values() for n in sc}, key=lambda n: -tables[order[0]][0].get(n, 0))
+    lines = [f"{'syscall':20}" + "".join(f"{p:>12}" for p in order)]
+    for n in names + ["total"]:
+        row = f"{n:20}"
+        for p in order:
+            sc, sr = tables[p]
+            v = sum(sc.values()) if n == "total" else sc.get(n, 0)
+            row += f"{v / max(1, sr['requests']):12.3f}"
+        lines.append(row)
+    return lines
+
+
 def profile(args, workdir, make_backends, zipf, outdir, stamp):
     b = make_backends(ledger=False)
     try:
@@ -1273,18 +1288,9 @@ def profile(args, workdir, make_backends, zipf, outdir, stamp):
                                + "\n".join(f"{k}: {v:.2f}%" for k, v in sums.items()) + "\n")
             reports.append(f"## {title}: perf report --stdio {' '.join(extra)} (first {n} lines)\n\n"
                            + "\n".join(lines[:n]) + "\n")
-        sys_lines = ["## syscalls per request under the same load (perf stat -e 'syscalls:sys_enter_*' -p PIDs, 5 s)\n"]
-        names = sorted({n for sc, _ in sys_tables.values() for n in sc},
-                       key=lambda n: -sys_tables["rondel"][0].get(n, 0))
         order = ["rondel", "haproxy", "nginx"]
-        sys_lines.append(f"{'syscall':20}" + "".join(f"{p:>12}" for p in order))
-        for n in names + ["total"]:
-            row = f"{n:20}"
-            for p in order:
-                sc, sr = sys_tables[p]
-                v = sum(sc.values()) if n == "total" else sc.get(n, 0)
-                row += f"{v / max(1, sr['requests']):12.3f}"
-            sys_lines.append(row)
+        sys_lines = ["## syscalls per request under the same load (perf stat -e 'syscalls:sys_enter_*' -p PIDs, 5 s)\n"]
+        sys_lines += syscall_table(sys_tables, order)
         sys_lines.append(f"{'(requests)':20}" + "".join(f"{sys_tables[p][1]['requests']:>12,}" for p in order))
         if all("segments" in sys_tables[p][1] for p in order):
             sys_lines.append(f"{'TCP segments':20}" + "".join(
@@ -1299,16 +1305,7 @@ def profile(args, workdir, make_backends, zipf, outdir, stamp):
         sys_lines.append("")
         sys_lines.append("## the backends' syscalls per request behind each proxy (same method, "
                          "perf stat -p on the backend processes, 5 s)\n")
-        names = sorted({n for sc, _ in backend_sys.values() for n in sc},
-                       key=lambda n: -backend_sys["rondel"][0].get(n, 0))
-        sys_lines.append(f"{'syscall':20}" + "".join(f"{p:>12}" for p in order))
-        for n in names + ["total"]:
-            row = f"{n:20}"
-            for p in order:
-                sc, sr = backend_sys[p]
-                v = sum(sc.values()) if n == "total" else sc.get(n, 0)
-                row += f"{v / max(1, sr['requests']):12.3f}"
-            sys_lines.append(row)
+        sys_lines += syscall_table(backend_sys, order)
         path = os.path.join(outdir, f"perf-rondel-{stamp}.txt")
         with open(path, "w") as f:
             f.write(f"# rondel under wrk -t1 -c{args.conns}, Zipf s={zipf}, {args.backends} backends "
