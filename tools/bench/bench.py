@@ -520,9 +520,15 @@ class NoProxy:
 
 # ---------------------------------------------------------------- load
 
-def run_wrk(url, duration, args, zipf, mode="random", seed=1, conns=None, core=CLIENT_CORE):
+def run_wrk(url, duration, args, zipf, mode="random", seed=1, conns=None, core=CLIENT_CORE,
+            delay_ms=None):
+    """delay_ms: each connection waits that long after a response before its next request
+    (load.lua's delay(); wrk's latency does not include the wait), which caps the request rate
+    at about conns / (delay + latency) whatever the target."""
     env = dict(os.environ, BENCH_PATHS=str(args.paths), BENCH_ZIPF=str(zipf),
                BENCH_MODE=mode, BENCH_SEED=str(seed))
+    if delay_ms:
+        env["BENCH_DELAY_MS"] = str(delay_ms)
     argv = NICE + pin(core) + ["wrk", "-t1", f"-c{conns or args.conns}",
             f"-d{duration}s", "--timeout", "2s", "-s", LUA, url]
     out = subprocess.run(argv, env=env, capture_output=True, text=True,
@@ -533,7 +539,8 @@ def run_wrk(url, duration, args, zipf, mode="random", seed=1, conns=None, core=C
     raise RuntimeError(f"wrk gave no result: {out.stdout}\n{out.stderr}")
 
 
-def measured_run(target, args, zipf, duration, seed, pinned=True, backend_pids=()):
+def measured_run(target, args, zipf, duration, seed, pinned=True, backend_pids=(), conns=None,
+                 delay_ms=None):
     """One warm-up, then one measured wrk run with the target's CPU time around it.
     pinned: wrk on CLIENT_CORE; busy time of PROXY_CORE and CLIENT_CORE (core0_*, core1_*), and
     what the client core spends per request: the backends' CPU (backend_pids) and the rest (wrk,
@@ -542,7 +549,7 @@ def measured_run(target, args, zipf, duration, seed, pinned=True, backend_pids=(
     (machine_busy: share of all cores; machine_us_per_req)."""
     wrk_core = CLIENT_CORE if pinned else None
     cores = (PROXY_CORE, CLIENT_CORE) if pinned else (None,)
-    run_wrk(target.url(), 1, args, zipf, seed=seed + 1000, core=wrk_core)
+    run_wrk(target.url(), 1, args, zipf, seed=seed + 1000, core=wrk_core, conns=conns, delay_ms=delay_ms)
     la = loadavg()
     pids = target.pids()
     t0 = cpu_ticks(pids) if pids else 0
@@ -551,7 +558,8 @@ def measured_run(target, args, zipf, duration, seed, pinned=True, backend_pids=(
     bk0 = cpu_ticks(backend_pids)
     i0 = ipi_counts()
     w0 = time.time()
-    r = run_wrk(target.url(), duration, args, zipf, seed=seed, core=wrk_core)
+    r = run_wrk(target.url(), duration, args, zipf, seed=seed, core=wrk_core, conns=conns,
+                delay_ms=delay_ms)
     wall = time.time() - w0
     i1 = ipi_counts()
     bk1 = cpu_ticks(backend_pids)
@@ -604,6 +612,57 @@ def throughput_pass(args, workdir, make_backends, workloads):
             p.stop()
         b.stop()
     return results
+
+
+def latency_pass(args, workdir, make_backends):
+    """Latency at the same offered load: wrk with --latency-conns connections, each waiting
+    --latency-delay-ms after every response, on the --zipf workload; rondel, HAProxy, nginx and
+    no proxy alternating over --reps. {proxy: [measured_run results]}."""
+    b = make_backends()
+    results = defaultdict(list)
+    proxies = [Rondel(workdir, b), HAProxy(workdir, b), Nginx(workdir, b), NoProxy(b)]
+    try:
+        for rep in range(args.reps):
+            for p in proxies:
+                r = measured_run(p, args, args.zipf, args.duration, seed=rep + 1, backend_pids=b.pids(),
+                                 conns=args.latency_conns, delay_ms=args.latency_delay_ms)
+                results[p.name].append(r)
+                log(f"  latency rep {rep + 1} {p.name:8} {r['rps']:>10,.0f} req/s p50 {r['p50_us'] / 1000:.3f} "
+                    f"p99 {r['p99_us'] / 1000:.3f} p99.9 {r['p999_us'] / 1000:.3f} ms errors {r['errors']}")
+    finally:
+        for p in proxies:
+            p.stop()
+        b.stop()
+    return dict(results)
+
+
+def latency_section(lat, args):
+    out = ["## Latency at the same load", "",
+           f"wrk -t1 -c{args.latency_conns}, each connection waiting {args.latency_delay_ms} ms after "
+           f"every response before its next request (wrk's latency leaves the wait out), so every "
+           f"target gets about the same request rate, well below what any of them can serve; "
+           f"Zipf s={args.zipf}, {args.duration}s × {args.reps} reps alternating, pinned as in the "
+           f"throughput pass, default scheduling. Medians, (min–max) over reps; ratios to HAProxy's "
+           f"median (lower is better).", "",
+           "| proxy | req/s | p50 ms | p90 ms | p99 ms | p99.9 ms | errors | proxy CPU µs/req | proxy busy "
+           "| p50 ÷ HAProxy | p99 ÷ HAProxy | p99.9 ÷ HAProxy |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    h = lat.get("haproxy", [])
+    for name, runs in lat.items():
+        has_cpu = "cpu_us_per_req" in runs[0]
+        out.append("| " + " | ".join([
+            name,
+            fmt_range([r["rps"] for r in runs], lambda x: f"{x:,.0f}"),
+            fmt_range([r["p50_us"] / 1000 for r in runs], lambda x: f"{x:.3f}"),
+            fmt_range([r["p90_us"] / 1000 for r in runs], lambda x: f"{x:.3f}"),
+            fmt_range([r["p99_us"] / 1000 for r in runs], lambda x: f"{x:.3f}"),
+            fmt_range([r["p999_us"] / 1000 for r in runs], lambda x: f"{x:.3f}"),
+            str(sum(r["errors"] for r in runs)),
+            fmt_range([r["cpu_us_per_req"] for r in runs], lambda x: f"{x:.1f}") if has_cpu else "n/a",
+            fmt_range([r["cpu_busy"] * 100 for r in runs], lambda x: f"{x:.0f}%") if has_cpu else "n/a",
+        ] + [ratio(med([r[k] for r in runs]), med([r[k] for r in h])) for k in ("p50_us", "p99_us", "p999_us")])
+            + " |")
+    return "\n".join(out) + "\n"
 
 
 # ---------------------------------------------------------------- calibration
@@ -1367,6 +1426,11 @@ def main():
     ap.add_argument("--workers-only", action="store_true", help="only the workers pass")
     ap.add_argument("--batch-pass", action="store_true",
                     help="also run the throughput pass with wrk and the backends under SCHED_BATCH")
+    ap.add_argument("--latency-pass", action="store_true",
+                    help="also measure latency at the same offered load (wrk delay() between requests)")
+    ap.add_argument("--latency-only", action="store_true", help="only the latency pass")
+    ap.add_argument("--latency-conns", type=int, default=100)
+    ap.add_argument("--latency-delay-ms", type=int, default=1)
     ap.add_argument("--calib-duration", type=int, default=5)
     ap.add_argument("--sweep-duration", type=int, default=4)
     ap.add_argument("--nice", type=int, default=0,
@@ -1398,7 +1462,7 @@ def main():
     ok = False
     try:
         kind = args.backend
-        if kind == "auto" and (args.profile_only or args.idle_only or args.workers_only):
+        if kind == "auto" and (args.profile_only or args.idle_only or args.workers_only or args.latency_only):
             kind = "test"
         if kind == "auto":
             log("calibrating backends ...")
@@ -1435,6 +1499,15 @@ def main():
             ok = True
             return
 
+        if args.latency_only:
+            log("latency pass (same offered load) ...")
+            lat = latency_pass(args, workdir, make_backends)
+            meta["load_after"] = loadavg()
+            write_results("latency", "\n".join(header(meta)) + "\n\n" + latency_section(lat, args),
+                          {"meta": meta, "latency_runs": lat})
+            ok = True
+            return
+
         if args.workers_only:
             log("workers pass (unpinned) ...")
             workers = workers_pass(args, workdir, make_backends)
@@ -1453,6 +1526,10 @@ def main():
                 batch = throughput_pass(args, workdir, make_backends, workloads)
             finally:
                 CLIENT_SCHED.clear()
+        lat = None
+        if args.latency_pass:
+            log("latency pass (same offered load) ...")
+            lat = latency_pass(args, workdir, make_backends)
         dist_rows = []
         if not args.no_dist:
             log("distribution pass ...")
@@ -1469,6 +1546,8 @@ def main():
         text = tables(results, dist_rows, calib, args, meta)
         if batch:
             text += "\n" + batch_section(batch, args)
+        if lat:
+            text += "\n" + latency_section(lat, args)
         if idle:
             text += "\n" + idle_section(idle)
         if workers:
@@ -1480,6 +1559,7 @@ def main():
         write_results("bench", text, {"meta": meta, "calibration": calib,
                                       "runs": {wl: dict(v) for wl, v in results.items()},
                                       "batch_runs": {wl: dict(v) for wl, v in batch.items()} if batch else None,
+                                      "latency_runs": lat,
                                       "distribution": dist_rows, "idle": idle, "workers": workers})
         ok = True
     finally:

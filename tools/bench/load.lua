@@ -7,6 +7,8 @@
 --   BENCH_MODE   "random" (default) or "sweep": request /obj/1, /obj/2, ... /obj/N, /obj/1, ...
 --                in order (used to learn every path's owner)
 --   BENCH_SEED   random seed (default 1)
+--   BENCH_DELAY_MS  if set: each connection waits that many milliseconds after a response
+--                before sending its next request (wrk's latency does not include the wait)
 -- done() prints one line "BENCH_RESULT {json}" with the request count, errors and latency
 -- percentiles in microseconds. wrk counts a response as a status error when its status > 399.
 
@@ -34,6 +36,11 @@ if s > 0 then
     cdf[i] = sum
   end
   for i = 1, paths do cdf[i] = cdf[i] / sum end
+end
+
+local delay_ms = tonumber(os.getenv("BENCH_DELAY_MS") or "")
+if delay_ms then
+  delay = function() return delay_ms end
 end
 
 local next_path = 0
