@@ -72,6 +72,18 @@ def main():
     check(text.startswith("## Client core under SCHED_BATCH"), "the batch section has its heading")
     check("1.15" in text and "chrt -b 0" in text, "the batch section carries the same tables")
 
+    lat = {"rondel": [dict(run(45000, 12.0), p90_us=900, p999_us=6000, p50_us=600, p99_us=1600)],
+           "haproxy": [dict(run(46000, 13.5), p90_us=1000, p999_us=5000, p50_us=700, p99_us=1700)],
+           "none": [dict(run(55000), p90_us=500, p999_us=900, p50_us=400, p99_us=600)]}
+    largs = type("L", (), {"latency_conns": 100, "latency_delay_ms": 1, "zipf": 1.1, "duration": 10,
+                           "reps": 1})()
+    lr = [[c.strip() for c in l.strip().strip("|").split("|")]
+          for l in bench.latency_section(lat, largs).splitlines() if l.startswith("| rondel |")]
+    lr = lr[0] if lr else None
+    # | proxy | req/s | p50 | p90 | p99 | p99.9 | errors | CPU | busy | p50 ÷ H | p99 ÷ H | p99.9 ÷ H |
+    check(lr is not None and lr[4] == "1.600" and lr[9:12] == ["0.86", "0.94", "1.20"],
+          f"latency pass: p99 in ms and p50 / p99 / p99.9 ÷ HAProxy: {lr}")
+
     sys_lines = bench.syscall_table({"rondel": ({"read": 200, "write": 100}, {"requests": 100}),
                                      "haproxy": ({"recvfrom": 400}, {"requests": 200})},
                                     ["rondel", "haproxy"])
