@@ -2,8 +2,9 @@
 """tools/bench/bench.py's report, from made-up runs: the figures docs/benchmarks.md quotes come
 out of these functions, so a wrong ratio or a column computed from the wrong field would
 mislead every reader. Also the SCHED_BATCH prefix: only commands pinned to the client core get
-it, never a proxy's. Starts no process."""
+it, never a proxy's; and a bad latency flag is refused. Starts no proxy, backend or wrk."""
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.environ.get("RONDEL_SOURCE_DIR", os.path.join(
@@ -102,6 +103,11 @@ def main():
         bench.CLIENT_SCHED.clear()
     check(bench.pin(bench.CLIENT_CORE) == ["taskset", "-c", bench.CLIENT_CORE],
           "outside the batch pass the client core has no prefix")
+
+    bad = subprocess.run([sys.executable, bench.__file__, "--latency-only", "--latency-delay-ms", "0"],
+                         capture_output=True, text=True, timeout=30)
+    check(bad.returncode == 2 and "--latency-delay-ms must be at least 1" in bad.stderr,
+          f"a zero delay is refused with a clear message: {bad.stderr.strip().splitlines()[-1:]}")
 
     with open("/proc/interrupts") as f:
         has_res = any(line.split()[:1] == ["RES:"] for line in f)

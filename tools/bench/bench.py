@@ -132,25 +132,25 @@ def core_busy_ticks(core):
     return 0
 
 
+def status_field(path, field):
+    """One numeric field of a /proc status file (e.g. "VmRSS", in KiB); 0 when absent."""
+    with open(path) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
 def status_sum(pids, field):
-    """Sum over pids of one numeric field of /proc/PID/status (e.g. "VmRSS", in KiB)."""
-    total = 0
-    for pid in pids:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    total += int(line.split()[1])
-    return total
+    """Sum over pids of one numeric field of /proc/PID/status."""
+    return sum(status_field(f"/proc/{pid}/status", field) for pid in pids)
 
 
 def task_status_sum(pids, field):
     """Like status_sum, over every thread of each pid (/proc/PID/task/TID/status): context-switch
     counts in /proc/PID/status are the main thread's only."""
-    total = 0
-    for pid in pids:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            total += status_sum([f"{pid}/task/{tid}"], field)
-    return total
+    return sum(status_field(f"/proc/{pid}/task/{tid}/status", field)
+               for pid in pids for tid in os.listdir(f"/proc/{pid}/task"))
 
 
 def nonvoluntary_switches(pids):
@@ -165,7 +165,7 @@ def voluntary_switches(pids):
 def ipi_counts():
     """Inter-processor interrupts received so far, per CPU: {"RES0": n, "CAL0": n, ...}.
     RES (rescheduling) and CAL (function call) are what a CPU sends another to wake a task there;
-    in a virtual machine each one costs the sender and the receiver an exit to the hypervisor."""
+    in a virtual machine each one usually costs an exit to the hypervisor."""
     out = {}
     with open("/proc/interrupts") as f:
         for line in f:
@@ -590,49 +590,47 @@ def measured_run(target, args, zipf, duration, seed, pinned=True, backend_pids=(
     return r
 
 
-def throughput_pass(args, workdir, make_backends, workloads):
-    """rondel, HAProxy, nginx and no proxy in turn, args.reps times, on each workload:
-    {workload: {proxy: [measured_run results]}}."""
+def alternating(args, workdir, make_backends, workloads):
+    """Yields (rep, workload, zipf, proxy, backends) for rondel, HAProxy, nginx and no proxy in
+    turn, on each (workload, zipf), args.reps times, so drift hits all alike; stops them all
+    when the caller is done (or fails)."""
     b = make_backends()
-    results = {wl: defaultdict(list) for wl, _ in workloads}
     proxies = [Rondel(workdir, b), HAProxy(workdir, b), Nginx(workdir, b), NoProxy(b)]
     try:
         for rep in range(args.reps):
             for wl, zipf in workloads:
                 for p in proxies:
-                    r = measured_run(p, args, zipf, args.duration, seed=rep + 1, backend_pids=b.pids())
-                    results[wl][p.name].append(r)
-                    log(f"  rep {rep + 1} {wl:10} {p.name:8} {r['rps']:>10,.0f} req/s p99 {r['p99_us'] / 1000:.2f} ms"
-                        + (f" cpu {r['cpu_us_per_req']:.1f} us/req busy {r['cpu_busy'] * 100:.0f}% preempt/s {r['preempted_per_s']:.0f}" if "cpu_busy" in r else "")
-                        + f" core0 {r['core0_busy'] * 100:.0f}% core1 {r['core1_busy'] * 100:.0f}%"
-                        + f" backends {r['backends_us_per_req']:.1f} us/req"
-                        + f" errors {r['errors']} load {r['loadavg']}")
+                    yield rep, wl, zipf, p, b
     finally:
         for p in proxies:
             p.stop()
         b.stop()
+
+
+def throughput_pass(args, workdir, make_backends, workloads):
+    """{workload: {proxy: [measured_run results]}}, every target as fast as it goes."""
+    results = {wl: defaultdict(list) for wl, _ in workloads}
+    for rep, wl, zipf, p, b in alternating(args, workdir, make_backends, workloads):
+        r = measured_run(p, args, zipf, args.duration, seed=rep + 1, backend_pids=b.pids())
+        results[wl][p.name].append(r)
+        log(f"  rep {rep + 1} {wl:10} {p.name:8} {r['rps']:>10,.0f} req/s p99 {r['p99_us'] / 1000:.2f} ms"
+            + (f" cpu {r['cpu_us_per_req']:.1f} us/req busy {r['cpu_busy'] * 100:.0f}% preempt/s {r['preempted_per_s']:.0f}" if "cpu_busy" in r else "")
+            + f" core0 {r['core0_busy'] * 100:.0f}% core1 {r['core1_busy'] * 100:.0f}%"
+            + f" backends {r['backends_us_per_req']:.1f} us/req"
+            + f" errors {r['errors']} load {r['loadavg']}")
     return results
 
 
 def latency_pass(args, workdir, make_backends):
     """Latency at the same offered load: wrk with --latency-conns connections, each waiting
-    --latency-delay-ms after every response, on the --zipf workload; rondel, HAProxy, nginx and
-    no proxy alternating over --reps. {proxy: [measured_run results]}."""
-    b = make_backends()
+    --latency-delay-ms after every response, on the --zipf workload. {proxy: [results]}."""
     results = defaultdict(list)
-    proxies = [Rondel(workdir, b), HAProxy(workdir, b), Nginx(workdir, b), NoProxy(b)]
-    try:
-        for rep in range(args.reps):
-            for p in proxies:
-                r = measured_run(p, args, args.zipf, args.duration, seed=rep + 1, backend_pids=b.pids(),
-                                 conns=args.latency_conns, delay_ms=args.latency_delay_ms)
-                results[p.name].append(r)
-                log(f"  latency rep {rep + 1} {p.name:8} {r['rps']:>10,.0f} req/s p50 {r['p50_us'] / 1000:.3f} "
-                    f"p99 {r['p99_us'] / 1000:.3f} p99.9 {r['p999_us'] / 1000:.3f} ms errors {r['errors']}")
-    finally:
-        for p in proxies:
-            p.stop()
-        b.stop()
+    for rep, _, zipf, p, b in alternating(args, workdir, make_backends, [("latency", args.zipf)]):
+        r = measured_run(p, args, zipf, args.duration, seed=rep + 1, backend_pids=b.pids(),
+                         conns=args.latency_conns, delay_ms=args.latency_delay_ms)
+        results[p.name].append(r)
+        log(f"  latency rep {rep + 1} {p.name:8} {r['rps']:>10,.0f} req/s p50 {r['p50_us'] / 1000:.3f} "
+            f"p99 {r['p99_us'] / 1000:.3f} p99.9 {r['p999_us'] / 1000:.3f} ms errors {r['errors']}")
     return dict(results)
 
 
@@ -1184,9 +1182,8 @@ def batch_section(batch, args):
         f"The same throughput pass again ({args.duration}s × {args.reps} reps, alternating, same "
         f"pinning), with wrk and the backends started under `chrt -b 0` (SCHED_BATCH: a task "
         f"woken on core {CLIENT_CORE} does not preempt the one running there; it waits for its "
-        f"turn). The proxies run with the default policy as before. On this virtual machine each "
-        f"wake-up preemption costs an inter-processor interrupt and a context switch on core "
-        f"{CLIENT_CORE}, so with the default policy a proxy's req/s depends on how its writes "
+        f"turn). The proxies run with the default policy as before. Each wake-up preemption costs "
+        f"an inter-processor interrupt and a context switch on core {CLIENT_CORE}, so with the default policy a proxy's req/s depends on how its writes "
         f"happen to interleave with wrk and the backends; without them the client core is "
         f"cheaper per request and the proxy's own core becomes the limit, so req/s ranks the "
         f"proxies by their own cost.",
@@ -1359,7 +1356,7 @@ def profile(args, workdir, make_backends, zipf, outdir, stamp):
                            ("machine", "context switches")):
             sys_lines.append(f"{label:20}" + "".join(
                 f"{sys_tables[p][1]['switches'][key] / max(1, sys_tables[p][1]['requests']):12.3f}" for p in order)
-                + ("   (per request: voluntary context switches, /proc/PID/status)" if key != "machine"
+                + ("   (per request: voluntary context switches, /proc/PID/task/*/status)" if key != "machine"
                    else "   (per request, machine-wide: /proc/stat ctxt)"))
         sys_lines.append("")
         sys_lines.append("## the backends' syscalls per request behind each proxy (same method, "
@@ -1439,6 +1436,8 @@ def main():
     ap.add_argument("--out", default=os.path.join(BENCH_DIR, "results"))
     ap.add_argument("--command", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.latency_conns < 1 or args.latency_delay_ms < 1:
+        ap.error("--latency-conns and --latency-delay-ms must be at least 1")
     if args.quick:
         args.reps, args.duration, args.calib_duration, args.sweep_duration = 1, 3, 2, 3
     if args.idle is None:
