@@ -2,10 +2,14 @@
 """tools/bench/bench.py's report, from made-up runs: the figures docs/benchmarks.md quotes come
 out of these functions, so a wrong ratio or a column computed from the wrong field would
 mislead every reader. Also the SCHED_BATCH prefix: only commands pinned to the client core get
-it, never a proxy's; and a bad latency flag is refused. Starts no proxy, backend or wrk."""
+it, never a proxy's; a bad latency flag is refused; and the benchmark's backends run as one
+process serving every backend by default (one process each with test-each), each answering with
+its own name. Starts test backends, but no proxy and no wrk."""
 import os
 import subprocess
 import sys
+import tempfile
+import urllib.request
 
 sys.path.insert(0, os.path.join(os.environ.get("RONDEL_SOURCE_DIR", os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "..", "..")), "tools", "bench"))
@@ -118,6 +122,23 @@ def main():
     me = [os.getpid()]
     check(bench.voluntary_switches(me) >= bench.status_sum(me, "voluntary_ctxt_switches"),
           "context switches are summed over every thread")
+
+    binary = os.environ.get("RONDEL_TEST_BACKEND")
+    if binary:
+        workdir = tempfile.mkdtemp(prefix="bench-backends-")
+        for each, processes in ((False, 1), (True, 4)):
+            b = bench.TestBackends(binary, 4, workdir, ledger=True, core=None, each=each)
+            try:
+                names = [urllib.request.urlopen(f"http://127.0.0.1:{port}/obj/1", timeout=5)
+                         .headers["X-Backend"] for port in b.ports]
+                check(len(b.pids()) == processes and names == ["b1", "b2", "b3", "b4"],
+                      f"{b.kind}: {len(b.pids())} process(es) serve backends {names}")
+                counts = b.per_path_counts()
+                check(all(counts[n] == {"/obj/1": 1} for n in names),
+                      f"{b.kind}: each backend writes its own ledger")
+            finally:
+                b.stop()
+            check(all(p.poll() == 0 for p in b.procs), f"{b.kind}: SIGTERM stops every process, exit 0")
 
 
 if __name__ == "__main__":

@@ -247,28 +247,37 @@ http {{
 """
 
 class TestBackends:
-    kind = "test"
+    """rondel-test-backend: one process serving every backend on one event loop (`--and`), as
+    the nginx backends do, or (each=True) one process per backend."""
 
-    def __init__(self, binary, n, workdir, ledger=False, core=CLIENT_CORE):
+    def __init__(self, binary, n, workdir, ledger=False, core=CLIENT_CORE, each=False):
+        self.kind = "test-each" if each else "test"
         self.names = [f"b{i + 1}" for i in range(n)]
         self.ports = []
         self.procs = []
         self.ledgers = {}
+        groups = []
         for name in self.names:
-            argv = [binary, "--listen", "127.0.0.1:0", "--name", name]
+            argv = ["--listen", "127.0.0.1:0", "--name", name]
             if ledger:
                 path = os.path.join(workdir, f"ledger-{name}.txt")
                 if os.path.exists(path):
                     os.unlink(path)
                 self.ledgers[name] = path
                 argv += ["--ledger", path]
-            p = start(argv, core, stdout=subprocess.PIPE, text=True)
-            line = p.stdout.readline().split()
-            if len(line) != 2 or line[0] != "listening":
-                raise RuntimeError(f"test backend {name} did not start: {line}")
-            self.ports.append(int(line[1].rsplit(":", 1)[1]))
+            groups.append(argv)
+        if not each:
+            groups = [sum((g if i == 0 else ["--and"] + g for i, g in enumerate(groups)), [])]
+        for group in groups:
+            p = start([binary] + group, core, stdout=subprocess.PIPE, text=True)
             self.procs.append(p)
-            PORT_TO_NAME[f"127.0.0.1:{self.ports[-1]}"] = name
+            for _ in range(group.count("--and") + 1):
+                line = p.stdout.readline().split()
+                if len(line) != 2 or line[0] != "listening":
+                    raise RuntimeError(f"test backend did not start: {line}")
+                self.ports.append(int(line[1].rsplit(":", 1)[1]))
+        for name, port in zip(self.names, self.ports):
+            PORT_TO_NAME[f"127.0.0.1:{port}"] = name
         for port in self.ports:
             wait_port(port)
 
@@ -1405,7 +1414,7 @@ def main():
     ap.add_argument("--conns", type=int, default=50)
     ap.add_argument("--paths", type=int, default=10000)
     ap.add_argument("--zipf", type=float, default=1.1)
-    ap.add_argument("--backend", choices=["auto", "test", "nginx"], default="auto",
+    ap.add_argument("--backend", choices=["auto", "test", "test-each", "nginx"], default="auto",
                     help="backend kind; auto = measure both, keep the cheaper per request")
     ap.add_argument("--quick", action="store_true", help="1 rep of 3 s, short distribution pass, no profile")
     ap.add_argument("--no-dist", action="store_true", help="skip the distribution/spill pass")
@@ -1467,11 +1476,14 @@ def main():
             log("calibrating backends ...")
             calib = calibrate_backends(args, workdir)
             kind = min(calib, key=lambda k: calib[k]["cpu_us_per_req"])
-        meta["backend_kind"] = {"test": "rondel-test-backend", "nginx": "nginx return 200 (1 process, 1 worker)"}[kind]
+        meta["backend_kind"] = {"test": "rondel-test-backend (1 process for all, one event loop)",
+                                "test-each": "rondel-test-backend (1 process each)",
+                                "nginx": "nginx return 200 (1 process, 1 worker)"}[kind]
 
         def make_backends(ledger=False, core=CLIENT_CORE):
-            if kind == "test":
-                return TestBackends(args.backend_bin, args.backends, workdir, ledger, core)
+            if kind in ("test", "test-each"):
+                return TestBackends(args.backend_bin, args.backends, workdir, ledger, core,
+                                    each=kind == "test-each")
             return NginxBackends(args.backends, workdir, ledger, core)
 
         def write_results(prefix, text, data):

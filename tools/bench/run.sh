@@ -2,7 +2,7 @@
 # Side-by-side benchmark of rondel, HAProxy and nginx (and no proxy). See docs/benchmarks.md.
 #
 #   tools/bench/run.sh [--duration 10] [--reps 3] [--backends 4] [--conns 50] [--paths 10000]
-#                      [--zipf 1.1] [--backend auto|test|nginx] [--profile] [--quick] [--no-dist]
+#                      [--zipf 1.1] [--backend auto|test|test-each|nginx] [--profile] [--quick] [--no-dist]
 #                      [--idle 10000] [--idle-only] [--profile-only] [--nice N]
 #                      [--workers-pass] [--workers-only] [--batch-pass]
 #                      [--latency-pass] [--latency-only] [--latency-conns 100] [--latency-delay-ms 1]

@@ -1,24 +1,39 @@
 // rondel-test-backend: a single-threaded libuv HTTP/1.1 backend for rondel's integration tests,
 // demo and benchmarks, with configurable delays, body sizes, failures and a cache model.
+//
+// "--and" separates the options of several backends served by this one process and its one event
+// loop ("--listen A --name b1 --and --listen B --name b2"): each has its own listener, name,
+// counters and ledger. The benchmark uses it to keep the client core's process count low.
 #include <uv.h>
 
 #include <csignal>
 #include <cstdio>
+#include <list>
+#include <string_view>
+#include <vector>
 
 #include "backend.h"
 #include "options.h"
 
 int main(int argc, char** argv) {
   using namespace rondel::test_backend;
-  auto options = parse_options(argc, argv);
-  if (!options) {
-    std::fprintf(stderr, "rondel-test-backend: %s\n%.*s", options.error().message.c_str(),
-                 static_cast<int>(usage().size()), usage().data());
-    return 2;
-  }
-  if (options->help) {
-    std::fwrite(usage().data(), 1, usage().size(), stdout);
-    return 0;
+  std::vector<Options> all;
+  for (int first = 1; first <= argc;) {
+    int last = first;
+    while (last < argc && std::string_view(argv[last]) != "--and") ++last;
+    // parse_options skips its argv[0]: hand it the word before this group.
+    auto options = parse_options(last - first + 1, argv + first - 1);
+    if (!options) {
+      std::fprintf(stderr, "rondel-test-backend: %s\n%.*s", options.error().message.c_str(),
+                   static_cast<int>(usage().size()), usage().data());
+      return 2;
+    }
+    if (options->help) {
+      std::fwrite(usage().data(), 1, usage().size(), stdout);
+      return 0;
+    }
+    all.push_back(std::move(*options));
+    first = last + 1;
   }
   std::signal(SIGPIPE, SIG_IGN);  // A client that vanished must not kill the backend.
 
@@ -26,16 +41,19 @@ int main(int argc, char** argv) {
   uv_loop_init(&loop);
   int rc = 0;
   {
-    Backend backend(&loop, std::move(*options));
-    auto address = backend.start();
-    if (!address) {
-      std::fprintf(stderr, "rondel-test-backend: %s\n", address.error().message.c_str());
-      backend.stop();
-      rc = 1;
-    } else {
+    std::list<Backend> backends;  // Backend is neither copyable nor movable.
+    for (auto& options : all) {
+      Backend& backend = backends.emplace_back(&loop, std::move(options));
+      auto address = backend.start();
+      if (!address) {
+        std::fprintf(stderr, "rondel-test-backend: %s\n", address.error().message.c_str());
+        for (auto& b : backends) b.stop();
+        rc = 1;
+        break;
+      }
       std::printf("listening %s\n", address->c_str());
-      std::fflush(stdout);
     }
+    std::fflush(stdout);
     uv_run(&loop, UV_RUN_DEFAULT);
   }
   if (uv_loop_close(&loop) != 0) {

@@ -23,6 +23,8 @@ constexpr std::string_view kUsage =
     "  --ledger FILE          append '<X-Request-Id|-> <method> <target> <body bytes>' per request\n"
     "  --health-fail          /healthz answers 503 from the start\n"
     "  --checksum             add X-Request-Crc32 (CRC-32 of the request body) to responses\n"
+    "  --and                  the options that follow are another backend served by this\n"
+    "                         process and its event loop (one 'listening' line each)\n"
     "Per request overrides: ?delay=MS ?size=N ?status=CODE ?chunked=0|1 ?fail=MODE ?checksum=1\n"
     "Control: GET /_stats, /_reset, /healthz, /_health?fail=0|1, /_echo (body = raw request head)\n";
 

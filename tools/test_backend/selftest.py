@@ -246,6 +246,28 @@ def main():
     p.send_signal(signal.SIGINT)
     check("SIGINT exit 0", p.wait(5) == 0)
     os.unlink(ledger)
+
+    # --and: several backends in one process, each with its own name, ledger and counters.
+    ledgers = [tempfile.NamedTemporaryFile(delete=False).name for _ in range(2)]
+    p = subprocess.Popen([BIN, "--name", "m1", "--ledger", ledgers[0], "--and",
+                          "--name", "m2", "--ledger", ledgers[1], "--size", "4"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ports = [int(p.stdout.readline().split()[1].rsplit(":", 1)[1]) for _ in range(2)]
+    got = [(get(port, "/k")[1]["x-backend"], get(port, "/k")[2]) for port in ports]
+    check("--and: each backend its own name and options", got == [("m1", b"m1\n"), ("m2", b"m2\nm")], got)
+    get(ports[1], "/only-m2")
+    counts = [stats(port)["requests"] for port in ports]
+    check("--and: separate counters", counts == [2, 3], counts)
+    lines = [open(path).read().splitlines() for path in ledgers]
+    check("--and: separate ledgers", len(lines[0]) == 2 and "- GET /only-m2 0" in lines[1]
+          and all("/only-m2" not in l for l in lines[0]), lines)
+    p.send_signal(signal.SIGTERM)
+    check("--and: SIGTERM stops all, exit 0", p.wait(5) == 0, p.stderr.read())
+    for path in ledgers:
+        os.unlink(path)
+    bad = subprocess.run([BIN, "--name", "ok", "--and", "--size", "nope"], capture_output=True, text=True, timeout=5)
+    check("--and: a bad option in a later group is refused", bad.returncode == 2
+          and "bad --size 'nope'" in bad.stderr and "listening" not in bad.stdout, bad)
     print("FAILED: %s" % FAILED if FAILED else "all passed")
     sys.exit(1 if FAILED else 0)
 
