@@ -7,6 +7,7 @@ listens on 127.0.0.1; every process this script starts is stopped by pid at the 
 import argparse
 import json
 import os
+import re
 import resource
 import select
 import shutil
@@ -1332,7 +1333,9 @@ def profile(args, workdir, make_backends, zipf, outdir, stamp):
                 ("including children", ["--children", "--sort", "symbol", "-g", "none"], 60)):
             rep = subprocess.run(["perf", "report", "--stdio", "-i", data] + extra,
                                  capture_output=True, text=True, timeout=300).stdout
-            lines = [l for l in rep.splitlines() if l.strip() and not l.startswith("#")]
+            # Without the empty trailing columns ("-  -") and the padding a long symbol leaves.
+            lines = [re.sub(r"(\s+-)*\s*$", "", l) for l in rep.splitlines()
+                     if l.strip() and not l.startswith("#")]
             if extra[-1] == "none" and "dso,symbol" in extra and "--dsos" not in extra:
                 # Whole-report sums by category (the list below is cut at n lines).
                 cats = {"allocation (malloc/free/new/delete)": ("malloc", "free", "operator new",
