@@ -123,6 +123,9 @@ def main():
     check(bench.voluntary_switches(me) >= bench.status_sum(me, "voluntary_ctxt_switches"),
           "context switches are summed over every thread")
 
+    check("outside this checkout" in bench.versions(sys.executable),
+          "a report names a rondel binary built outside the checkout whose commit it gives")
+
     binary = os.environ.get("RONDEL_TEST_BACKEND")
     if binary:
         workdir = tempfile.mkdtemp(prefix="bench-backends-")

@@ -1403,7 +1403,11 @@ def versions(rondel_binary):
     except (OSError, subprocess.TimeoutExpired):
         dirty = "?"
     built = time.strftime("%Y-%m-%d %H:%M", time.localtime(os.path.getmtime(rondel_binary)))
-    return (f"rondel {head} ({dirty} modified tracked files; binary built {built}), "
+    where = ""
+    if os.path.relpath(os.path.realpath(rondel_binary), os.path.realpath(ROOT)).startswith(".."):
+        # BUILD_DIR elsewhere: the commit and modified files above describe this checkout, not it.
+        where = f" {rondel_binary}, outside this checkout,"
+    return (f"rondel {head} ({dirty} modified tracked files; binary{where} built {built}), "
             + first_line(["haproxy", "-v"]).split(" - ")[0] + ", "
             + first_line(["nginx", "-v"]).replace("nginx version: ", "") + ", "
             + first_line(["wrk", "-v"]).split(" Copyright")[0])
