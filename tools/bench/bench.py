@@ -267,8 +267,11 @@ class TestBackends:
                 self.ledgers[name] = path
                 argv += ["--ledger", path]
             groups.append(argv)
-        if not each:
-            groups = [sum((g if i == 0 else ["--and"] + g for i, g in enumerate(groups)), [])]
+        if not each:  # one process: the groups joined by --and
+            joined = []
+            for g in groups:
+                joined += (["--and"] if joined else []) + g
+            groups = [joined]
         for group in groups:
             p = start([binary] + group, core, stdout=subprocess.PIPE, text=True)
             self.procs.append(p)
@@ -1193,10 +1196,10 @@ def batch_section(batch, args):
         f"pinning), with wrk and the backends started under `chrt -b 0` (SCHED_BATCH: a task "
         f"woken on core {CLIENT_CORE} does not preempt the one running there; it waits for its "
         f"turn). The proxies run with the default policy as before. Each wake-up preemption costs "
-        f"an inter-processor interrupt and a context switch on core {CLIENT_CORE}, so with the default policy a proxy's req/s depends on how its writes "
-        f"happen to interleave with wrk and the backends; without them the client core is "
-        f"cheaper per request and the proxy's own core becomes the limit, so req/s ranks the "
-        f"proxies by their own cost.",
+        f"an inter-processor interrupt and a context switch on core {CLIENT_CORE}, so with the "
+        f"default policy a proxy's req/s depends on how its writes happen to interleave with wrk "
+        f"and the backends; without them the client core is cheaper per request and the proxy's "
+        f"own core becomes the limit, so req/s ranks the proxies by their own cost.",
         ""] + throughput_tables(batch)) + "\n"
 
 

@@ -21,6 +21,10 @@ int main(int argc, char** argv) {
   for (int first = 1; first <= argc;) {
     int last = first;
     while (last < argc && std::string_view(argv[last]) != "--and") ++last;
+    if (last == first && argc > 1) {  // "--and" first, last or twice in a row
+      std::fprintf(stderr, "rondel-test-backend: --and needs a backend's options on both sides\n");
+      return 2;
+    }
     // parse_options skips its argv[0]: hand it the word before this group.
     auto options = parse_options(last - first + 1, argv + first - 1);
     if (!options) {

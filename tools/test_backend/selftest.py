@@ -268,6 +268,10 @@ def main():
     bad = subprocess.run([BIN, "--name", "ok", "--and", "--size", "nope"], capture_output=True, text=True, timeout=5)
     check("--and: a bad option in a later group is refused", bad.returncode == 2
           and "bad --size 'nope'" in bad.stderr and "listening" not in bad.stdout, bad)
+    for argv in (["--name", "ok", "--and"], ["--and", "--name", "ok"], ["--name", "a", "--and", "--and", "--name", "b"]):
+        bad = subprocess.run([BIN, *argv], capture_output=True, text=True, timeout=5)
+        check("--and: an empty group is refused %s" % argv, bad.returncode == 2
+              and "--and needs a backend's options on both sides" in bad.stderr and bad.stdout == "", bad)
     print("FAILED: %s" % FAILED if FAILED else "all passed")
     sys.exit(1 if FAILED else 0)
 
