@@ -5,13 +5,15 @@
 #include <vector>
 
 #include "balance.h"
-#include "json_writer.h"
+#include "rondel/util/json_writer.h"
 #include "options.h"
 #include "replay.h"
 #include "routing.h"
 
 namespace rondel::sim {
 namespace {
+
+using util::JsonWriter;
 
 // Check is one property verified by --check: its name, whether it held, and the evidence.
 struct Check {

@@ -1,4 +1,4 @@
-// A minimal JSON object writer for rondel-sim's --json output (flat and nested objects only).
+// JsonWriter: the one JSON writer of rondel (admin API, explain views, rondel-sim --json); std only.
 #pragma once
 
 #include <cmath>
@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace rondel::sim {
+namespace rondel::util {
 
 // JsonWriter appends "key": value pairs to a string; begin()/end() open and close objects.
 // Keys and string values must not need escaping beyond quotes and backslashes.
@@ -76,4 +76,4 @@ class JsonWriter {
   bool first_ = true;
 };
 
-}  // namespace rondel::sim
+}  // namespace rondel::util
