@@ -1,0 +1,112 @@
+// The rondel configuration schema as data: every key each section accepts, the value limits and
+// the named choices. Internal to src/config/; read by ConfigReader (config_reader.cpp), which owns
+// the code that applies them.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string_view>
+
+#include "node_reader.h"
+#include "rondel/config/config.h"
+#include "rondel/core/backend_set.h"
+#include "rondel/core/maglev.h"
+
+namespace rondel::config::schema {
+
+using std::string_view;
+
+
+constexpr uint64_t kU32Max = std::numeric_limits<uint32_t>::max();
+
+constexpr uint32_t kMaxWorkers = 64;
+// The core indexes a pool's backends with 16 bits (core::BackendIndex).
+constexpr size_t kMaxBackends = core::kMaxBackends;
+// Weights and balance factors are bounded so that the capacity formula
+// c·(total+1)·w_i fits in 64 bits with c <= 10000 percent and w_i <= 65535.
+constexpr uint64_t kMaxWeight = 65535;
+constexpr uint64_t kMinBalanceFactor = 101;
+constexpr uint64_t kMaxBalanceFactor = 10000;
+constexpr uint64_t kMaxPointsPerWeight = 65535;
+// Routing-quality knobs (docs/routing.md). A SpillMemory of 2^24 entries is 128 MiB per worker
+// and pool: anything larger is a typo.
+constexpr uint64_t kMaxSpillMemory = 1u << 24;
+constexpr uint64_t kMaxHotShare = 100;          // h above 100% would never replicate
+constexpr uint64_t kMaxReplicas = 64;           // core::RouteRequest::kMaxReplicas
+constexpr uint64_t kMaxHotCapacity = 4096;      // counters per window (two windows)
+constexpr uint64_t kMinHotWindowMs = 10;
+// 6 bytes per ring point (core/ring.h): 16M points is a 96 MiB ring, far past any need.
+constexpr uint64_t kMaxRingPoints = 1u << 24;
+// Maglev paper (Eisenbud et al., NSDI 2016) section 3.4 uses 65537; core caps M at 2^24.
+constexpr uint64_t kMaxMaglevTableSize = core::kMaglevMaxTableSize;
+constexpr uint64_t kMaxHotKeys = 10000;
+
+constexpr string_view kRootKeys[] = {"workers", "drain_timeout", "log",  "listeners",
+                                     "pools",   "admin",         "dns"};
+constexpr string_view kLogKeys[] = {"access_log", "error_log", "level"};
+constexpr string_view kListenerKeys[] = {"name",
+                                         "bind",
+                                         "pool",
+                                         "max_connections",
+                                         "header_timeout",
+                                         "body_timeout",
+                                         "idle_timeout",
+                                         "max_request_line",
+                                         "max_header_bytes",
+                                         "max_headers",
+                                         "max_body_bytes",
+                                         "forwarded_headers"};
+constexpr string_view kPoolKeys[] = {"name",
+                                     "algorithm",
+                                     "hash_key",
+                                     "missing_key",
+                                     "balance_factor",
+                                     "capacity_slack",
+                                     "probe_order",
+                                     "spill_memory",
+                                     "spill_hysteresis",
+                                     "hot_keys",
+                                     "replica_choice",
+                                     "points_per_weight",
+                                     "max_points",
+                                     "maglev_table_size",
+                                     "retries",
+                                     "connect_timeout",
+                                     "response_header_timeout",
+                                     "backend_idle_timeout",
+                                     "backend_io_timeout",
+                                     "max_idle_per_backend",
+                                     "max_connections_per_backend",
+                                     "slow_start",
+                                     "health_check",
+                                     "passive_health",
+                                     "dns",
+                                     "backends"};
+constexpr string_view kHealthKeys[] = {"enabled",  "method",  "path", "expect_status",
+                                       "interval", "timeout", "rise", "fall"};
+constexpr string_view kPassiveKeys[] = {"consecutive_failures", "ejection_time",
+                                        "max_ejected_percent"};
+constexpr string_view kHotKeysKeys[] = {"share", "max_replicas", "window", "capacity",
+                                        "min_count"};
+constexpr string_view kBackendKeys[] = {"address", "weight", "id"};
+constexpr string_view kAdminKeys[] = {"enabled", "bind", "hot_keys"};
+constexpr string_view kDnsKeys[] = {"nameservers", "ttl", "jitter", "timeout", "attempts"};
+// Re-resolving more often than this only loads the nameserver.
+constexpr uint64_t kMinDnsTtlMs = 100;
+constexpr uint64_t kMaxDnsAttempts = 16;
+
+constexpr Choice<Algorithm> kAlgorithms[] = {{"ring", Algorithm::kRing},
+                                             {"rendezvous", Algorithm::kRendezvous},
+                                             {"maglev", Algorithm::kMaglev}};
+constexpr Choice<ProbeOrder> kProbeOrders[] = {{"clockwise", ProbeOrder::kClockwise},
+                                               {"random", ProbeOrder::kRandom}};
+constexpr Choice<ReplicaChoice> kReplicaChoices[] = {
+    {"least_loaded", ReplicaChoice::kLeastLoaded}, {"round_robin", ReplicaChoice::kRoundRobin}};
+constexpr Choice<MissingKeyPolicy> kMissingKeyPolicies[] = {
+    {"least_in_flight", MissingKeyPolicy::kLeastInFlight},
+    {"random", MissingKeyPolicy::kRandom},
+    {"uri", MissingKeyPolicy::kHashUri},
+    {"reject", MissingKeyPolicy::kReject}};
+constexpr Choice<int> kLogLevels[] = {{"debug", 0}, {"info", 1}, {"warn", 2}, {"error", 3}};
+
+}  // namespace rondel::config::schema
