@@ -8,6 +8,7 @@
 #include "rondel/http/writer.h"
 #include "rondel/proxy/backend_conn.h"
 #include "rondel/proxy/hash_key.h"
+#include "rondel/proxy/passive_health.h"
 #include "rondel/proxy/session.h"
 
 namespace rondel::proxy {
@@ -292,17 +293,7 @@ void ClientSession::attempt_failed(bool connect_failure, Reject reason, uint16_t
   } else {
     st.counters.errors.fetch_add(1, std::memory_order_relaxed);
   }
-  if (st.note_failure(ex().pool->config().passive.consecutive_failures)) {
-    // Passive ejection; the health module brings it back after the cool-down.
-    uint32_t unusable = ex().pool->state().unusable.load(std::memory_order_relaxed);
-    uint64_t limit = ex().pool->size() * ex().pool->config().passive.max_ejected_percent / 100;
-    if (unusable < limit && st.change_health(Health::kUp, Health::kEjected)) {
-      st.ejected_until_ms = worker_.now_ms() + ex().pool->config().passive.ejection_ms;
-      ex().pool->state().unusable.fetch_add(1, std::memory_order_relaxed);
-      worker_.log().log(Level::kWarn, "backend_ejected",
-                        "pool=" + ex().pool->name() + " backend=" + st.id());
-    }
-  }
+  PassiveHealth::note_failure(*ex().pool, ex().backend, worker_.now_ms(), worker_.log());
   drop_backend(false);
   release_attempt();
   core::bit_set(std::span<uint64_t>(xb_->tried.data(), ex().pool->excluded_words()), ex().backend);
@@ -415,9 +406,9 @@ void ClientSession::pump_response() noexcept {
         ex().conn->arm_timer(ex().pool->config().backend_io_timeout_ms);
         BackendState& bs = ex().pool->backend(ex().backend);
         if (rh.status >= 500) {
-          bs.note_failure(0);
+          PassiveHealth::note_failure(*ex().pool, ex().backend, worker_.now_ms(), worker_.log());
         } else {
-          bs.note_success();
+          PassiveHealth::note_success(bs);
         }
         break;
       }

@@ -7,6 +7,7 @@
 #include "rondel/core/hash.h"
 #include "rondel/http/parser.h"
 #include "rondel/net/uv_util.h"
+#include "rondel/proxy/passive_health.h"
 #include "rondel/proxy/snapshot.h"
 
 namespace rondel::proxy {
@@ -211,9 +212,8 @@ void HealthChecker::sync(const Snapshot& snap, uint64_t now_ms) {
       BackendState& b = pool->backend(static_cast<core::BackendIndex>(i));
       auto it = by_state.find(&b);
       if (!hc.enabled) {
-        if (b.health() == Health::kDown) {
-          // Only checks mark a backend kDown; with no checks it would never come back.
-          b.set_health(Health::kUp);
+        if (b.clear_flag(HealthFlag::kFailedActiveCheck)) {
+          // Only checks set this flag; with no checks it would never be cleared.
           b.check_failures = b.check_successes = 0;
           b.ramp_start_ms = now_ms;
           log_.log(Level::kInfo, "backend_up",
@@ -247,31 +247,36 @@ void HealthChecker::sync(const Snapshot& snap, uint64_t now_ms) {
 void HealthChecker::report(HealthProbe& probe, bool ok, std::string_view why) noexcept {
   BackendState& b = *probe.state_;
   const config::HealthCheckConfig& cfg = probe.cfg_;
-  Health before = b.health();
+  const bool was_down = b.has_flag(HealthFlag::kFailedActiveCheck);
+  bool changed = false;
   if (ok) {
+    b.counters.health_checks_ok.fetch_add(1, std::memory_order_relaxed);
     ++b.check_successes;
     b.check_failures = 0;
-    if (before == Health::kDown && b.check_successes >= cfg.rise) {
-      b.set_health(Health::kUp);
-      b.note_success();
+    if (was_down && b.check_successes >= cfg.rise) {
+      changed = b.clear_flag(HealthFlag::kFailedActiveCheck);
+      PassiveHealth::note_success(b);
       b.ramp_start_ms = uv_now(loop_);
       log_.log(Level::kInfo, "backend_up",
                "pool=" + probe.pool_ + " backend=" + b.id() + " checks=" +
                    std::to_string(b.check_successes));
     }
   } else {
+    b.counters.health_checks_failed.fetch_add(1, std::memory_order_relaxed);
     ++b.check_failures;
     b.check_successes = 0;
-    log_.log(Level::kDebug, "health_check_failed",
-             "pool=" + probe.pool_ + " backend=" + b.id() + " reason=" + std::string(why));
-    if (before != Health::kDown && b.check_failures >= cfg.fall) {
-      b.set_health(Health::kDown);
+    if (log_.enabled(Level::kDebug)) {
+      log_.log(Level::kDebug, "health_check_failed",
+               "pool=" + probe.pool_ + " backend=" + b.id() + " reason=" + std::string(why));
+    }
+    if (!was_down && b.check_failures >= cfg.fall) {
+      changed = b.set_flag(HealthFlag::kFailedActiveCheck);
       log_.log(Level::kWarn, "backend_down",
                "pool=" + probe.pool_ + " backend=" + b.id() + " checks=" +
                    std::to_string(b.check_failures) + " reason=" + std::string(why));
     }
   }
-  if (b.health() != before && on_change_) on_change_(probe.pool_, b);
+  if (changed && on_change_) on_change_(probe.pool_, b);
 }
 
 }  // namespace rondel::proxy

@@ -46,6 +46,9 @@ core::Result<std::unique_ptr<Pool>> Pool::build(const config::PoolConfig& cfg,
   for (const auto& b : cfg.backends) {
     specs.push_back({b.id.empty() ? b.address.to_string() : b.id, b.weight});
   }
+  // No backend (its names resolved to nothing): placement over a placeholder that is no
+  // backend, so the pool exists and every pick answers kNoBackend.
+  if (specs.empty()) specs.push_back({"(no backend)", 1});
   auto set = core::BackendSet::create(std::move(specs));
   if (!set) return core::fail("pool " + cfg.name + ": " + set.error().message);
   core::SelectorOptions so;
@@ -59,6 +62,8 @@ core::Result<std::unique_ptr<Pool>> Pool::build(const config::PoolConfig& cfg,
   std::unique_ptr<Pool> pool(new Pool(std::move(*set), std::move(*sel)));
   pool->cfg_ = cfg;
   pool->state_ = std::move(state);
+  // Each backend state of this pool keeps the pool's unusable count from its health flags.
+  std::shared_ptr<std::atomic<uint32_t>> unusable(pool->state_, &pool->state_->unusable);
   pool->bounded_.balance_factor = cfg.balance_factor;
   pool->bounded_.slack = cfg.capacity_slack;
   pool->bounded_.probe = cfg.probe_order == config::ProbeOrder::kRandom
@@ -73,18 +78,18 @@ core::Result<std::unique_ptr<Pool>> Pool::build(const config::PoolConfig& cfg,
     if (!addr) return core::fail("pool " + cfg.name + ": backend " + b.address.to_string() +
                                  ": " + addr.error().message);
     const auto& id = pool->set_[static_cast<core::BackendIndex>(i)].id;
-    pool->backends_.push_back(registry.get_or_create(cfg.name, id, *addr,
-                                                     net::sockaddr_to_string(
-                                                         reinterpret_cast<sockaddr*>(&*addr))));
+    pool->backends_.push_back(registry.get_or_create(
+        cfg.name, id, *addr, net::sockaddr_to_string(reinterpret_cast<sockaddr*>(&*addr)),
+        unusable));
     pool->in_flight_ptrs_.push_back(&pool->backends_.back()->in_flight);
     pool->weights_.push_back(b.weight);
     pool->total_weight_ += b.weight;
   }
-  uint32_t unusable = 0;
-  for (const auto& b : pool->backends_) unusable += b->usable() ? 0 : 1;
-  pool->state_->unusable.store(unusable, std::memory_order_relaxed);
-  for (uint32_t w : pool->weights_) pool->eff_weights_.push_back(w * kWeightScale);
-  pool->eff_total_weight_ = pool->total_weight_ * kWeightScale;
+  for (uint32_t w : pool->weights_) pool->base_weights_.push_back(w * kWeightScale);
+  pool->eff_weights_ = std::vector<std::atomic<uint32_t>>(pool->base_weights_.size());
+  for (size_t i = 0; i < pool->base_weights_.size(); ++i) {
+    pool->eff_weights_[i].store(pool->base_weights_[i], std::memory_order_relaxed);
+  }
   pool->excluded_words_ = core::bitset_words(pool->backends_.size());
   pool->pick_words_ = core::pick_scratch_words(pool->selector_);
   return pool;
@@ -92,21 +97,37 @@ core::Result<std::unique_ptr<Pool>> Pool::build(const config::PoolConfig& cfg,
 
 void Pool::fill_input(core::PickInput& in, std::span<const uint64_t> tried,
                       std::span<uint64_t> excluded) const noexcept {
+  const size_t n = backends_.size();
   in.in_flight_ptrs = in_flight_ptrs_;
-  in.weights = eff_weights_;
+  std::span<const uint32_t> weights = base_weights_;
+  uint64_t total = total_weight_ * kWeightScale;
+  if (ramping_.load(std::memory_order_acquire)) {
+    // Slow start under way: the tick may be storing weights now. Copy them once, so this pick
+    // reads one set and W is that set's sum. O(backends), only while some backend ramps.
+    thread_local std::vector<uint32_t> copy;
+    if (copy.size() < n) copy.resize(n);
+    total = 0;
+    for (size_t i = 0; i < n; ++i) {
+      copy[i] = eff_weights_[i].load(std::memory_order_relaxed);
+      total += copy[i];
+    }
+    weights = std::span<const uint32_t>(copy.data(), n);
+  }
+  in.weights = weights;
   in.total_in_flight = state_->total_in_flight.load(std::memory_order_relaxed);
-  in.total_weight = eff_total_weight_;
+  in.total_weight = total;
   bool any_excluded = false;
   for (size_t w = 0; w < excluded_words_; ++w) {
     excluded[w] = w < tried.size() ? tried[w] : 0;
     any_excluded |= excluded[w] != 0;
   }
-  if (state_->unusable.load(std::memory_order_relaxed) != 0) {
+  // The count is never below the number of flagged backends: 0 means none is (the common case).
+  if (state_->unusable.load(std::memory_order_acquire) != 0) {
     // Rare path: some backend is down. W counts only usable backends.
     uint64_t w_up = 0;
-    for (size_t i = 0; i < backends_.size(); ++i) {
+    for (size_t i = 0; i < n; ++i) {
       if (backends_[i]->usable()) {
-        w_up += eff_weights_[i];
+        w_up += weights[i];
       } else {
         core::bit_set(excluded, i);
         any_excluded = true;
@@ -119,6 +140,7 @@ void Pool::fill_input(core::PickInput& in, std::span<const uint64_t> tried,
 
 core::PickResult Pool::pick(uint64_t hash, std::span<const uint64_t> tried,
                             std::span<uint64_t> scratch) const noexcept {
+  if (backends_.empty()) return {};
   core::PickInput in;
   fill_input(in, tried, scratch.subspan(0, excluded_words_));
   return core::bounded_pick(selector_, hash, in, bounded_, scratch.subspan(excluded_words_));
@@ -127,6 +149,11 @@ core::PickResult Pool::pick(uint64_t hash, std::span<const uint64_t> tried,
 core::RouteResult Pool::route(uint64_t hash, std::span<const uint64_t> tried,
                               std::span<uint64_t> scratch, uint32_t replicas, uint64_t sequence,
                               core::SpillMemory* memory) const noexcept {
+  if (backends_.empty()) {
+    core::RouteResult none;
+    none.reason = core::RouteReason::kNone;
+    return none;
+  }
   core::PickInput in;
   fill_input(in, tried, scratch.subspan(0, excluded_words_));
   core::RouteRequest rq;
@@ -139,7 +166,8 @@ core::RouteResult Pool::route(uint64_t hash, std::span<const uint64_t> tried,
 size_t Pool::eligible_count() const noexcept {
   size_t n = 0;
   for (size_t i = 0; i < backends_.size(); ++i) {
-    n += eff_weights_[i] > 0 && backends_[i]->usable() ? 1 : 0;
+    n += effective_weight(static_cast<core::BackendIndex>(i)) > 0 && backends_[i]->usable() ? 1
+                                                                                           : 0;
   }
   return n;
 }
@@ -148,11 +176,11 @@ core::BackendIndex Pool::least_loaded(std::span<const uint64_t> tried) const noe
   core::BackendIndex best = core::kNoBackend;
   uint64_t best_load = UINT64_MAX;
   for (size_t i = 0; i < backends_.size(); ++i) {
-    if (eff_weights_[i] == 0 || !backends_[i]->usable()) continue;
+    const uint32_t w = effective_weight(static_cast<core::BackendIndex>(i));
+    if (w == 0 || !backends_[i]->usable()) continue;
     if (core::bit_test(tried, i)) continue;
     // Load relative to (effective) weight, in fixed point.
-    uint64_t load = (uint64_t{backends_[i]->in_flight.load(std::memory_order_relaxed)} << 32) /
-                    eff_weights_[i];
+    uint64_t load = (uint64_t{backends_[i]->in_flight.load(std::memory_order_relaxed)} << 32) / w;
     if (load < best_load) {
       best_load = load;
       best = static_cast<core::BackendIndex>(i);
@@ -164,11 +192,10 @@ core::BackendIndex Pool::least_loaded(std::span<const uint64_t> tried) const noe
 bool Pool::refresh_weights(uint64_t now_ms) noexcept {
   const uint64_t ramp_ms = cfg_.slow_start_ms;
   bool ramping = false;
-  uint64_t total = 0;
-  uint32_t unusable = 0;
+  bool differs = false;
   for (size_t i = 0; i < backends_.size(); ++i) {
     BackendState& b = *backends_[i];
-    uint64_t w = uint64_t{weights_[i]} * kWeightScale;
+    uint64_t w = base_weights_[i];
     if (b.ramp_start_ms != 0) {
       uint64_t elapsed = now_ms > b.ramp_start_ms ? now_ms - b.ramp_start_ms : 0;
       if (ramp_ms == 0 || elapsed >= ramp_ms) {
@@ -179,15 +206,17 @@ bool Pool::refresh_weights(uint64_t now_ms) noexcept {
         ramping = true;
       }
     }
-    // Written only when it changes: with no slow start under way the tick writes nothing that
-    // worker threads read. (During a ramp with workers > 1 a worker may read a weight while the
-    // tick updates it: an aligned 32-bit store, old or new value, both valid capacities.)
-    if (eff_weights_[i] != static_cast<uint32_t>(w)) eff_weights_[i] = static_cast<uint32_t>(w);
-    total += w;
-    unusable += b.usable() ? 0 : 1;
+    differs |= w != base_weights_[i];
+    // Picks copy these only while ramping_ is set; the flag goes up after the stores.
+    if (eff_weights_[i].load(std::memory_order_relaxed) != w) {
+      eff_weights_[i].store(static_cast<uint32_t>(w), std::memory_order_relaxed);
+    }
   }
-  if (eff_total_weight_ != total) eff_total_weight_ = total;
-  state_->unusable.store(unusable, std::memory_order_relaxed);
+  // Release: a pick that reads the flag's new value reads weights at least this new. Written
+  // only when it changes, so with no ramp the tick writes nothing that workers read.
+  if (ramping_.load(std::memory_order_relaxed) != differs) {
+    ramping_.store(differs, std::memory_order_release);
+  }
   return ramping;
 }
 

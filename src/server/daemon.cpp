@@ -8,6 +8,7 @@
 
 #include "rondel/config/loader.h"
 #include "rondel/core/hash.h"
+#include "rondel/proxy/passive_health.h"
 #include "rondel/server/admin.h"
 #include "rondel/server/discovery.h"
 #include "rondel/server/metrics.h"
@@ -30,6 +31,7 @@ constexpr uint64_t kMoveSeed = 0x4d4f564544000000ull;  // "MOVED"
 
 // Share of sampled hashes whose natural owner id differs between two builds of a pool.
 double moved_share(const proxy::Pool& before, const proxy::Pool& after) {
+  if (before.empty() || after.empty()) return before.empty() && after.empty() ? 0.0 : 1.0;
   size_t moved = 0;
   for (size_t j = 0; j < kMoveSamples; ++j) {
     uint64_t h = core::mix64(j, kMoveSeed);
@@ -138,12 +140,24 @@ core::Result<std::shared_ptr<const proxy::Snapshot>> Daemon::build_snapshot(
     const config::Config& cfg, uint64_t generation) {
   config::Config expanded = discovery_->expand(cfg);
   for (const auto& p : expanded.pools) {
-    if (p.backends.empty()) {
+    // At start-up a pool with nothing to serve is a configuration error (exit 2). Once running,
+    // one name that resolves to nothing must not block every reload and every other pool's DNS
+    // update: that pool is built empty and answers 503 until its names resolve again.
+    if (p.backends.empty() && !started_) {
       return core::fail("pool " + p.name + ": no backend (its host names resolved to no address)");
     }
   }
-  return proxy::Snapshot::build(std::move(expanded), registry_, pool_states_, listener_states_,
-                                generation);
+  auto snap = proxy::Snapshot::build(std::move(expanded), registry_, pool_states_,
+                                     listener_states_, generation);
+  if (!snap) return snap;
+  for (const auto& p : (*snap)->pools()) {
+    if (!p->empty()) continue;
+    p->state().empty_builds.fetch_add(1, std::memory_order_relaxed);
+    log_.log(proxy::Level::kWarn, "pool_without_backends",
+             "pool=" + p->name() + " generation=" + std::to_string(generation) +
+                 " reason=names_resolved_to_nothing");
+  }
+  return snap;
 }
 
 std::vector<std::pair<std::string, double>> Daemon::report_moved(const proxy::Snapshot& prev,
@@ -465,32 +479,9 @@ void Daemon::check_health() noexcept {
   if (!snap) return;
   uint64_t now = uv_now(&loop_);
   for (const auto& p : snap->pools()) {
-    const config::PassiveHealthConfig& pc = p->config().passive;
-    uint32_t unusable = 0;
-    for (size_t i = 0; i < p->size(); ++i) {
-      unusable += p->backend(static_cast<core::BackendIndex>(i)).usable() ? 0 : 1;
-    }
-    const uint64_t limit = p->size() * pc.max_ejected_percent / 100;
-    for (size_t i = 0; i < p->size(); ++i) {
-      auto& b = p->backend(static_cast<core::BackendIndex>(i));
-      if (b.health() == proxy::Health::kEjected && b.ejected_until_ms <= now) {
-        // Cool-down over: back on probation. One more failure ejects it again.
-        b.set_health(proxy::Health::kUp);
-        b.set_consecutive_failures(pc.consecutive_failures > 0 ? pc.consecutive_failures - 1 : 0);
-        b.ramp_start_ms = now;
-        --unusable;
-        log_.log(proxy::Level::kInfo, "backend_restored", "pool=" + p->name() + " backend=" + b.id());
-      } else if (b.usable() && pc.consecutive_failures > 0 &&
-                 b.consecutive_failures() >= pc.consecutive_failures && unusable < limit) {
-        // A run of 5xx responses (connect failures are ejected by the session at once).
-        b.set_health(proxy::Health::kEjected);
-        b.ejected_until_ms = now + pc.ejection_ms;
-        ++unusable;
-        log_.log(proxy::Level::kWarn, "backend_ejected",
-                 "pool=" + p->name() + " backend=" + b.id() + " failures=" +
-                     std::to_string(b.consecutive_failures()));
-      }
-    }
+    // Ejections happen on the workers as failures arrive (PassiveHealth::note_failure); the tick
+    // only ends the cool-downs, then ramps the weights of what came back.
+    proxy::PassiveHealth::restore_due(*p, now, log_);
     p->refresh_weights(now);
   }
 }

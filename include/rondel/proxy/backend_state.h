@@ -1,12 +1,13 @@
-// A backend's live state: in-flight count, health, counters and its pool of idle connections.
+// A backend's live state: in-flight count, health flags, counters and its idle connections.
 //
 // BackendState outlives configuration snapshots: a reload that keeps a backend id keeps the same
 // object, so its in-flight count, health and pooled connections carry over. It is shared by the
 // snapshots that name it (shared_ptr) and found again by BackendRegistry on the next reload.
 //
-// Threads: in-flight, health, counters and open_connections are atomics shared by every worker
-// (so the bounded-load cap is global). Idle connections are libuv handles bound to one loop, so
-// each worker has its own idle list, indexed by the worker's id; only that worker touches it.
+// Threads: in-flight, health flags, counters and open_connections are atomics shared by every
+// worker (so the bounded-load cap is global). Idle connections are libuv handles bound to one
+// loop, so each worker has its own idle list, indexed by the worker's id; only that worker
+// touches it.
 #pragma once
 
 #include <sys/socket.h>
@@ -22,7 +23,24 @@ namespace rondel::proxy {
 
 class BackendConn;
 
+// Why a backend is out of rotation: one bit per source, each set and cleared only by its owner
+// (Envoy's HealthFlag). A backend is usable when no bit is set. The type has room for more
+// sources (an operator's drain would be one more bit).
+enum class HealthFlag : uint8_t {
+  kFailedActiveCheck = 1u << 0,  // `fall` active checks failed in a row (HealthChecker)
+  kPassiveEjected = 1u << 1,     // failures on real traffic ejected it (PassiveHealth)
+};
+
+// The views' summary of the flags (metrics `state` label, admin JSON): kDown when the active
+// check failed, else kEjected when passively ejected, else kUp.
 enum class Health : uint8_t { kUp, kDown, kEjected };
+
+// What set_flag_within did.
+enum class FlagChange : uint8_t {
+  kSet,           // the flag was clear and is now set
+  kAlreadySet,    // the flag was already set: nothing changed
+  kLimitReached,  // the pool already has `limit` unusable backends: the flag was not set
+};
 
 // Upper bound of `workers:` (config validates 1..64); sizes the per-worker idle lists.
 inline constexpr uint32_t kMaxWorkers = 64;
@@ -37,12 +55,18 @@ struct BackendCounters {
   std::atomic<uint64_t> spill_in{0};         // requests served here although another was home
   std::atomic<uint64_t> bytes_in{0};         // response bytes received from the backend
   std::atomic<uint64_t> bytes_out{0};        // request bytes sent to the backend
+  std::atomic<uint64_t> health_checks_ok{0};      // active health checks that passed
+  std::atomic<uint64_t> health_checks_failed{0};  // active health checks that failed
 };
 
 class BackendState {
  public:
+  // `pool_unusable` is the pool's count of unusable backends (PoolState::unusable, kept alive by
+  // the pointer); null when the state belongs to no pool (tests). This state keeps it: +1 while
+  // any health flag is set, and -1 when it is destroyed with a flag set.
   BackendState(std::string pool, std::string id, const sockaddr_storage& addr,
-               std::string addr_text);
+               std::string addr_text,
+               std::shared_ptr<std::atomic<uint32_t>> pool_unusable = nullptr);
   // Closes what is left in the idle lists. Every worker empties its own list when a snapshot
   // without this backend reaches it (Worker::publish), so on a multi-worker daemon the lists are
   // empty here; a single-worker daemon may destroy the state on the loop thread with idle ones.
@@ -60,36 +84,41 @@ class BackendState {
   std::atomic<uint32_t> in_flight{0};
   BackendCounters counters;
 
-  Health health() const noexcept { return health_.load(std::memory_order_relaxed); }
-  bool usable() const noexcept { return health() == Health::kUp; }
-  void set_health(Health h) noexcept { health_.store(h, std::memory_order_relaxed); }
-  // Changes the health from `from` to `to` unless another thread changed it first.
-  bool change_health(Health from, Health to) noexcept {
-    return health_.compare_exchange_strong(from, to, std::memory_order_relaxed);
+  // Health flags (any thread). usable() is one acquire load: true when no flag is set; a
+  // thread that sees a flag set also sees what its owner stored before setting it (e.g.
+  // ejected_until_ms).
+  bool usable() const noexcept { return flags_.load(std::memory_order_acquire) == 0; }
+  bool has_flag(HealthFlag f) const noexcept {
+    return (flags_.load(std::memory_order_acquire) & static_cast<uint8_t>(f)) != 0;
   }
+  Health health() const noexcept;
+  // Sets flag `f`; returns true when it was clear. The pool's unusable count goes up first and
+  // back down when another flag was already set, so the count is never below the number of
+  // flagged backends (a pick that reads 0 may skip the scan for unusable ones). Lock-free.
+  bool set_flag(HealthFlag f) noexcept;
+  // As set_flag, but only while the pool's unusable count is below `limit` (checked and
+  // reserved in one compare-and-swap, so racing callers cannot pass the limit together). A
+  // backend already unusable for another source gets `f` whatever the count.
+  FlagChange set_flag_within(HealthFlag f, uint32_t limit) noexcept;
+  // Clears flag `f`; returns true when it was set. The pool's count goes down when no flag is
+  // left.
+  bool clear_flag(HealthFlag f) noexcept;
 
-  // Passive health: a connect failure or a 5xx; returns true when it crosses `threshold`.
-  bool note_failure(uint32_t threshold) noexcept;
-  void note_success() noexcept {
-    if (consecutive_failures_.load(std::memory_order_relaxed) != 0) {
-      consecutive_failures_.store(0, std::memory_order_relaxed);
-    }
-  }
-  // Failures in a row seen on real traffic (the daemon tick ejects on 5xx runs with it).
+  // Passive health bookkeeping, written only by PassiveHealth: failures in a row seen on real
+  // traffic (connect failures, I/O errors, timeouts, 5xx heads), and the loop time (ms) at which
+  // the current ejection ends (stored before kPassiveEjected is set).
   uint32_t consecutive_failures() const noexcept {
     return consecutive_failures_.load(std::memory_order_relaxed);
   }
-  // After an ejection's cool-down the backend is let back on probation: `n` = threshold - 1,
-  // so one more failure ejects it again, one success clears the record.
-  void set_consecutive_failures(uint32_t n) noexcept {
-    consecutive_failures_.store(n, std::memory_order_relaxed);
+  uint64_t ejected_until_ms() const noexcept {
+    return ejected_until_ms_.load(std::memory_order_relaxed);
   }
-  std::atomic<uint64_t> ejected_until_ms{0};  // set by whichever worker ejects
 
   // Slow start (loop thread): loop time (ms) at which the backend came up, was added or
   // recovered; 0 = not ramping. Pool::refresh_weights turns it into an effective weight.
   uint64_t ramp_start_ms = 0;
-  // Active health checks (loop thread): results in a row, kept across reloads.
+  // Active health checks (loop thread, HealthChecker only): results in a row, kept across
+  // reloads.
   uint32_t check_successes = 0;
   uint32_t check_failures = 0;
   // Connect failures already acted on by DNS discovery (compared with counters.connect_errors).
@@ -113,11 +142,16 @@ class BackendState {
 
  private:
   friend class BackendConn;
+  friend class PassiveHealth;
   std::string pool_, id_;
   sockaddr_storage addr_;
   std::string addr_text_;
-  std::atomic<Health> health_{Health::kUp};
+  // Moves the pool's count by `delta` (when there is one).
+  void count_unusable(int delta) noexcept;
+  std::atomic<uint8_t> flags_{0};  // HealthFlag bits
   std::atomic<uint32_t> consecutive_failures_{0};
+  std::atomic<uint64_t> ejected_until_ms_{0};
+  std::shared_ptr<std::atomic<uint32_t>> pool_unusable_;
   struct alignas(64) IdleList {       // one cache line per worker: no false sharing
     BackendConn* head = nullptr;       // intrusive doubly linked list, most recent first
     uint32_t count = 0;
@@ -130,9 +164,13 @@ class BackendState {
 // state lives while some snapshot uses it. Loop thread only.
 class BackendRegistry {
  public:
-  std::shared_ptr<BackendState> get_or_create(const std::string& pool, const std::string& id,
-                                              const sockaddr_storage& addr,
-                                              const std::string& addr_text);
+  // `pool_unusable` is handed to a state created here (see BackendState); a state found again
+  // keeps the count it was created with (one per pool name: PoolState lives as long as the
+  // daemon).
+  std::shared_ptr<BackendState> get_or_create(
+      const std::string& pool, const std::string& id, const sockaddr_storage& addr,
+      const std::string& addr_text,
+      std::shared_ptr<std::atomic<uint32_t>> pool_unusable = nullptr);
   void prune() noexcept;  // forgets expired entries
 
  private:

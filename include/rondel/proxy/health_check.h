@@ -1,6 +1,7 @@
 // Active health checks: a small HTTP/1.1 client that probes every backend of each pool that
-// enables `health_check`, and marks a backend down after `fall` failures in a row and up again
-// after `rise` successes in a row.
+// enables `health_check`, and sets a backend's HealthFlag::kFailedActiveCheck after `fall`
+// failures in a row and clears it after `rise` successes in a row (the checker is that flag's
+// only owner). Every result is counted in BackendCounters::health_checks_ok / _failed.
 //
 // One probe per live BackendState; its consecutive results are stored in the BackendState, so
 // they survive a reload that keeps the backend id. Each check is one fresh connection
@@ -30,7 +31,8 @@ class HealthAttempt;
 
 class HealthChecker {
  public:
-  // Called after a check changed a backend's health (loop thread). `pool` is the pool's name.
+  // Called after a check set or cleared a backend's active-check flag (loop thread). `pool` is
+  // the pool's name.
   using OnChange = std::function<void(const std::string& pool, BackendState& backend)>;
 
   HealthChecker(uv_loop_t* loop, Logger& log, OnChange on_change);
@@ -39,8 +41,8 @@ class HealthChecker {
   HealthChecker& operator=(const HealthChecker&) = delete;
 
   // Makes the set of probes match `snap`: starts probes for new backends of pools with checks
-  // enabled, updates the settings of kept ones, stops the others. A backend left marked down by
-  // checks that are no longer configured is marked up. O(backends) plus one allocation per new
+  // enabled, updates the settings of kept ones, stops the others. A backend left with the
+  // active-check flag by checks that are no longer configured has it cleared. O(backends) plus one allocation per new
   // probe; call after each publish.
   void sync(const Snapshot& snap, uint64_t now_ms);
   // Stops every probe; in-progress checks are aborted. Idempotent.

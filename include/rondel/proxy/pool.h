@@ -1,8 +1,13 @@
 // A pool as one configuration snapshot sees it: its backends, its placement and its policy.
 //
 // Immutable after build except for the live BackendState objects it points to and the effective
-// weights, which refresh_weights() recomputes on the daemon tick (slow start). The pick reads the
+// weights, which refresh_weights() recomputes on the daemon tick (slow start) while workers pick:
+// they are atomics, and a pick during a ramp reads a private copy of them. The pick reads the
 // in-flight counts through `in_flight_ptrs` and never allocates (scratch is the caller's).
+//
+// A pool whose host names resolved to no address has no backend (size() == 0): every pick
+// answers kNoBackend (the client gets 503). set() and selector() then describe one placeholder
+// entry that is no backend; index them only below size().
 #pragma once
 
 #include <array>
@@ -56,7 +61,12 @@ struct PoolState {
   std::vector<HotKeyReplicas> hot;  // keys with R > 1, hottest first
   uint64_t hot_window_total = 0;    // requests over the window the counts cover
   std::atomic<uint64_t> total_in_flight{0};
-  std::atomic<uint32_t> unusable{0};  // backends currently down or ejected
+  // Backends of this pool with a health flag set (down or ejected), kept by BackendState as
+  // its flags change: never below the true count, briefly above it while a flag changes.
+  std::atomic<uint32_t> unusable{0};
+  // Snapshot builds (reloads, DNS updates) that left this pool with no backend because its host
+  // names resolved to no address; each answers every request with 503 until one resolves.
+  std::atomic<uint64_t> empty_builds{0};
   std::atomic<uint64_t> requests{0};
   std::atomic<uint64_t> spilled{0};    // requests not served by their natural owner
   std::atomic<uint64_t> all_full{0};   // picks that found every eligible backend full
@@ -90,7 +100,8 @@ class Pool {
   size_t excluded_words() const noexcept { return excluded_words_; }
 
   // Bounded-load pick for `hash`, skipping backends that are unusable and those whose bit is
-  // set in `tried` (excluded_words() words). Does not change in-flight counts. No allocation.
+  // set in `tried` (excluded_words() words). Does not change in-flight counts. No allocation
+  // (during a slow-start ramp the first pick of a thread sizes a thread-local weight copy).
   core::PickResult pick(uint64_t hash, std::span<const uint64_t> tried,
                         std::span<uint64_t> scratch) const noexcept;
   // Routing-quality pick (core::route_pick): as pick(), plus `replicas` (R for a hot key, 1
@@ -114,12 +125,17 @@ class Pool {
 
   // Recomputes the effective weights for slow start (a backend whose ramp_start_ms is set gets
   // max(10%, elapsed / slow_start) of its weight; the ramp ends, and ramp_start_ms is cleared,
-  // once slow_start has passed) and the pool's count of unusable backends. Placement is not
-  // touched: only capacity ramps. Returns true while some backend is still ramping. O(backends),
-  // integer math. Loop thread only (the thread that runs the picks), e.g. on the daemon tick.
+  // once slow_start has passed). Placement is not touched: only capacity ramps. Returns true
+  // while some backend is still ramping. O(backends), integer math. One thread only, the one
+  // that owns ramp_start_ms (the daemon's loop, on its tick); workers pick meanwhile: each
+  // weight is an atomic store, and `ramping_` (release) tells the picks to copy them.
   bool refresh_weights(uint64_t now_ms) noexcept;
-  // Effective weight of backend i (scaled by kWeightScale).
-  uint32_t effective_weight(core::BackendIndex i) const noexcept { return eff_weights_[i]; }
+  // Effective weight of backend i (scaled by kWeightScale). Any thread (a relaxed load).
+  uint32_t effective_weight(core::BackendIndex i) const noexcept {
+    return eff_weights_[i].load(std::memory_order_relaxed);
+  }
+  // Whether the pool is empty because its names resolved to nothing (see the file comment).
+  bool empty() const noexcept { return backends_.empty(); }
 
  private:
   Pool(core::BackendSet set, core::Selector selector)
@@ -138,9 +154,11 @@ class Pool {
   std::vector<const std::atomic<uint32_t>*> in_flight_ptrs_;
   std::vector<uint32_t> weights_;                // as configured
   uint64_t total_weight_ = 0;
-  // Written only by refresh_weights() on the loop thread that also runs pick().
-  std::vector<uint32_t> eff_weights_;            // scaled by kWeightScale; see refresh_weights
-  uint64_t eff_total_weight_ = 0;
+  std::vector<uint32_t> base_weights_;           // configured * kWeightScale, immutable
+  // Written only by refresh_weights(); read by every worker. Equal to base_weights_ while
+  // ramping_ is false, so a pick then reads base_weights_ and its total directly.
+  std::vector<std::atomic<uint32_t>> eff_weights_;
+  std::atomic<bool> ramping_{false};
   std::shared_ptr<PoolState> state_;
   size_t excluded_words_ = 0;
   size_t pick_words_ = 0;

@@ -1,0 +1,135 @@
+"""A DNS name that resolves to nothing empties its pool, and nothing else (issue 13, defect 5).
+
+dnsmasq serves gone.test (127.0.0.2, pool p) and caches.test (127.0.0.3, later .4, pool q), each
+address with a test backend on one port. When gone.test stops resolving (NXDOMAIN), or its only
+address is dropped after a connect failure, pool p is left with no backend: it answers 503 and
+`warn pool_without_backends pool=p` is logged, while pool q keeps following its own DNS answers,
+SIGHUP reloads keep succeeding, and p is served again once its name resolves. Before the fix,
+every snapshot build failed (`dns_update_failed`, `reload_failed`) for as long as the name did
+not resolve.
+"""
+import os
+import tempfile
+import unittest
+
+from harness import Backend, Rondel, http_get, main, wait_until
+from test_dns_discovery import DNSMASQ, NAME, Dnsmasq, free_port
+
+GONE = "gone.test"
+P_ADDR, Q_ADDR, Q_ADDR2 = "127.0.0.2", "127.0.0.3", "127.0.0.4"
+
+
+class NamedDnsmasq(Dnsmasq):
+    """dnsmasq serving (address, name) pairs (the base class serves one name)."""
+
+    def write(self, pairs):
+        tmp = self.hosts + ".tmp"
+        with open(tmp, "w") as f:
+            for addr, name in pairs:
+                f.write(f"{addr} {name}\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, self.hosts)
+
+
+INITIAL = [(P_ADDR, GONE), (Q_ADDR, NAME)]
+
+
+@unittest.skipIf(DNSMASQ is None, "dnsmasq is not installed (Debian package dnsmasq-base)")
+class EmptyPool(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="rondel-it-dns-empty-")
+        cls.dns = NamedDnsmasq(cls.dir, INITIAL)
+        cls.port = free_port(hosts=(P_ADDR, Q_ADDR, Q_ADDR2))
+        cls.backends = {a: Backend(n, host=a, port=cls.port)
+                        for a, n in ((P_ADDR, "g"), (Q_ADDR, "q3"), (Q_ADDR2, "q4"))}
+        cls.text = (
+            f"dns: {{ nameservers: [127.0.0.1:{cls.dns.port}], ttl: 1s, jitter: 0% }}\n"
+            "listeners:\n"
+            "  - { name: web, bind: 127.0.0.1:0, pool: p }\n"
+            "  - { name: other, bind: 127.0.0.1:0, pool: q }\n"
+            "pools:\n"
+            "  - name: p\n"
+            "    passive_health: { consecutive_failures: 0 }\n"
+            f"    backends: [{{ address: {GONE}:{cls.port} }}]\n"
+            "  - name: q\n"
+            "    passive_health: { consecutive_failures: 0 }\n"
+            f"    backends: [{{ address: {NAME}:{cls.port} }}]\n"
+            "admin: { bind: 127.0.0.1:0 }\nlog: { level: info }\n")
+        cls.rondel = Rondel(cls.text, workdir=cls.dir)
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.rondel.stop()
+        for b in cls.backends.values():
+            b.stop()
+        cls.dns.stop()
+        assert code == 0, code
+
+    def ids(self, pool):
+        for p in self.rondel.pools()["pools"]:
+            if p["name"] == pool:
+                return [b["id"] for b in p["backends"]]
+        raise AssertionError(f"no pool {pool}")
+
+    def at(self, addr):
+        return [f"{addr}:{self.port}"]
+
+    def get(self, listener, path):
+        status, headers, _ = http_get(self.rondel.ports[listener], path)
+        return status, headers.get("x-backend")
+
+    def setUp(self):
+        self.dns.change(INITIAL)
+        wait_until(lambda: self.ids("p") == self.at(P_ADDR) and self.ids("q") == self.at(Q_ADDR),
+                   timeout=10, interval=0.05, what="both names resolved to their first address")
+        self.assertEqual(self.get("web", "/x"), (200, "g"))
+
+    def assert_p_empty_and_q_served(self, start):
+        self.rondel.out.wait_for(r"warn pool_without_backends pool=p ", timeout=5, start=start)
+        self.assertEqual(self.ids("p"), [])
+        for i in range(5):
+            self.assertEqual(self.get("web", f"/e/{i}")[0], 503)
+        # A reload goes through with the empty pool, which stays empty.
+        self.rondel.reload(self.text)
+        self.assertEqual(self.ids("p"), [])
+        self.assertEqual(self.get("web", "/after-reload")[0], 503)
+
+    def test_nxdomain_empties_its_pool_and_other_pools_follow_their_dns(self):
+        start = self.rondel.out.count()
+        # gone.test answers NXDOMAIN; caches.test moves to another address in the same answer.
+        self.dns.change([(Q_ADDR2, NAME)])
+        wait_until(lambda: self.ids("q") == self.at(Q_ADDR2), timeout=5, interval=0.05,
+                   what="pool q following its DNS change while p's name resolves to nothing")
+        self.assertEqual(self.get("other", "/o"), (200, "q4"))
+        self.assert_p_empty_and_q_served(start)
+        self.assertFalse(self.rondel.lines(r"dns_update_failed|reload_failed"))
+        # The name resolves again: the pool is served again.
+        self.dns.change(INITIAL)
+        wait_until(lambda: self.ids("p") == self.at(P_ADDR), timeout=5, interval=0.05,
+                   what="pool p back once its name resolves")
+        self.assertEqual(self.get("web", "/back"), (200, "g"))
+
+    def test_only_address_dropped_after_a_connect_failure_empties_its_pool(self):
+        start = self.rondel.out.count()
+        self.backends[P_ADDR].stop()
+        try:
+            status, _ = self.get("web", "/down")
+            self.assertIn(status, (502, 503))  # its only backend refused the connection
+            self.rondel.out.wait_for(rf"warn dns_address_dropped pool=p name={GONE} ", timeout=2,
+                                     start=start)
+            wait_until(lambda: self.ids("p") == [], timeout=2, interval=0.02,
+                       what="pool p left with no backend")
+            self.assert_p_empty_and_q_served(start)
+            self.assertEqual(self.get("other", "/o"), (200, "q3"))
+            self.assertFalse(self.rondel.lines(r"dns_update_failed|reload_failed"))
+        finally:
+            self.backends[P_ADDR] = Backend("g", host=P_ADDR, port=self.port)
+        # The name still lists the address: it comes back with the next regular answer.
+        wait_until(lambda: self.ids("p") == self.at(P_ADDR), timeout=5, interval=0.05,
+                   what="address back after re-resolution")
+        self.assertEqual(self.get("web", "/back"), (200, "g"))
+
+
+if __name__ == "__main__":
+    main()
