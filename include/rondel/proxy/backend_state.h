@@ -37,6 +37,8 @@ struct BackendCounters {
   std::atomic<uint64_t> spill_in{0};         // requests served here although another was home
   std::atomic<uint64_t> bytes_in{0};         // response bytes received from the backend
   std::atomic<uint64_t> bytes_out{0};        // request bytes sent to the backend
+  std::atomic<uint64_t> health_checks_ok{0};      // active health checks that passed
+  std::atomic<uint64_t> health_checks_failed{0};  // active health checks that failed
 };
 
 class BackendState {
