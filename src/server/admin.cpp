@@ -7,6 +7,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include "admin_json.h"
 #include "rondel/core/bounded.h"
@@ -63,6 +64,18 @@ constexpr std::string_view kJson = "application/json";
 constexpr std::string_view kPrometheus = "text/plain; version=0.0.4; charset=utf-8";
 constexpr std::string_view kHtml = "text/html; charset=utf-8";
 
+// The reason phrases the admin endpoint sends.
+constexpr std::pair<int, std::string_view> kReasons[] = {
+    {200, "OK"}, {400, "Bad Request"}, {404, "Not Found"}, {405, "Method Not Allowed"},
+    {431, "Request Header Fields Too Large"}, {503, "Service Unavailable"}};
+
+std::string_view reason(int status) noexcept {
+  for (const auto& [code, text] : kReasons) {
+    if (code == status) return text;
+  }
+  return "Error";
+}
+
 // One admin connection: reads one request, answers it, closes.
 class AdminConn final : public net::HandleCloser {
  public:
@@ -117,10 +130,8 @@ class AdminConn final : public net::HandleCloser {
   void respond(int status, std::string_view ctype, std::string_view body, bool head_only = false) {
     answered_ = true;
     uv_read_stop(reinterpret_cast<uv_stream_t*>(&tcp));
-    const char* reason = status == 200 ? "OK" : status == 404 ? "Not Found"
-                       : status == 405 ? "Method Not Allowed" : status == 503 ? "Service Unavailable"
-                       : status == 400 ? "Bad Request" : "Error";
-    out_ = "HTTP/1.1 " + std::to_string(status) + " " + reason + "\r\nContent-Type: " +
+    out_ = "HTTP/1.1 " + std::to_string(status) + " " + std::string(reason(status)) +
+           "\r\nContent-Type: " +
            std::string(ctype) + "\r\nContent-Length: " + std::to_string(body.size()) +
            "\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n";
     if (!head_only) out_ += body;
@@ -148,17 +159,17 @@ class AdminConn final : public net::HandleCloser {
 Admin::~Admin() { close(); }
 
 core::Result<bool> Admin::open(const config::Address& bind) {
-  auto l = net::TcpListener::open(daemon_.loop(), bind.host, bind.port, false, 128,
-                                  [this](uv_stream_t* server) {
-                                    auto* c = new AdminConn(*this);
-                                    uv_tcp_init(daemon_.loop(), &c->tcp);
-                                    c->tcp.data = c;
-                                    if (uv_accept(server, reinterpret_cast<uv_stream_t*>(&c->tcp)) != 0) {
-                                      c->close_handle(reinterpret_cast<uv_handle_t*>(&c->tcp));
-                                      return;
-                                    }
-                                    c->start();
-                                  });
+  auto accept = [this](uv_stream_t* server) {
+    auto* c = new AdminConn(*this);
+    uv_tcp_init(daemon_.loop(), &c->tcp);
+    c->tcp.data = c;
+    if (uv_accept(server, reinterpret_cast<uv_stream_t*>(&c->tcp)) != 0) {
+      c->close_handle(reinterpret_cast<uv_handle_t*>(&c->tcp));
+      return;
+    }
+    c->start();
+  };
+  auto l = net::TcpListener::open(daemon_.loop(), bind.host, bind.port, false, 128, accept);
   if (!l) return l.error();
   listener_ = *l;
   return true;

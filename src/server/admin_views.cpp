@@ -225,7 +225,9 @@ bool Admin::api_ring(std::string_view query, std::string& out) {
   j.field("points", p->selector().points());
   j.field("exact", exact);
   j.begin_array("backends");
-  for (size_t i = 0; i < p->size(); ++i) j.value(p->backend(static_cast<core::BackendIndex>(i)).id());
+  for (size_t i = 0; i < p->size(); ++i) {
+    j.value(p->backend(static_cast<core::BackendIndex>(i)).id());
+  }
   j.end_array();
   j.begin_array("arcs");
   for (const auto& [start, owner] : runs) {

@@ -281,13 +281,17 @@ void hot_replicas(const Scrape& s, FamilyOut& o) {
 
 void hot_spills(const Scrape& s, FamilyOut& o) {
   for (const auto& p : s.pools) {
-    for (const auto& e : p.hot) o.sample({p.pool->name(), hex16(e.hash), safe_label(e.key)}, d(e.count));
+    for (const auto& e : p.hot) {
+      o.sample({p.pool->name(), hex16(e.hash), safe_label(e.key)}, d(e.count));
+    }
   }
 }
 
 void hot_spills_error(const Scrape& s, FamilyOut& o) {
   for (const auto& p : s.pools) {
-    for (const auto& e : p.hot) o.sample({p.pool->name(), hex16(e.hash), safe_label(e.key)}, d(e.error));
+    for (const auto& e : p.hot) {
+      o.sample({p.pool->name(), hex16(e.hash), safe_label(e.key)}, d(e.error));
+    }
   }
 }
 

@@ -1,4 +1,4 @@
-// JsonWriter: the one JSON writer of rondel (admin API, explain views, rondel-sim --json); std only.
+// JsonWriter: the one JSON writer of rondel (admin API, explain views, rondel-sim); std only.
 #pragma once
 
 #include <cmath>
