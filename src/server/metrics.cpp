@@ -242,9 +242,6 @@ md::PoolRow Metrics::Impl::merge(const md::PoolView& pv) {
   return row;
 }
 
-// Space-Saving summaries merge by adding counts and errors; a key missing from a worker's full
-// list may still have had up to that list's smallest count there, which goes into both its
-// count and its error (so count stays an upper bound and count - error a lower bound).
 std::vector<core::HotKeys::Entry> Metrics::Impl::merged_hot(const md::PoolView& pv) {
   if (pv.hot_k == 0) return {};
   const size_t cap = hot_capacity(pv.hot_k);
@@ -257,6 +254,30 @@ std::vector<core::HotKeys::Entry> Metrics::Impl::merged_hot(const md::PoolView& 
       parts[w] = h->top(cap);
     }
   }
+  return md::merge_top(parts, cap, pv.hot_k);
+}
+
+std::vector<md::PairCount> Metrics::Impl::merged_pairs(const md::PoolView& pv) {
+  std::map<uint64_t, uint64_t> counts;
+  uint64_t other = 0;
+  for (uint32_t w = 0; w < workers; ++w) {
+    const md::PairTable* t = pv.slot->workers[w].pairs.load(std::memory_order_acquire);
+    if (t == nullptr) continue;
+    t->for_each([&counts](uint64_t key, uint64_t c) { counts[key] += c; });
+    other += t->overflow();
+  }
+  std::unordered_map<uint32_t, std::string_view> ids;
+  for (const auto& b : pv.backends) ids.emplace(b->serial, b->id);
+  return md::name_pairs(counts, other, ids, pv.slot->exported_pairs);
+}
+
+namespace metrics_detail {
+
+// Space-Saving summaries merge by adding counts and errors; a key missing from a full list may
+// still have had up to that list's smallest count there, which goes into both its count and its
+// error (so count stays an upper bound and count - error a lower bound).
+std::vector<core::HotKeys::Entry> merge_top(
+    const std::vector<std::vector<core::HotKeys::Entry>>& parts, size_t capacity, size_t k) {
   std::unordered_map<uint64_t, core::HotKeys::Entry> all;
   for (const auto& part : parts) {
     for (const auto& e : part) {
@@ -268,7 +289,7 @@ std::vector<core::HotKeys::Entry> Metrics::Impl::merged_hot(const md::PoolView& 
     }
   }
   for (const auto& part : parts) {
-    if (part.size() < cap) continue;
+    if (part.empty() || part.size() < capacity) continue;
     std::unordered_set<uint64_t> present;
     for (const auto& e : part) present.insert(e.hash);
     uint64_t floor = part.back().count;
@@ -286,37 +307,30 @@ std::vector<core::HotKeys::Entry> Metrics::Impl::merged_hot(const md::PoolView& 
     if (a.error != b.error) return a.error < b.error;
     return a.hash < b.hash;
   });
-  if (out.size() > pv.hot_k) out.resize(pv.hot_k);
+  if (out.size() > k) out.resize(k);
   return out;
 }
 
-std::vector<md::PairCount> Metrics::Impl::merged_pairs(const md::PoolView& pv) {
-  std::map<uint64_t, uint64_t> counts;
-  uint64_t other = 0;
-  for (uint32_t w = 0; w < workers; ++w) {
-    const md::PairTable* t = pv.slot->workers[w].pairs.load(std::memory_order_acquire);
-    if (t == nullptr) continue;
-    t->for_each([&counts](uint64_t key, uint64_t c) { counts[key] += c; });
-    other += t->overflow();
-  }
-  std::unordered_map<uint32_t, const std::string*> ids;
-  for (const auto& b : pv.backends) ids.emplace(b->serial, &b->id);
-  std::vector<md::PairCount> out;
-  auto& exported = pv.slot->exported_pairs;
+std::vector<PairCount> name_pairs(const std::map<uint64_t, uint64_t>& counts, uint64_t other,
+                                  const std::unordered_map<uint32_t, std::string_view>& ids,
+                                  std::set<uint64_t>& exported) {
+  std::vector<PairCount> out;
   for (const auto& [key, c] : counts) {
-    auto owner = ids.find(md::PairTable::owner_of(key));
-    auto backend = ids.find(md::PairTable::backend_of(key));
+    auto owner = ids.find(PairTable::owner_of(key));
+    auto backend = ids.find(PairTable::backend_of(key));
     if (owner == ids.end() || backend == ids.end()) continue;  // a backend that left
-    if (exported.count(key) == 0 && exported.size() >= md::PairTable::kMaxPairs) {
+    if (exported.count(key) == 0 && exported.size() >= PairTable::kMaxPairs) {
       other += c;
       continue;
     }
     exported.insert(key);
-    out.push_back({*owner->second, *backend->second, c});
+    out.push_back({std::string(owner->second), std::string(backend->second), c});
   }
   if (other > 0) out.push_back({kOtherPair, kOtherPair, other});
   return out;
 }
+
+}  // namespace metrics_detail
 
 Metrics::Metrics(Daemon& daemon) : impl_(std::make_unique<Impl>(daemon)) {}
 

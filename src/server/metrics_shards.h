@@ -17,6 +17,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include <prometheus/metric_family.h>
@@ -211,6 +212,18 @@ struct Scrape {
   const proxy::Snapshot* snap = nullptr;
   std::vector<PoolRow> pools;
 };
+
+// The top-`k` of per-worker top lists of Space-Saving summaries with `capacity` counters each
+// (a list of `capacity` entries is from a full summary), largest first. metrics.cpp.
+std::vector<core::HotKeys::Entry> merge_top(
+    const std::vector<std::vector<core::HotKeys::Entry>>& parts, size_t capacity, size_t k);
+
+// Names the merged pair `counts` (PairTable keys) with backend `ids` (by serial), skipping pairs
+// of backends no longer known. A pair gets its own entry when `exported` has it or still has
+// room (then it is added); the others, and `other`, are summed under owner=backend="_other".
+std::vector<PairCount> name_pairs(const std::map<uint64_t, uint64_t>& counts, uint64_t other,
+                                  const std::unordered_map<uint32_t, std::string_view>& ids,
+                                  std::set<uint64_t>& exported);
 
 // Appends the samples of every family of the table (metric_families.cpp) to `out`.
 void collect_families(const Scrape& s, std::vector<prometheus::MetricFamily>& out);
