@@ -91,8 +91,10 @@ bool Daemon::start(config::Config cfg) {
     metrics_ = std::make_unique<Metrics>(*this);
     metrics_->set_snapshot(worker_->snapshot());
     worker_->on_exchange = &Metrics::on_exchange;
-    worker_->on_exchange_ctx = metrics_.get();
-    for (auto& t : threads_) t->set_exchange_hook(&Metrics::on_exchange, metrics_.get());
+    worker_->on_exchange_ctx = metrics_->exchange_context(0);
+    for (auto& t : threads_) {
+      t->set_exchange_hook(&Metrics::on_exchange, metrics_->exchange_context(t->id()));
+    }
     admin_ = std::make_unique<Admin>(*this);
     auto ok = admin_->open(cfg.admin.bind);
     if (!ok) {

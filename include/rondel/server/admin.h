@@ -1,7 +1,8 @@
 // Admin: the operator's HTTP endpoint on its own listener: health, readiness, Prometheus metrics,
 // JSON views of pools, rings and routing decisions, and a live HTML view of the ring (/ui).
 // Served on the daemon's loop; never proxies; never shows secrets or file paths. GET and HEAD
-// only (405 otherwise), unknown paths 404.
+// only (405 otherwise), unknown paths 404. The paths are one table (Admin::handle) that a loop
+// walks; every JSON view is written with rondel::util::JsonWriter.
 #pragma once
 
 #include <uv.h>
@@ -30,6 +31,16 @@ class Admin {
               std::string& content_type, std::string& body);
 
  private:
+  struct Route;
+  // The route table's handlers: fill `body`, return the status.
+  int serve_healthz(std::string_view query, std::string& body);
+  int serve_readyz(std::string_view query, std::string& body);
+  int serve_metrics(std::string_view query, std::string& body);
+  int serve_pools(std::string_view query, std::string& body);
+  int serve_route(std::string_view query, std::string& body);
+  int serve_ring(std::string_view query, std::string& body);
+  int serve_ui(std::string_view query, std::string& body);
+
   void api_pools(std::string& body);
   bool api_route(std::string_view query, std::string& body);
   bool api_ring(std::string_view query, std::string& body);

@@ -5,7 +5,7 @@
 // listeners of one address), its sessions, backend connections and log sinks (appending whole
 // lines to the same files as the daemon's). Shared with the other workers: the snapshot (an
 // immutable shared_ptr), BackendState/PoolState atomics (so the bounded-load cap is global),
-// WorkerStats atomics and the metrics hook (which locks).
+// WorkerStats atomics and the metrics hook (which writes only this worker's shard).
 //
 // The daemon talks to it only through the commands below: each stores its request under a mutex
 // and wakes the loop with uv_async_send; the loop applies them in order. Commands may be called

@@ -1,0 +1,43 @@
+// Small helpers shared by the admin views (admin.cpp, admin_views.cpp): enum names, query-value
+// decoding, and the JSON primitives of the one writer (rondel::util::JsonWriter) for code that
+// appends to its own string. Internal to src/server.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "rondel/config/config.h"
+#include "rondel/proxy/backend_state.h"
+#include "rondel/util/json_writer.h"
+
+namespace rondel::server::admin_detail {
+
+inline std::string_view algorithm_name(config::Algorithm a) noexcept {
+  switch (a) {
+    case config::Algorithm::kRing: return "ring";
+    case config::Algorithm::kRendezvous: return "rendezvous";
+    case config::Algorithm::kMaglev: return "maglev";
+  }
+  return "?";
+}
+
+inline std::string_view health_name(proxy::Health h) noexcept {
+  switch (h) {
+    case proxy::Health::kUp: return "up";
+    case proxy::Health::kDown: return "down";
+    case proxy::Health::kEjected: return "ejected";
+  }
+  return "?";
+}
+
+// Decodes %XX and '+' in a query value (an invalid escape is kept as is).
+std::string url_decode(std::string_view s);
+
+inline void json_string(std::string& out, std::string_view s) {
+  util::JsonWriter::append_string(out, s);
+}
+inline void json_num(std::string& out, double v) { util::JsonWriter::append_double(out, v); }
+inline void json_uint(std::string& out, uint64_t v) { util::JsonWriter::append_integer(out, v); }
+
+}  // namespace rondel::server::admin_detail
