@@ -386,6 +386,7 @@ int MessageEngine::on_header_value_complete() noexcept {
 int MessageEngine::on_headers_complete() noexcept {
   headers_.reserve(fields_.size());
   for (const Field& f : fields_) headers_.push_back(Header{view(f.name), view(f.value)});
+  hop_by_hop_.mark(headers_);
   const int rc = is_request() ? finish_request_head() : finish_response_head();
   if (rc != 0) return rc;
   phase_ = Phase::kBody;

@@ -105,6 +105,7 @@ class MessageEngine {
   Piece reason_;
   std::vector<Field> fields_;
   std::vector<Header> headers_;
+  HopByHopMarker hop_by_hop_;
   int host_index_ = -1;
   int content_length_index_ = -1;
   int transfer_encoding_index_ = -1;
