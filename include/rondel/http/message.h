@@ -28,8 +28,7 @@ enum class Framing : uint8_t {
 };
 
 struct RequestHead {
-  std::string_view method;   // "GET"
-  int method_code = 0;       // llhttp_method_t value
+  std::string_view method;   // any token (RFC 9110 9.1, case-sensitive): "GET", "BAN", "QUERY"
   std::string_view target;   // request-target as received: "/a?b=c"
   uint8_t version_major = 1;
   uint8_t version_minor = 1;
@@ -40,7 +39,8 @@ struct RequestHead {
   bool keep_alive = true;           // client wants the connection kept after this exchange
   bool expect_continue = false;     // "Expect: 100-continue"
   bool is_head = false;             // method HEAD: the response has no body
-  bool idempotent = false;          // GET, HEAD, OPTIONS, TRACE, PUT, DELETE (RFC 9110 9.2.2)
+  bool idempotent = false;          // GET, HEAD, OPTIONS, TRACE, PUT, DELETE (RFC 9110 9.2.2);
+                                    // any other method, known or not, is not
 };
 
 struct ResponseHead {
