@@ -77,4 +77,15 @@ std::optional<uint64_t> parse_content_length(std::string_view value) noexcept {
 
 bool is_valid_host(std::string_view value) noexcept { return all_in_class(value, kHostChar); }
 
+bool target_has_userinfo(std::string_view target) noexcept {
+  const size_t colon = target.find_first_of(":/?");
+  if (colon == std::string_view::npos || target[colon] != ':' ||
+      target.substr(colon + 1, 2) != "//") {
+    return false;
+  }
+  std::string_view authority = target.substr(colon + 3);
+  authority = authority.substr(0, authority.find_first_of("/?"));
+  return authority.find('@') != std::string_view::npos;
+}
+
 }  // namespace rondel::http::rules

@@ -34,6 +34,11 @@ std::optional<uint64_t> parse_content_length(std::string_view value) noexcept;
 // 3.2 permits an empty Host when the target has no authority).
 bool is_valid_host(std::string_view value) noexcept;
 
+// Whether an absolute-form request-target ("scheme://authority/...") has userinfo: an '@' in its
+// authority. RFC 9110 4.2.4 makes that an error for http(s); HAProxy and nginx answer 400.
+// Origin-form ("/a@b") and asterisk-form targets have no authority and never match.
+bool target_has_userinfo(std::string_view target) noexcept;
+
 // Calls fn(token) for each comma-separated element of a list value, trimmed, skipping empties.
 template <class Fn>
 void for_each_list_token(std::string_view value, Fn&& fn) {

@@ -1,5 +1,7 @@
 #include "message_engine.h"
 
+#include <cstring>
+
 #include "header_rules.h"
 
 namespace rondel::http {
@@ -7,6 +9,8 @@ namespace rondel::http {
 namespace {
 
 constexpr char kNoInput[1] = {0};
+// What llhttp is given in place of every request method (see read_method).
+constexpr std::string_view kStandInMethod = "GET";
 // Chunk extensions are parsed and discarded; this bounds the bytes one chunk may carry in them.
 constexpr size_t kMaxChunkExtensionBytes = 4096;
 // What reset() copies over the head. Assigning RequestHead{} makes GCC build the value on the
@@ -18,13 +22,16 @@ bool version_supported(const llhttp_t& p) noexcept {
   return p.http_major == 1 && (p.http_minor == 0 || p.http_minor == 1);
 }
 
-bool method_is_idempotent(int method) noexcept {
-  switch (method) {
-    case HTTP_GET: case HTTP_HEAD: case HTTP_OPTIONS: case HTTP_TRACE: case HTTP_PUT:
-    case HTTP_DELETE:
-      return true;
-    default:
-      return false;
+// RFC 9110 9.2.2; methods are case-sensitive, and one not listed (BAN, QUERY, get) is not
+// idempotent, so it is never sent twice.
+bool method_is_idempotent(std::string_view method) noexcept {
+  switch (method.size()) {
+    case 3: return method == "GET" || method == "PUT";
+    case 4: return method == "HEAD";
+    case 5: return method == "TRACE";
+    case 6: return method == "DELETE";
+    case 7: return method == "OPTIONS";
+    default: return false;
   }
 }
 
@@ -48,10 +55,6 @@ MessageEngine::FieldKind MessageEngine::classify_field(std::string_view name) no
 struct EngineCallbacks {
   static MessageEngine& self(llhttp_t* p) noexcept { return *static_cast<MessageEngine*>(p->data); }
 
-  static int on_method(llhttp_t* p, const char* at, size_t len) noexcept {
-    self(p).append(self(p).method_, at, len);
-    return 0;
-  }
   static int on_url(llhttp_t* p, const char* at, size_t len) noexcept {
     self(p).append(self(p).target_, at, len);
     return 0;
@@ -89,7 +92,6 @@ struct EngineCallbacks {
 MessageEngine::MessageEngine(llhttp_type_t type, const Limits& limits)
     : type_(type), limits_(limits) {
   llhttp_settings_init(&settings_);
-  settings_.on_method = &EngineCallbacks::on_method;
   settings_.on_url = &EngineCallbacks::on_url;
   settings_.on_status = &EngineCallbacks::on_status;
   settings_.on_method_complete = &EngineCallbacks::on_method_complete;
@@ -114,6 +116,7 @@ void MessageEngine::reset(bool skip_body) noexcept {
   llhttp_reset(&parser_);
   phase_ = Phase::kHead;
   pending_ = Pending::kNone;
+  method_pending_ = is_request();
   skip_body_ = skip_body;
   error_set_ = false;
   field_open_ = false;
@@ -190,6 +193,10 @@ Step MessageEngine::feed(const char* data, size_t len) noexcept {
   }
   if (len > 0) seen_bytes_ = true;
   size_t off = 0;
+  if (method_pending_) {
+    if (!read_method(data, len, off)) return fail_step(off);
+    if (method_pending_) return Step{Event::kNeedMore, len, {}};
+  }
   for (;;) {
     const char* p = data + off;
     const size_t n = len - off;
@@ -276,13 +283,54 @@ Step MessageEngine::finish() noexcept {
   return fail_step(0);
 }
 
+// llhttp 8.1 knows only its own list of methods and answers any other token (BAN, QUERY, a
+// WebDAV or custom method) with HPE_INVALID_METHOD, while RFC 9110 9.1 allows every token. So the
+// engine reads the method itself, up to the SP that ends it, and gives llhttp kStandInMethod in
+// its place; llhttp parses the rest of the line and the head as usual. Nothing in llhttp's
+// handling of a request depends on its method but CONNECT (refused below, on the real name):
+// body framing comes from Content-Length and Transfer-Encoding alone (RFC 9112 6.3). The bytes
+// still go through the head scanner first (line limit, single SP, control bytes).
+bool MessageEngine::read_method(const char* data, size_t len, size_t& off) noexcept {
+  const auto* sp = static_cast<const char*>(std::memchr(data, ' ', len));
+  const size_t end = sp != nullptr ? static_cast<size_t>(sp - data) : len;
+  const ScanResult scan = scanner_.scan(data, end);
+  if (scan.failed) {
+    reject(scan.status, scan.reason);
+    off = scan.used;
+    return false;
+  }
+  size_t i = 0;
+  // Empty lines before the request line (RFC 9112 2.2; the scanner has checked their CRLFs).
+  if (method_.len == 0) {
+    while (i < end && (data[i] == '\r' || data[i] == '\n')) ++i;
+  }
+  const size_t start = i;
+  while (i < end && rules::is_tchar(static_cast<unsigned char>(data[i]))) ++i;
+  if (i != end) {
+    off = i;
+    reject(400, "bad_method");
+    return false;
+  }
+  append(method_, data + start, end - start);
+  off = end;
+  if (sp == nullptr) return true;
+  method_pending_ = false;
+  if (llhttp_execute(&parser_, kStandInMethod.data(), kStandInMethod.size()) != HPE_OK) {
+    reject(400, "internal");
+    return false;
+  }
+  return true;
+}
+
 int MessageEngine::on_method_complete() noexcept {
   if (view(method_) == "CONNECT") return reject(501, "connect_refused");
   return 0;
 }
 
 int MessageEngine::on_url_complete() noexcept {
-  if (view(target_).find('#') != std::string_view::npos) return reject(400, "fragment_in_target");
+  const std::string_view target = view(target_);
+  if (target.find('#') != std::string_view::npos) return reject(400, "fragment_in_target");
+  if (rules::target_has_userinfo(target)) return reject(400, "userinfo_in_target");
   return 0;
 }
 
@@ -386,6 +434,7 @@ int MessageEngine::on_header_value_complete() noexcept {
 int MessageEngine::on_headers_complete() noexcept {
   headers_.reserve(fields_.size());
   for (const Field& f : fields_) headers_.push_back(Header{view(f.name), view(f.value)});
+  hop_by_hop_.mark(headers_);
   const int rc = is_request() ? finish_request_head() : finish_response_head();
   if (rc != 0) return rc;
   phase_ = Phase::kBody;
@@ -409,11 +458,9 @@ int MessageEngine::check_framing_agrees() noexcept {
 
 int MessageEngine::finish_request_head() noexcept {
   if (!version_supported(parser_)) return reject(505, "bad_version");
-  if (parser_.method == HTTP_CONNECT) return reject(501, "connect_refused");
   if (parser_.http_minor == 1 && host_index_ < 0) return reject(400, "missing_host");
   RequestHead& h = request_;
   h.method = view(method_);
-  h.method_code = parser_.method;
   h.target = view(target_);
   h.version_major = parser_.http_major;
   h.version_minor = parser_.http_minor;
@@ -432,8 +479,8 @@ int MessageEngine::finish_request_head() noexcept {
   }
   h.keep_alive = llhttp_should_keep_alive(&parser_) != 0;
   h.expect_continue = expect_continue_;
-  h.is_head = parser_.method == HTTP_HEAD;
-  h.idempotent = method_is_idempotent(parser_.method);
+  h.is_head = h.method == "HEAD";
+  h.idempotent = method_is_idempotent(h.method);
   return 0;
 }
 

@@ -67,6 +67,9 @@ class MessageEngine {
   Step fail_step(size_t consumed) noexcept;
   void map_llhttp_error(llhttp_errno_t err) noexcept;
 
+  // Reads request-method bytes from data[off, len) while method_pending_; see the definition.
+  // Returns false on a rejection (error set, off at the offending byte).
+  bool read_method(const char* data, size_t len, size_t& off) noexcept;
   int on_method_complete() noexcept;
   int on_url_complete() noexcept;
   int on_version_complete() noexcept;
@@ -93,6 +96,7 @@ class MessageEngine {
 
   Phase phase_ = Phase::kHead;
   Pending pending_ = Pending::kNone;
+  bool method_pending_ = false;  // a request whose method rondel has not read to its end yet
   bool skip_body_ = false;
   bool error_set_ = false;
   bool field_open_ = false;
@@ -105,6 +109,7 @@ class MessageEngine {
   Piece reason_;
   std::vector<Field> fields_;
   std::vector<Header> headers_;
+  HopByHopMarker hop_by_hop_;
   int host_index_ = -1;
   int content_length_index_ = -1;
   int transfer_encoding_index_ = -1;

@@ -42,7 +42,7 @@ void append_forwarded(const RequestHead& head, const ForwardRequest& fwd, std::s
     xff_started = true;
   };
   for (const Header& h : head.headers) {
-    if (iequals(h.name, "X-Forwarded-For") && !is_hop_by_hop(h.name, head.headers)) add_xff(h.value);
+    if (!h.hop_by_hop && iequals(h.name, "X-Forwarded-For")) add_xff(h.value);
   }
   add_xff(fwd.client_ip);
   if (xff_started) out.append("\r\n");
@@ -55,7 +55,7 @@ void write_request_head(const RequestHead& head, const ForwardRequest& fwd, std:
   out.append(head.method).append(" ").append(head.target).append(" HTTP/1.1\r\n");
   bool has_host = false;
   for (const Header& h : head.headers) {
-    if (is_hop_by_hop(h.name, head.headers) || rewritten_in_request(h.name, fwd.forwarded)) continue;
+    if (h.hop_by_hop || rewritten_in_request(h.name, fwd.forwarded)) continue;
     if (iequals(h.name, "Host")) has_host = true;
     append_field(out, h.name, h.value);
   }
@@ -102,7 +102,7 @@ void write_response_head(const RequestHead& req, const ResponseHead& resp,
   const bool keep_length = framing.framing == Framing::kNone &&
                            (req.is_head || resp.status == 304);
   for (const Header& h : resp.headers) {
-    if (is_hop_by_hop(h.name, resp.headers)) continue;
+    if (h.hop_by_hop) continue;
     if (iequals(h.name, "Content-Length") && !keep_length) continue;
     append_field(out, h.name, h.value);
   }
@@ -124,7 +124,7 @@ void write_response_head(const RequestHead& req, const ResponseHead& resp,
 void write_interim_head(const ResponseHead& resp, std::string& out) {
   append_status_line(out, resp.status, resp.reason);
   for (const Header& h : resp.headers) {
-    if (is_hop_by_hop(h.name, resp.headers) || iequals(h.name, "Content-Length")) continue;
+    if (h.hop_by_hop || iequals(h.name, "Content-Length")) continue;
     append_field(out, h.name, h.value);
   }
   out.append("\r\n");

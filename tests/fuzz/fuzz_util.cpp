@@ -1,5 +1,5 @@
 // Invariant checks on parsed heads, shared by the HTTP fuzz targets.
-#include "fuzz_util.h"
+#include "http_driver.h"
 
 #include <charconv>
 

@@ -1,6 +1,5 @@
-// Shared helpers of the fuzz targets: a byte reader over the fuzzer's input, an invariant check
-// that aborts (so libFuzzer records the input), and a driver that feeds an HTTP parser the way
-// a session does, recording what it reports so two runs can be compared.
+// Shared helpers of the fuzz targets: a byte reader over the fuzzer's input and an invariant
+// check that aborts (so libFuzzer records the input). The HTTP targets' driver is http_driver.h.
 #pragma once
 
 #include <cstdint>
@@ -10,8 +9,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include "rondel/http/parser.h"
 
 namespace rondel::fuzz {
 
@@ -45,23 +42,5 @@ class Reader {
   const uint8_t* p_;
   size_t n_;
 };
-
-// What a parser reported for one input, in order: comparable across different split points.
-struct Trace {
-  std::string events;  // one letter per event: H head, B body, E end, X error
-  std::string heads;   // a rendering of every head seen
-  std::string body;    // body bytes of every message, concatenated
-  uint16_t error_status = 0;
-  std::string error_reason;
-  size_t consumed = 0;  // input bytes consumed up to the last event
-  bool operator==(const Trace&) const = default;
-};
-
-std::string render(const http::RequestHead& h);
-std::string render(const http::ResponseHead& h);
-
-// Checks the head's framing against its own header list (the invariants a forwarder relies on).
-void check_head(const http::RequestHead& h);
-void check_head(const http::ResponseHead& h, bool request_was_head);
 
 }  // namespace rondel::fuzz

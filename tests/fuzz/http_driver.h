@@ -4,11 +4,31 @@
 #pragma once
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "fuzz_util.h"
+#include "rondel/http/parser.h"
 
 namespace rondel::fuzz {
+
+// What a parser reported for one input, in order: comparable across different split points.
+struct Trace {
+  std::string events;  // one letter per event: H head, B body, E end, X error
+  std::string heads;   // a rendering of every head seen
+  std::string body;    // body bytes of every message, concatenated
+  uint16_t error_status = 0;
+  std::string error_reason;
+  size_t consumed = 0;  // input bytes consumed up to the last event
+  bool operator==(const Trace&) const = default;
+};
+
+std::string render(const http::RequestHead& h);
+std::string render(const http::ResponseHead& h);
+
+// Checks the head's framing against its own header list (the invariants a forwarder relies on).
+void check_head(const http::RequestHead& h);
+void check_head(const http::ResponseHead& h, bool request_was_head);
 
 // Builds sorted cut offsets in (0, size) from a seed: none, one, or many (every byte).
 inline std::vector<size_t> make_cuts(uint32_t seed, size_t size) {

@@ -1,7 +1,8 @@
 // Serialises the heads rondel forwards and the short responses it answers with itself.
 //
 // Writers append to a caller-owned std::string (cleared by the caller, capacity reused, so no
-// allocation in steady state). Hop-by-hop fields are dropped and framing is rewritten: a body is
+// allocation in steady state). Hop-by-hop fields (Header::hop_by_hop, set by the parsers; a head
+// built by hand goes through HopByHopMarker first) are dropped and framing is rewritten: a body is
 // forwarded as Content-Length when its length is known, otherwise chunked (HTTP/1.1 peers) or
 // close-delimited (HTTP/1.0 clients).
 #pragma once
@@ -31,7 +32,7 @@ struct ForwardRequest {
 // Several X-Forwarded-For lines from the client are merged, in order, into one line (a list
 // split over lines means the same as one comma-joined line, RFC 9110 5.3); an XFF the client made
 // hop-by-hop by naming it in Connection is dropped. No Connection field is written: the backend
-// connection is HTTP/1.1 keep-alive. Cost: O(fields^2) only when a Connection field names others.
+// connection is HTTP/1.1 keep-alive. Cost: linear in the size of the head.
 void write_request_head(const RequestHead& head, const ForwardRequest& fwd, std::string& out);
 
 // How the response body is framed toward the client.

@@ -84,7 +84,17 @@ TEST_CASE("request line guards") {
        "upgrade_refused"},
       {"Upgrade alone (rondel)", "GET / HTTP/1.1\r\nHost: a\r\nUpgrade: h2c\r\n\r\n", 501,
        "upgrade_refused"},
-      {"lowercase method (llhttp)", "get / HTTP/1.1\r\nHost: a\r\n\r\n", 400, "bad_method"},
+      {"method not a token (rondel)", "G(T / HTTP/1.1\r\nHost: a\r\n\r\n", 400, "bad_method"},
+      {"obs-text in the method (rondel)", "B\x80N / HTTP/1.1\r\nHost: a\r\n\r\n", 400,
+       "bad_method"},
+      {"no SP after the method (rondel)", "GET\r\nHost: a\r\n\r\n", 400, "bad_method"},
+      {"userinfo in an absolute-form target (rondel)",
+       "GET http://user@host/ HTTP/1.1\r\nHost: host\r\n\r\n", 400, "userinfo_in_target"},
+      {"user and password in the target (rondel)",
+       "GET https://u:pw@host:8443/a HTTP/1.1\r\nHost: host\r\n\r\n", 400,
+       "userinfo_in_target"},
+      {"empty userinfo (rondel)", "GET http://@host/ HTTP/1.1\r\nHost: host\r\n\r\n", 400,
+       "userinfo_in_target"},
   };
   for (const Case& c : cases) check_rejected(c);
 }
