@@ -133,8 +133,15 @@ class HttpConn:
             status, headers, _ = self.read_head(timeout=deadline - time.monotonic())
             if status >= 200 or not skip_interim:
                 break
+        left = max(deadline - time.monotonic(), 1e-6)
+        return status, headers, self.read_body(status, headers, method, left, sink)
+
+    def read_body(self, status, headers, method="GET", timeout=None, sink=None):
+        """The body of a response whose head read_head() returned (b"" when `sink` takes it):
+        none for HEAD, 1xx, 204 and 304; else by chunked, Content-Length or the close."""
+        deadline = time.monotonic() + (timeout or self.timeout)
         if method == "HEAD" or status < 200 or status in (204, 304):
-            return status, headers, b""
+            return b""
         body = []
         put = sink or body.append
         if "chunked" in headers.get("transfer-encoding", "").lower():
@@ -145,7 +152,7 @@ class HttpConn:
             while self._fill(deadline) or self.buf:
                 put(self.buf)
                 self.buf = b""
-        return status, headers, b"".join(body) if sink is None else b""
+        return b"".join(body) if sink is None else b""
 
     def _read_chunked(self, deadline, put):
         while True:
