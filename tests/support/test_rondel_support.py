@@ -159,6 +159,15 @@ class PortsConfigTest(unittest.TestCase):
                 s.bind(("127.0.0.1", h.port))
         self.assertEqual(ports.nginx_inherit_env([h], {})["NGINX"], f"{h.fd};")
 
+    def test_read_listening_from_a_log_line(self):
+        registry = procs.ProcessRegistry()
+        self.addCleanup(registry.kill_all)
+        line = 'ts=x level=info msg="Listening on" address=127.0.0.1:45621'
+        p = procs.Process(python_child(f"print('noise'); print({line!r}); print('listening 127.0.0.1:7')"),
+                          registry)
+        self.assertEqual(ports.read_listening(p.out, ports.PROMETHEUS_LISTENING), [("127.0.0.1", 45621)])
+        self.assertEqual(ports.read_listening(p.out), [("127.0.0.1", 7)])
+
     def test_rondel_ports_later_lines_win(self):
         lines = ["2026 info listening name=web addr=127.0.0.1:1000",
                  "2026 info admin_listening addr=127.0.0.1:2000",

@@ -12,6 +12,8 @@ TEST_BACKEND_LISTENING = r"^listening (\S+):(\d+)$"
 # rondel: "... info listening name=NAME addr=HOST:PORT" and "... info admin_listening addr=...".
 RONDEL_LISTENING = re.compile(r"info listening name=(\S+) addr=\S+:(\d+)")
 RONDEL_ADMIN_LISTENING = re.compile(r"info admin_listening addr=\S+:(\d+)")
+# Prometheus (--web.listen-address=127.0.0.1:0, --log.level=info): the address it bound.
+PROMETHEUS_LISTENING = r'msg="Listening on" address=(\S+):(\d+)'
 
 
 def read_listening(reader, pattern=TEST_BACKEND_LISTENING, count=1, timeout=10.0, start=0):
