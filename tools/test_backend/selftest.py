@@ -59,7 +59,8 @@ def pipelining_and_uploads(b, port):
     got = [c.read_response()[2] for _ in range(3)]
     dt = time.monotonic() - t0
     check("pipelining order", got == [b"b1\n", b"b1\n", b"b1\nb1"], got)
-    check("delay applied", dt >= 0.19, dt)
+    # Not before the delay (noise only lengthens dt; the connection's 5 s timeout bounds it above).
+    check("delay applied", dt >= 0.2 - 0.002, dt)
 
     # Chunked upload split across writes, with checksum.
     data = os.urandom(300000)
@@ -205,7 +206,10 @@ def cache_model():
     for path in ["/a", "/a", "/b", "/c", "/a"]:
         t0 = time.monotonic()
         st, h, body = get(port, path)
-        seq.append((h["x-cache"], h["x-cache"] == "HIT" or time.monotonic() - t0 >= 0.09))
+        # A miss waits its 100 ms (a bound noise cannot break: it only lengthens the wait). How
+        # fast a hit is is not timed: a busy machine can delay any answer by 100 ms; the header
+        # and the hit/miss counters below say which it was.
+        seq.append((h["x-cache"], h["x-cache"] == "HIT" or time.monotonic() - t0 >= 0.1 - 0.002))
     check("lru cache", seq == [("MISS", True), ("HIT", True), ("MISS", True), ("MISS", True),
                                ("MISS", True)], seq)
     st = stats(port)
