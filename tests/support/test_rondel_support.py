@@ -42,6 +42,26 @@ class ProcsTest(unittest.TestCase):
         with self.assertRaisesRegex(AssertionError, "(?s)output ended.*only line"):
             p.wait_for("never", timeout=30)  # fails at the end of the output, not after 30 s
 
+    def test_join_fails_while_something_holds_the_output_open(self):
+        # The child leaves a grandchild holding the pipe: the output has not ended at its exit.
+        code = ("import subprocess, sys, time; print('up'); "
+                "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(1)'])")
+        p = procs.Process(python_child(code), self.registry)
+        p.proc.wait(timeout=10)
+        with self.assertRaisesRegex(AssertionError, "did not end"):
+            p.out.join(timeout=0.2)
+        p.out.join(timeout=10)  # the grandchild exits: the stream ends
+        self.assertTrue(p.out.ended)
+        self.assertEqual(p.lines(), ["up"])
+
+    def test_pause_waits_until_the_process_is_stopped(self):
+        p = procs.Process(python_child("import time; print('up'); time.sleep(30)"), self.registry)
+        p.wait_for("up")
+        procs.pause(p.proc)
+        self.assertEqual(procfs.state(p.pid), "T")
+        p.proc.send_signal(signal.SIGCONT)
+        procs.wait_until(lambda: procfs.state(p.pid) != "T", timeout=5)
+
     def test_wait_for_times_out_on_a_silent_process(self):
         p = procs.Process(python_child("import time; time.sleep(30)"), self.registry)
         with self.assertRaisesRegex(AssertionError, "0.2s passed"):
@@ -245,6 +265,20 @@ class DaemonsTest(unittest.TestCase):
         self.assertEqual(b.stats(b.ports[1])["requests"], 1)
         self.assertTrue(b.stop())
         self.assertEqual(b.proc.returncode, 0)
+
+    def test_test_backend_group_members_in_order(self):
+        g = daemons.TestBackendGroup(["x", "y", "z"], "--size", "2", binary=BACKEND_BIN,
+                                     registry=self.registry,
+                                     member_args=lambda n: ["--fail-mode", "status-500"] if n == "y" else [])
+        self.assertEqual([m.name for m in g.members], ["x", "y", "z"])
+        got = [httpio.exchange(m.port, "GET", "/")[:3:2] for m in g.members]
+        self.assertEqual([(s, b) for s, b in got], [(200, b"x\n"), (500, b"y\n"), (200, b"z\n")])
+        g.stop_process()
+        with self.assertRaises(socket.timeout):
+            httpio.exchange(g.members[0].port, "GET", "/", timeout=0.3)
+        g.signal(signal.SIGCONT)
+        self.assertEqual(httpio.exchange(g.members[0].port, "GET", "/")[0], 200)
+        self.assertTrue(g.stop())
 
     def test_rondel_on_port_0_in_front_of_a_backend(self):
         b = daemons.TestBackend("b1", binary=BACKEND_BIN, registry=self.registry)

@@ -7,7 +7,7 @@ import signal
 import subprocess
 
 from rondel_support import httpio, ledger, ports, procfs
-from rondel_support.daemons import TestBackendProcess
+from rondel_support.daemons import TestBackendGroup
 
 from .context import CLIENT_CORE
 
@@ -48,18 +48,12 @@ class TestBackends(_Ledgers):
         self.kind = "test-each" if each else "test"
         self.names = [f"b{i + 1}" for i in range(n)]
         self.ledgers = _ledger_paths(ctx, self.names, ledger)
-        groups = []
-        for name in self.names:
-            argv = ["--listen", "127.0.0.1:0", "--name", name]
-            if name in self.ledgers:
-                argv += ["--ledger", self.ledgers[name]]
-            groups.append(argv)
-        if not each:  # one process: the groups joined by --and
-            joined = []
-            for g in groups:
-                joined += (["--and"] if joined else []) + g
-            groups = [joined]
-        self.processes = [TestBackendProcess(ctx.backend_bin, g, ctx.registry, ctx.prefix(core))
+
+        def member_args(name):
+            return ["--ledger", self.ledgers[name]] if name in self.ledgers else []
+        groups = [[name] for name in self.names] if each else [self.names]
+        self.processes = [TestBackendGroup(g, binary=ctx.backend_bin, registry=ctx.registry,
+                                           member_args=member_args, prefix=ctx.prefix(core))
                           for g in groups]
         self.procs = [b.proc for b in self.processes]
         self.ports = [port for b in self.processes for port in b.ports]

@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 from . import config, ports, procfs
 from .httpio import http_get
-from .procs import Process, wait_until
+from .procs import Process, pause, wait_until
 
 # A line that starts an AddressSanitizer / LeakSanitizer / UndefinedBehaviorSanitizer report.
 SANITIZER_RX = re.compile(r"ERROR: AddressSanitizer|LeakSanitizer|runtime error:")
@@ -46,12 +46,42 @@ class TestBackendProcess:
     def signal(self, sig):
         self.proc.send_signal(sig)
 
+    def stop_process(self, timeout=5.0):
+        """SIGSTOP, then waits until the kernel reports the process stopped: from then on it
+        reads, answers and writes nothing (procs.pause)."""
+        pause(self.proc, timeout)
+
     def stop(self, sig=SIGTERM, timeout=5.0):
         """Signal (SIGTERM), wait, kill after `timeout`; True when it exited by itself."""
         return self.process.stop(sig, timeout)
 
     def kill(self):
         self.process.kill()
+
+
+class Member:
+    """One backend of a TestBackendGroup: name, host, port, address ("host:port")."""
+
+    def __init__(self, name, host, port):
+        self.name, self.host, self.port = name, host, port
+        self.address = f"{host}:{port}"
+
+
+class TestBackendGroup(TestBackendProcess):
+    """Several test backends (`names`) served by one rondel-test-backend process and its one
+    event loop (`--and`), each on 127.0.0.1 port 0: on a busy machine they are descheduled
+    together. `args` go to every member, member_args(name) to one; `members` are Member
+    records (usable in config.make_config), in the order of `names`."""
+
+    def __init__(self, names, *args, binary, registry, member_args=lambda name: [], prefix=()):
+        argv = []
+        for i, name in enumerate(names):
+            argv += (["--and"] if i else []) + ["--listen", "127.0.0.1:0", "--name", name, *args,
+                                                *member_args(name)]
+        super().__init__(binary, argv, registry, prefix)
+        self.names = list(names)
+        self.members = [Member(n, h, p) for n, h, p in
+                        zip(names, [a.rsplit(":", 1)[0] for a in self.addresses], self.ports)]
 
 
 class TestBackend(TestBackendProcess):

@@ -23,6 +23,12 @@ def cpu_ticks(pids):
     return total
 
 
+def state(pid):
+    """The scheduler state letter of a process (/proc/PID/stat field 3: R, S, D, T, Z ...)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
 def cpu_seconds(pid):
     """User + system CPU time one process has used so far, in seconds."""
     return cpu_ticks([pid]) / CLK_TCK

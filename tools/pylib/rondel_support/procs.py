@@ -6,10 +6,14 @@ started is stopped by stop_all() or killed by kill_all() (e.g. at exit), in reve
 """
 
 import re
-from signal import SIGTERM
+import signal
 import subprocess
 import threading
 import time
+
+from . import procfs
+
+SIGTERM = signal.SIGTERM
 
 
 def wait_until(predicate, timeout=10.0, interval=0.02, what="condition"):
@@ -34,6 +38,7 @@ class LineReader:
 
     def __init__(self, stream):
         self.lines = []
+        self.ended = False  # the stream reached its end: no line will be added
         self._cv = threading.Condition()
         self._thread = threading.Thread(target=self._run, args=(stream,), daemon=True)
         self._thread.start()
@@ -46,6 +51,7 @@ class LineReader:
                 self._cv.notify_all()
         stream.close()
         with self._cv:
+            self.ended = True
             self._cv.notify_all()  # wake waiters: no more lines will come
 
     def wait_for(self, pattern, timeout=10.0, start=0):
@@ -70,13 +76,13 @@ class LineReader:
                 if len(found) == count:
                     return found
                 left = deadline - time.monotonic()
-                ended = not self._thread.is_alive() and i >= len(self.lines)
+                ended = self.ended and i >= len(self.lines)
                 if left <= 0 or ended:
                     why = "the output ended" if ended else f"{timeout}s passed"
                     raise AssertionError(
                         f"{len(found)} of {count} lines matching {pattern!r} before {why}; "
                         "last lines:\n" + "\n".join(self.lines[-20:]))
-                self._cv.wait(min(left, 0.5))
+                self._cv.wait(left)
 
     def count(self):
         """Number of lines read so far (a `start` for a later wait_for)."""
@@ -85,8 +91,28 @@ class LineReader:
 
     def join(self, timeout=5.0):
         """Waits for the end of the stream: once the process has exited, its last lines may
-        still be in the pipe when wait() returns."""
+        still be in the pipe when wait() returns. Raises AssertionError when the stream has not
+        ended within `timeout` (something else still holds the pipe open), so that no caller
+        matches output that was not read to the end."""
         self._thread.join(timeout)
+        if not self.ended:
+            raise AssertionError(f"the output did not end within {timeout}s")
+
+
+def exit_on_sigterm():
+    """Makes SIGTERM (ctest's timeout, a time-budgeted runner) exit through atexit, so that the
+    processes a registry's kill_all() is registered for are killed too."""
+    def terminated(signum, frame):
+        raise SystemExit(128 + signum)
+    signal.signal(signal.SIGTERM, terminated)
+
+
+def pause(proc, timeout=5.0):
+    """SIGSTOP, then waits until the kernel reports `proc` stopped (state T in /proc/PID/stat):
+    from then on it reads, answers and writes nothing. SIGCONT resumes it."""
+    proc.send_signal(signal.SIGSTOP)
+    wait_until(lambda: procfs.state(proc.pid) == "T", timeout=timeout, interval=0.005,
+               what=f"pid {proc.pid} to stop")
 
 
 def stop_process(proc, sig=SIGTERM, timeout=5.0):
