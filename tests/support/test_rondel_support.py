@@ -6,7 +6,6 @@ RONDEL_BIN, as ctest sets them; the tests that need one are skipped without it).
 import os
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import threading

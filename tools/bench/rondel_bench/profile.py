@@ -16,7 +16,7 @@ from .context import CLIENT_CORE, LUA, PROXY_CORE, log
 from .load import run_wrk
 from .proxies import HAProxy, Nginx, Rondel
 
-ORDER = ["rondel", "haproxy", "nginx"]
+ORDER = ("rondel", "haproxy", "nginx")
 
 # perf report runs: (title, extra arguments, lines kept).
 PERF_REPORTS = (

@@ -31,9 +31,9 @@ def header(meta):
             f"Versions: {meta['versions']}  "]
 
 
-MAIN_TABLE_HEAD = [
+MAIN_TABLE_HEAD = (
     "| workload | proxy | req/s | p50 ms | p99 ms | errors | proxy CPU µs/req | core 0 µs/req | proxy busy | core 0 / 1 busy | preempt/s | peak RSS MiB | req/s ÷ HAProxy | p99 ÷ HAProxy | CPU/req ÷ HAProxy | RSS ÷ HAProxy |",
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def _main_row(wl, name, runs, h):

@@ -10,7 +10,7 @@ from .proxies import HAProxy, Rondel
 from .report import fmt_range, med, ratio
 
 # The workers pass: (proxy class, workers/threads), measured in this order in every rep.
-WORKER_CONFIGS = [(Rondel, 1), (Rondel, 2), (HAProxy, 1), (HAProxy, 2)]
+WORKER_CONFIGS = ((Rondel, 1), (Rondel, 2), (HAProxy, 1), (HAProxy, 2))
 
 
 def worker_setting(name, n):
