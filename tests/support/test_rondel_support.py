@@ -5,6 +5,7 @@ short Python children, rondel-test-backend and rondel (binaries from RONDEL_TEST
 RONDEL_BIN, as ctest sets them; the tests that need one are skipped without it)."""
 import os
 import signal
+import subprocess
 import socket
 import sys
 import tempfile
@@ -80,8 +81,10 @@ class ProcsTest(unittest.TestCase):
               for _ in range(3)]
         for p in ps:
             p.wait_for("up")
+        own = self.registry.append(subprocess.Popen(python_child("import time; time.sleep(30)")))
         self.registry.stop_all()
         self.assertEqual([p.proc.returncode for p in ps], [-signal.SIGTERM] * 3)
+        self.assertEqual(own.returncode, -signal.SIGTERM)  # one registered by hand too
 
     def test_wait_until_returns_the_value_or_raises(self):
         self.assertEqual(procs.wait_until(lambda: 7, timeout=1), 7)

@@ -145,6 +145,8 @@ class ProcessRegistry:
         self._procs.append(proc)
         return proc
 
+    append = add  # harness.py's _processes was a list: `_processes.append(p)` keeps working
+
     def stop(self, proc, sig=SIGTERM, timeout=5.0):
         """stop_process(proc, sig, timeout), then forgets it. Returns stop_process's result."""
         clean = stop_process(proc, sig, timeout)
