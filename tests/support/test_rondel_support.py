@@ -5,8 +5,8 @@ short Python children, rondel-test-backend and rondel (binaries from RONDEL_TEST
 RONDEL_BIN, as ctest sets them; the tests that need one are skipped without it)."""
 import os
 import signal
-import subprocess
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
