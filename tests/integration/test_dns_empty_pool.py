@@ -12,7 +12,7 @@ import os
 import tempfile
 import unittest
 
-from harness import Backend, Rondel, http_get, main, wait_until
+from harness import Backend, Rondel, http_get, main, metric_sum, scrape, wait_until
 from test_dns_discovery import DNSMASQ, NAME, Dnsmasq, free_port
 
 GONE = "gone.test"
@@ -88,8 +88,16 @@ class EmptyPool(unittest.TestCase):
     def assert_p_empty_and_q_served(self, start):
         self.rondel.out.wait_for(r"warn pool_without_backends pool=p ", timeout=5, start=start)
         self.assertEqual(self.ids("p"), [])
+        _, before, _ = scrape(self.rondel.admin_port)
         for i in range(5):
             self.assertEqual(self.get("web", f"/e/{i}")[0], 503)
+        # The views serve the empty pool; its 503s are counted as "no backend".
+        _, after, _ = scrape(self.rondel.admin_port)
+        name = "rondel_pool_no_backend_total"
+        self.assertEqual(metric_sum(after, name, pool="p") - metric_sum(before, name, pool="p"), 5)
+        self.assertEqual(metric_sum(after, "rondel_pool_unusable_backends", pool="p"), 0)
+        self.assertEqual(http_get(self.rondel.admin_port, "/api/ring?pool=p")[0], 200)
+        self.assertEqual(self.rondel.route("p", "/e/0")["owner"], "")
         # A reload goes through with the empty pool, which stays empty.
         self.rondel.reload(self.text)
         self.assertEqual(self.ids("p"), [])

@@ -21,10 +21,10 @@ class PassiveHealth {
  public:
   // What a failure did to the backend.
   enum class Verdict : uint8_t {
-    kCounted,        // one more failure in the run; still in rotation
-    kEjected,        // this failure crossed the threshold and ejected the backend
-    kAlreadyEjected, // it was ejected already (by another worker, or on an older attempt)
-    kLimitReached,   // crossed the threshold, but the pool is at max_ejected_percent
+    kCounted,         // one more failure in the run; still in rotation
+    kEjected,         // this failure crossed the threshold and ejected the backend
+    kAlreadyEjected,  // it was ejected already (by another worker, or on an older attempt)
+    kLimitReached,    // crossed the threshold, but the pool is at max_ejected_percent
   };
 
   // An attempt on backend `i` of `pool` failed: connect failure, I/O error, timeout or a 5xx
