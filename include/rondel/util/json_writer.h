@@ -9,8 +9,9 @@
 
 namespace rondel::util {
 
-// JsonWriter appends "key": value pairs to a string; begin()/end() open and close objects.
-// Keys and string values must not need escaping beyond quotes and backslashes.
+// JsonWriter appends "key": value pairs to a string; begin()/end() open and close objects,
+// begin_array()/end_array() arrays of objects.
+// Strings are escaped: quotes, backslashes and control characters.
 class JsonWriter {
  public:
   void begin(std::string_view key = {}) {
@@ -21,6 +22,17 @@ class JsonWriter {
   }
   void end() {
     out_ += '}';
+    first_ = false;
+  }
+  // Arrays: begin_array(key) ... end_array(); elements are objects opened with begin().
+  void begin_array(std::string_view key) {
+    separate();
+    append_key(key);
+    out_ += '[';
+    first_ = true;
+  }
+  void end_array() {
+    out_ += ']';
     first_ = false;
   }
   void field(std::string_view key, double v) {
@@ -66,6 +78,12 @@ class JsonWriter {
   void append_string(std::string_view s) {
     out_ += '"';
     for (char c : s) {
+      if (static_cast<unsigned char>(c) < 0x20) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+        out_ += buf;
+        continue;
+      }
       if (c == '"' || c == '\\') out_ += '\\';
       out_ += c;
     }
