@@ -1345,7 +1345,7 @@ def profile(args, workdir, make_backends, zipf, outdir, stamp):
                                                                "operator delete", "_int_", "tcache"),
                         "logging (LogSink, Logger, access log)": ("LogSink", "Logger", "access_log", "AccessLog"),
                         "HTTP parsing and head writing (rondel::http, llhttp)": ("rondel::http::", "llhttp"),
-                        "routing (rondel::core, RouteStates)": ("rondel::core::", "RouteStates")}
+                        "routing (rondel::core, Router)": ("rondel::core::", "rondel::proxy::Router")}
                 sums = {k: 0.0 for k in cats}
                 for l in lines:
                     f = l.split()
