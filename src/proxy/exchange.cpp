@@ -138,8 +138,11 @@ void ClientSession::on_request_head() noexcept {
   ex().pool->state().requests.fetch_add(1, std::memory_order_relaxed);
   std::fill(xb_->tried.begin(), xb_->tried.end(), 0);
 
-  const RouteKey rk = route_key(ex().pool->config(), head, client_ip(),
-                                core::mix64(uv_hrtime(), reinterpret_cast<uintptr_t>(this)));
+  const config::PoolConfig& pc = ex().pool->config();
+  const uint64_t random = pc.missing_key == config::MissingKeyPolicy::kRandom
+                              ? core::mix64(uv_hrtime(), reinterpret_cast<uintptr_t>(this))
+                              : 0;
+  const RouteKey rk = route_key(pc, head, client_ip(), random);
   if (rk.kind == RouteKey::Kind::kReject) {
     reject(400, Reject::kBadRequest, "missing_hash_key");
     return;
