@@ -127,7 +127,7 @@ class Pool {
   std::vector<uint32_t> weights_;                // as configured
   std::vector<uint32_t> id_tags_;                // low 32 bits of hash64(id), per backend
   uint64_t total_weight_ = 0;
-  // Written only by refresh_weights() on the loop thread that also runs pick().
+  // Written only by refresh_weights() on the loop thread that also runs the picks.
   std::vector<uint32_t> eff_weights_;            // scaled by kWeightScale; see refresh_weights
   uint64_t eff_total_weight_ = 0;
   std::shared_ptr<PoolState> state_;

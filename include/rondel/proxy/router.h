@@ -89,6 +89,10 @@ struct LastDecision {
   core::BackendIndex backend = core::kNoBackend;  // kNoBackend: that backend is not in the pool
 };
 
+// One per Worker: its route state per pool (indexed by PoolState::slot), touched only on its
+// loop thread, so the pick takes no lock. Each worker detects hot keys on the requests it sees
+// (connections are spread evenly, so the shares are the same) and remembers its own spills
+// (workers may disagree for a while: at most an extra cache copy).
 class Router {
  public:
   Router();
