@@ -86,6 +86,7 @@ bool extract_key(const config::HashKey& key, const http::RequestHead& head,
       return true;
     case config::HashKeyKind::kPath:
       out = target.substr(0, target.find('?'));
+      if (out.empty()) out = "/";  // "http://host?q": an empty path is "/" (RFC 9110 4.2.3)
       return true;
     case config::HashKeyKind::kSrc:
       out = source_key(client_ip);

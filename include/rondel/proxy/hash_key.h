@@ -20,7 +20,8 @@ bool extract_key(const config::HashKey& key, const http::RequestHead& head,
 
 // The origin form of a request target: an absolute-form "http://host:80/p?q" gives "/p?q", one
 // without a path ("http://host") gives "/"; other forms are returned as they are. A view into
-// `target` (or a static "/"). Limitation: "http://host?q" gives "?q", not "/?q" (no copy).
+// `target` (or a static "/"). Limitation: "http://host?q" gives "?q", not "/?q" (no copy); its
+// path key is "/" as for "/?q".
 std::string_view origin_form(std::string_view target) noexcept;
 // The source-address key of `client_ip`: "::ffff:a.b.c.d" (an IPv4 client on a dual-stack
 // listener) gives "a.b.c.d", so it hashes as on an IPv4 listener; anything else is unchanged.

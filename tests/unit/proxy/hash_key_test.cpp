@@ -52,6 +52,8 @@ TEST_CASE("absolute-form and origin-form targets for one resource give one key")
     CHECK(key_of(HashKeyKind::kPath, "", abs) == key_of(HashKeyKind::kPath, "", org));
     CHECK(key_of(HashKeyKind::kQuery, "id", abs) == key_of(HashKeyKind::kQuery, "id", org));
   }
+  test::Request no_path("http://cache.example?v=2");
+  CHECK(key_of(HashKeyKind::kPath, "", no_path) == "/");
   test::Request abs("http://cache.example/obj/1?v=2");
   CHECK(key_of(HashKeyKind::kUri, "", abs) == "/obj/1?v=2");
   CHECK(key_of(HashKeyKind::kPath, "", abs) == "/obj/1");
