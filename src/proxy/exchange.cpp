@@ -7,8 +7,8 @@
 #include "rondel/core/hash.h"
 #include "rondel/http/writer.h"
 #include "rondel/proxy/backend_conn.h"
-#include "rondel/proxy/hash_key.h"
 #include "rondel/proxy/passive_health.h"
+#include "rondel/proxy/router.h"
 #include "rondel/proxy/session.h"
 
 namespace rondel::proxy {
@@ -139,30 +139,18 @@ void ClientSession::on_request_head() noexcept {
   ex().pool->state().requests.fetch_add(1, std::memory_order_relaxed);
   std::fill(xb_->tried.begin(), xb_->tried.end(), 0);
 
-  std::string_view key;
-  const auto& pc = ex().pool->config();
-  ex().keyed = extract_key(pc.hash_key, head, client_ip(), key);
-  ex().key = ex().keyed ? key : std::string_view{};
-  if (ex().keyed) {
-    ex().hash = core::hash64(key);
-  } else {
-    switch (pc.missing_key) {
-      case config::MissingKeyPolicy::kHashUri:
-        ex().hash = core::hash64(head.target);
-        ex().key = head.target;
-        ex().keyed = true;
-        break;
-      case config::MissingKeyPolicy::kRandom:
-        ex().hash = core::mix64(uv_hrtime(), reinterpret_cast<uintptr_t>(this));
-        ex().keyed = true;
-        break;
-      case config::MissingKeyPolicy::kReject:
-        reject(400, Reject::kBadRequest, "missing_hash_key");
-        return;
-      case config::MissingKeyPolicy::kLeastInFlight:
-        break;
-    }
+  const config::PoolConfig& pc = ex().pool->config();
+  const uint64_t random = pc.missing_key == config::MissingKeyPolicy::kRandom
+                              ? core::mix64(uv_hrtime(), reinterpret_cast<uintptr_t>(this))
+                              : 0;
+  const RouteKey rk = route_key(pc, head, client_ip(), random);
+  if (rk.kind == RouteKey::Kind::kReject) {
+    reject(400, Reject::kBadRequest, "missing_hash_key");
+    return;
   }
+  ex().keyed = rk.walks();
+  ex().key = rk.key;
+  ex().hash = rk.hash;
   phase_ = Phase::kConnecting;
   worker_.exchange_started();
   start_attempt();
@@ -171,62 +159,42 @@ void ClientSession::on_request_head() noexcept {
 void ClientSession::start_attempt() noexcept {
   ++ex().attempts;
   phase_ = Phase::kConnecting;
-  std::span<uint64_t> tried(xb_->tried.data(), ex().pool->excluded_words());
-  bool first_pick = ex().attempts == 1;  // the routing decision; retries and re-walks are not
-  for (;;) {
-    core::BackendIndex b = core::kNoBackend;
-    if (ex().keyed) {
-      core::RouteResult rr = worker_.routing().route(*ex().pool, ex().hash, ex().key, tried,
-                                                     worker_.scratch(ex().pool->scratch_words()),
-                                                     worker_.now_ms(), first_pick);
-      first_pick = false;
-      ex().reason = static_cast<uint8_t>(rr.reason);
-      const core::PickResult& r = rr.pick;
-      b = r.backend;
-      if (ex().owner == core::kNoBackend) ex().owner = r.owner;
-      // This walk passes over the backends already tried (excluded) as well as full ones, so it
-      // counts every hop of the earlier attempts again: assign, do not accumulate.
-      ex().hops = static_cast<uint16_t>(r.skipped_full + r.skipped_excluded);
-      if (r.all_full) ex().pool->state().all_full.fetch_add(1, std::memory_order_relaxed);
-    } else {
-      b = ex().pool->least_loaded(tried);
-      if (ex().owner == core::kNoBackend) ex().owner = b;
-      ex().hops = static_cast<uint16_t>(ex().attempts - 1);  // one backend passed over per retry
-    }
-    if (b == core::kNoBackend) {
-      ex().pool->state().no_backend.fetch_add(1, std::memory_order_relaxed);
-      fail_exchange(503, Reject::kNoBackend, Outcome::kRejected);
-      return;
-    }
-    BackendState& st = ex().pool->backend(b);
-    uint32_t max_conns = ex().pool->config().max_connections_per_backend;
-    if (max_conns != 0 && st.idle_count(worker_.id()) == 0 &&
-        st.open_connections.load(std::memory_order_relaxed) >= max_conns) {
-      // At its connection limit: treat like a full backend and walk on.
-      core::bit_set(tried, b);
-      continue;
-    }
-    ex().backend = b;
-    st.in_flight.fetch_add(1, std::memory_order_relaxed);
-    ex().pool->state().total_in_flight.fetch_add(1, std::memory_order_relaxed);
-    ex().counted = true;
-    if (BackendConn* idle = st.pop_idle(worker_.id())) {
-      ex().conn = idle;
-      ex().conn->attach(this);
-      backend_ready();
-      return;
-    }
-    int err = 0;
-    ex().conn = BackendConn::connect(worker_, st, this, &err);
-    if (ex().conn == nullptr) {
-      worker_.log().log_limited(Level::kError, worker_.now_ms(), "backend_socket_failed",
-                                uv_err_name(err));
-      attempt_failed(true, Reject::kBackendError, 502);
-      return;
-    }
-    ex().conn->arm_timer(ex().pool->config().connect_timeout_ms);
+  PickRequest rq;
+  rq.key = RouteKey::of(ex().keyed, ex().key, ex().hash);
+  rq.tried = std::span<const uint64_t>(xb_->tried.data(), ex().pool->excluded_words());
+  rq.kind = ex().attempts == 1 ? core::PickKind::kFirst : core::PickKind::kRetry;
+  rq.now_ms = worker_.now_ms();
+  rq.worker = worker_.id();
+  const RouteDecision d =
+      worker_.routing().route(*ex().pool, rq, worker_.scratch(ex().pool->scratch_words()));
+  ex().reason = static_cast<uint8_t>(d.reason);
+  ex().owner = d.owner;
+  ex().hops = d.hops;  // this walk passes over the backends already tried too: assign
+  const core::BackendIndex b = d.backend;
+  if (b == core::kNoBackend) {
+    fail_exchange(503, Reject::kNoBackend, Outcome::kRejected);
     return;
   }
+  BackendState& st = ex().pool->backend(b);
+  ex().backend = b;
+  st.in_flight.fetch_add(1, std::memory_order_relaxed);
+  ex().pool->state().total_in_flight.fetch_add(1, std::memory_order_relaxed);
+  ex().counted = true;
+  if (BackendConn* idle = st.pop_idle(worker_.id())) {
+    ex().conn = idle;
+    ex().conn->attach(this);
+    backend_ready();
+    return;
+  }
+  int err = 0;
+  ex().conn = BackendConn::connect(worker_, st, this, &err);
+  if (ex().conn == nullptr) {
+    worker_.log().log_limited(Level::kError, worker_.now_ms(), "backend_socket_failed",
+                              uv_err_name(err));
+    attempt_failed(true, Reject::kBackendError, 502);
+    return;
+  }
+  ex().conn->arm_timer(ex().pool->config().connect_timeout_ms);
 }
 
 void ClientSession::release_attempt() noexcept {
@@ -515,10 +483,7 @@ void ClientSession::finish_exchange(Outcome outcome) noexcept {
     else if (ex().status >= 400) st.counters.responses_4xx.fetch_add(1, std::memory_order_relaxed);
     else if (ex().status >= 300) st.counters.responses_3xx.fetch_add(1, std::memory_order_relaxed);
     else if (ex().status >= 200) st.counters.responses_2xx.fetch_add(1, std::memory_order_relaxed);
-    if (ex().owner != core::kNoBackend && ex().owner != ex().backend && ex().keyed) {
-      st.counters.spill_in.fetch_add(1, std::memory_order_relaxed);
-      ex().pool->state().spilled.fetch_add(1, std::memory_order_relaxed);
-    }
+    Router::count_served(*ex().pool, ex().backend, ex().owner);
   }
   release_attempt();
   log_access(outcome);

@@ -11,7 +11,35 @@ std::string_view trim(std::string_view s) noexcept {
   return s;
 }
 
+bool is_scheme_char(char c) noexcept {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '+' ||
+         c == '-' || c == '.';
+}
+
 }  // namespace
+
+std::string_view origin_form(std::string_view target) noexcept {
+  if (target.empty() || target.front() == '/' || target == "*") return target;
+  // absolute-form: scheme "://" authority [path-abempty] ["?" query] (RFC 9112 3.2.2).
+  size_t colon = target.find("://");
+  if (colon == std::string_view::npos || colon == 0) return target;
+  for (size_t i = 0; i < colon; ++i) {
+    if (!is_scheme_char(target[i])) return target;
+  }
+  std::string_view rest = target.substr(colon + 3);
+  size_t path = rest.find_first_of("/?");
+  if (path == std::string_view::npos) return "/";
+  return rest.substr(path);
+}
+
+std::string_view source_key(std::string_view client_ip) noexcept {
+  constexpr std::string_view kMapped = "::ffff:";
+  if (client_ip.size() > kMapped.size() && http::iequals(client_ip.substr(0, kMapped.size()), kMapped) &&
+      client_ip.find('.', kMapped.size()) != std::string_view::npos) {
+    return client_ip.substr(kMapped.size());
+  }
+  return client_ip;
+}
 
 bool find_cookie(std::string_view header, std::string_view name, std::string_view& out) noexcept {
   while (!header.empty()) {
@@ -51,19 +79,21 @@ bool find_query_param(std::string_view target, std::string_view name,
 
 bool extract_key(const config::HashKey& key, const http::RequestHead& head,
                  std::string_view client_ip, std::string_view& out) noexcept {
+  const std::string_view target = origin_form(head.target);
   switch (key.kind) {
     case config::HashKeyKind::kUri:
-      out = head.target;
+      out = target;
       return true;
     case config::HashKeyKind::kPath:
-      out = head.target.substr(0, head.target.find('?'));
+      out = target.substr(0, target.find('?'));
+      if (out.empty()) out = "/";  // "http://host?q": an empty path is "/" (RFC 9110 4.2.3)
       return true;
     case config::HashKeyKind::kSrc:
-      out = client_ip;
-      return !client_ip.empty();
+      out = source_key(client_ip);
+      return !out.empty();
     case config::HashKeyKind::kHeader:
       for (const auto& h : head.headers) {
-        if (http::iequals(h.name, key.name)) {
+        if (!h.value.empty() && http::iequals(h.name, key.name)) {
           out = h.value;
           return true;
         }
@@ -71,11 +101,14 @@ bool extract_key(const config::HashKey& key, const http::RequestHead& head,
       return false;
     case config::HashKeyKind::kCookie:
       for (const auto& h : head.headers) {
-        if (http::iequals(h.name, "cookie") && find_cookie(h.value, key.name, out)) return true;
+        if (http::iequals(h.name, "cookie") && find_cookie(h.value, key.name, out) &&
+            !out.empty()) {
+          return true;
+        }
       }
       return false;
     case config::HashKeyKind::kQuery:
-      return find_query_param(head.target, key.name, out);
+      return find_query_param(target, key.name, out) && !out.empty();
   }
   return false;
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "rondel/core/bitset.h"
+#include "rondel/core/hash.h"
 #include "rondel/net/uv_util.h"
 
 namespace rondel::proxy {
@@ -83,6 +84,7 @@ core::Result<std::unique_ptr<Pool>> Pool::build(const config::PoolConfig& cfg,
         unusable));
     pool->in_flight_ptrs_.push_back(&pool->backends_.back()->in_flight);
     pool->weights_.push_back(b.weight);
+    pool->id_tags_.push_back(static_cast<uint32_t>(core::hash64(id)));
     pool->total_weight_ += b.weight;
   }
   for (uint32_t w : pool->weights_) pool->base_weights_.push_back(w * kWeightScale);
@@ -95,7 +97,7 @@ core::Result<std::unique_ptr<Pool>> Pool::build(const config::PoolConfig& cfg,
   return pool;
 }
 
-void Pool::fill_input(core::PickInput& in, std::span<const uint64_t> tried,
+void Pool::pick_input(core::PickInput& in, std::span<const uint64_t> tried,
                       std::span<uint64_t> excluded) const noexcept {
   const size_t n = backends_.size();
   in.in_flight_ptrs = in_flight_ptrs_;
@@ -136,31 +138,6 @@ void Pool::fill_input(core::PickInput& in, std::span<const uint64_t> tried,
     in.total_weight = w_up;
   }
   if (any_excluded) in.excluded = excluded;
-}
-
-core::PickResult Pool::pick(uint64_t hash, std::span<const uint64_t> tried,
-                            std::span<uint64_t> scratch) const noexcept {
-  if (backends_.empty()) return {};
-  core::PickInput in;
-  fill_input(in, tried, scratch.subspan(0, excluded_words_));
-  return core::bounded_pick(selector_, hash, in, bounded_, scratch.subspan(excluded_words_));
-}
-
-core::RouteResult Pool::route(uint64_t hash, std::span<const uint64_t> tried,
-                              std::span<uint64_t> scratch, uint32_t replicas, uint64_t sequence,
-                              core::SpillMemory* memory) const noexcept {
-  if (backends_.empty()) {
-    core::RouteResult none;
-    none.reason = core::RouteReason::kNone;
-    return none;
-  }
-  core::PickInput in;
-  fill_input(in, tried, scratch.subspan(0, excluded_words_));
-  core::RouteRequest rq;
-  rq.replicas = replicas;
-  rq.sequence = sequence;
-  return core::route_pick(selector_, hash, in, route_, rq, memory,
-                          scratch.subspan(excluded_words_));
 }
 
 size_t Pool::eligible_count() const noexcept {
@@ -218,127 +195,6 @@ bool Pool::refresh_weights(uint64_t now_ms) noexcept {
     ramping_.store(differs, std::memory_order_release);
   }
   return ramping;
-}
-
-PoolRouting::PoolRouting(const config::PoolConfig& cfg)
-    : hot_cfg(cfg.hot_keys),
-      spill_entries(cfg.spill_memory),
-      memory(std::max<uint32_t>(cfg.spill_memory, 1)),
-      hot(std::max<uint32_t>(cfg.hot_keys.capacity, 1), cfg.hot_keys.window_ms),
-      table(std::max<uint32_t>(cfg.hot_keys.capacity, 1)) {
-  replica_options.hot_share_pct = cfg.hot_keys.share;
-  replica_options.max_replicas = cfg.hot_keys.max_replicas;
-  replica_options.min_count = cfg.hot_keys.min_count;
-}
-
-namespace {
-
-bool same_shape(const PoolRouting& st, const config::PoolConfig& cfg) {
-  const auto& a = st.hot_cfg;
-  const auto& b = cfg.hot_keys;
-  return st.spill_entries == cfg.spill_memory && a.capacity == b.capacity &&
-         a.window_ms == b.window_ms;
-}
-
-}  // namespace
-
-PoolRouting& RouteStates::state_for(const Pool& pool, uint64_t now_ms, bool& current) {
-  const uint32_t slot = pool.state().slot;
-  if (slot >= by_slot_.size()) by_slot_.resize(slot + 1);
-  std::unique_ptr<PoolRouting>& st = by_slot_[slot];
-  current = true;
-  if (!st) {
-    st = std::make_unique<PoolRouting>(pool.config());
-    st->generation = pool.generation();
-    return *st;
-  }
-  if (pool.generation() < st->generation) {
-    current = false;  // a request still on an older snapshot
-  } else if (pool.generation() > st->generation) {
-    if (!same_shape(*st, pool.config())) {
-      st = std::make_unique<PoolRouting>(pool.config());
-    } else {
-      st->memory.invalidate();
-      st->table.clear();
-      st->hot_cfg = pool.config().hot_keys;
-      st->replica_options.hot_share_pct = st->hot_cfg.share;
-      st->replica_options.max_replicas = st->hot_cfg.max_replicas;
-      st->replica_options.min_count = st->hot_cfg.min_count;
-      st->next_rebuild_ms = now_ms;  // N or the rule may have changed: rebuild now
-    }
-    st->generation = pool.generation();
-  }
-  return *st;
-}
-
-void RouteStates::rebuild(const Pool& pool, PoolRouting& st) {
-  st.table.clear();
-  const uint64_t total = st.hot.total();
-  const size_t eligible = pool.eligible_count();
-  std::vector<HotKeyReplicas> published;
-  for (const core::HotKeys::Entry& e : st.hot.top(st.table.capacity())) {
-    const uint32_t r = core::replicas_for(e.count - e.error, total, eligible, st.replica_options);
-    if (r <= 1) continue;
-    st.table.set(e.hash, r);
-    published.push_back({e.hash, e.key, e.count - e.error, r});
-  }
-  PoolState& ps = pool.state();
-  std::lock_guard<std::mutex> lock(ps.hot_mu);
-  ps.hot.swap(published);
-  ps.hot_window_total = total;
-}
-
-core::RouteResult RouteStates::route(const Pool& pool, uint64_t hash, std::string_view key,
-                                     std::span<const uint64_t> tried, std::span<uint64_t> scratch,
-                                     uint64_t now_ms, bool first) {
-  const config::PoolConfig& cfg = pool.config();
-  const bool hot_on = cfg.hot_keys.share > 0;
-  core::RouteResult rr;
-  if (!hot_on && cfg.spill_memory == 0) {
-    // Every routing knob off: no per-worker state at all.
-    rr = pool.route(hash, tried, scratch, 1, 0, nullptr);
-  } else {
-    rr = route_with_state(pool, hash, key, tried, scratch, now_ms, first);
-  }
-  if (first) {
-    PoolState& ps = pool.state();
-    ps.routed[static_cast<size_t>(rr.reason)].fetch_add(1, std::memory_order_relaxed);
-    if (rr.pick.backend != core::kNoBackend) {
-      ps.recent[hash & (PoolState::kRecentDecisions - 1)].store(
-          (hash >> 32) << 32 | uint64_t{rr.pick.backend} << 8 | static_cast<uint64_t>(rr.reason),
-          std::memory_order_relaxed);
-    }
-  }
-  return rr;
-}
-
-core::RouteResult RouteStates::route_with_state(const Pool& pool, uint64_t hash,
-                                                std::string_view key,
-                                                std::span<const uint64_t> tried,
-                                                std::span<uint64_t> scratch, uint64_t now_ms,
-                                                bool first) {
-  const config::PoolConfig& cfg = pool.config();
-  const bool hot_on = cfg.hot_keys.share > 0;
-  bool current = true;
-  PoolRouting& st = state_for(pool, now_ms, current);
-  uint32_t replicas = 1;
-  if (hot_on) {
-    st.hot.advance(now_ms);
-    if (first) st.hot.observe(hash, key, 1);
-    if (now_ms >= st.next_rebuild_ms) {
-      rebuild(pool, st);
-      st.next_rebuild_ms = now_ms + std::max<uint64_t>(1, st.hot_cfg.window_ms / 4);
-    }
-    replicas = st.table.replicas(hash);
-  }
-  // A retry (not `first`) excludes the failed backend: that is not a spill worth remembering.
-  core::SpillMemory* memory = current && first && cfg.spill_memory > 0 ? &st.memory : nullptr;
-  return pool.route(hash, tried, scratch, replicas, st.sequence++, memory);
-}
-
-const PoolRouting* RouteStates::find(const Pool& pool) const noexcept {
-  const uint32_t slot = pool.state().slot;
-  return slot < by_slot_.size() ? by_slot_[slot].get() : nullptr;
 }
 
 }  // namespace rondel::proxy

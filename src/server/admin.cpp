@@ -14,6 +14,8 @@
 #include "rondel/core/hash.h"
 #include "rondel/http/parser.h"
 #include "rondel/proxy/hash_key.h"
+#include "rondel/proxy/router.h"
+#include "rondel/util/json_writer.h"
 #include "rondel/server/daemon.h"
 #include "rondel/server/metrics.h"
 
@@ -274,6 +276,23 @@ int Admin::serve_ui(std::string_view, std::string& body) {
   return 200;
 }
 
+namespace {
+
+// The explain API's sentence for a decision (kept from earlier versions: tools read it).
+std::string route_sentence(const proxy::RouteDecision& d) {
+  if (d.backend == core::kNoBackend) return "no usable backend";
+  if (d.backend == d.owner) return "natural owner has room";
+  if (d.all_full) return "every usable backend is at capacity: least loaded chosen";
+  if (d.reason == core::RouteReason::kReplica) return "hot key: served by one of its replicas";
+  return "owner skipped (" + std::to_string(d.skipped_full) + " full, " +
+         std::to_string(d.skipped_excluded) + " down): first backend with room in preference order";
+}
+
+}  // namespace
+
+// One answer, the data path's: Router::explain runs the pick a new request for the key would
+// get now (scratch spill memory, R from the workers' published replica table). `chosen` and
+// `decision_backend` name the same backend (both kept for existing readers).
 bool Admin::api_route(std::string_view query, std::string& out) {
   std::string_view pool_name, key_raw;
   std::string target = "/?";
@@ -286,98 +305,62 @@ bool Admin::api_route(std::string_view query, std::string& out) {
     out = "{\"error\":\"usage: /api/route?pool=NAME&key=KEY\"}\n";
     return false;
   }
-  std::string key = url_decode(key_raw);
-  uint64_t hash = core::hash64(key);
+  const std::string key = url_decode(key_raw);
+  const uint64_t hash = core::hash64(key);
+  const proxy::RouteDecision d = proxy::Router::explain(*p, hash);
+  const proxy::LastDecision last = proxy::Router::last_decision(*p, hash);
+  auto id_of = [p](core::BackendIndex b) -> std::string_view {
+    return b != core::kNoBackend ? std::string_view(p->backend(b).id()) : std::string_view();
+  };
   std::vector<core::BackendIndex> order(p->size());
-  size_t n = p->selector().preference(hash, order);
-  std::vector<uint64_t> scratch(p->scratch_words());
-  core::PickResult r = p->pick(hash, {}, scratch);
-  uint64_t total = p->state().total_in_flight.load();
-  uint64_t w_total = p->set().total_weight();
-  char hex[24];
-  std::snprintf(hex, sizeof hex, "%016" PRIx64, hash);
-  out = "{\"pool\":";
-  json_string(out, p->name());
-  out += ",\"key\":";
-  json_string(out, key);
-  out += ",\"hash\":\"";
-  out += hex;
-  out += "\",\"owner\":";
-  json_string(out, r.owner != core::kNoBackend ? p->backend(r.owner).id() : "");
-  out += ",\"total_in_flight\":";
-  json_uint(out, total);
-  out += ",\"preference\":[";
-  for (size_t i = 0; i < n; ++i) {
-    const auto& b = p->backend(order[i]);
-    uint32_t w = p->set()[order[i]].weight;
-    if (i > 0) out += ',';
-    out += "{\"id\":";
-    json_string(out, b.id());
-    out += ",\"state\":";
-    json_string(out, health_name(b.health()));
-    out += ",\"in_flight\":";
-    json_uint(out, b.in_flight.load());
-    out += ",\"capacity\":";
-    json_uint(out, core::capacity(total, w, w_total, p->bounded()));
-    out += '}';
-  }
-  out += "],\"chosen\":";
-  json_string(out, r.backend != core::kNoBackend ? p->backend(r.backend).id() : "");
-  out += ",\"skipped_full\":";
-  json_uint(out, r.skipped_full);
-  out += ",\"skipped_down\":";
-  json_uint(out, r.skipped_excluded);
-  out += ",\"all_full\":";
-  out += r.all_full ? "true" : "false";
-  out += ",\"reason\":";
-  std::string why;
-  if (r.backend == core::kNoBackend) why = "no usable backend";
-  else if (r.backend == r.owner) why = "natural owner has room";
-  else if (r.all_full) why = "every usable backend is at capacity: least loaded chosen";
-  else
-    why = "owner skipped (" + std::to_string(r.skipped_full) + " full, " +
-          std::to_string(r.skipped_excluded) + " down): first backend with room in preference order";
-  json_string(out, why);
-  // Routing-quality decision (docs/routing.md): what route_pick would do now, with R from the
-  // hot-key table the workers last published (without a worker's spill memory, so never
-  // "sticky"), and the decision actually taken for this key most recently, if recorded.
-  uint32_t replicas = 1;
+  const size_t n = p->selector().preference(hash, order);
+  const uint64_t total = p->state().total_in_flight.load();
+  const uint64_t w_total = p->set().total_weight();
   uint64_t hot_count = 0, hot_total = 0;
   {
     const auto& ps = p->state();
     std::lock_guard<std::mutex> lock(ps.hot_mu);
     hot_total = ps.hot_window_total;
     for (const auto& h : ps.hot) {
-      if (h.hash == hash) {
-        replicas = h.replicas;
-        hot_count = h.count;
-      }
+      if (h.hash == hash) hot_count = h.count;
     }
   }
-  core::RouteResult rr = p->route(hash, {}, scratch, replicas, 0, nullptr);
-  out += ",\"decision\":";
-  json_string(out, proxy::route_reason_name(rr.reason));
-  out += ",\"decision_backend\":";
-  json_string(out, rr.pick.backend != core::kNoBackend ? p->backend(rr.pick.backend).id() : "");
-  out += ",\"home\":";
-  json_string(out, rr.home != core::kNoBackend ? p->backend(rr.home).id() : "");
-  out += ",\"replicas\":";
-  json_uint(out, rr.replicas);
-  out += ",\"hot_count\":";
-  json_uint(out, hot_count);
-  out += ",\"hot_window_total\":";
-  json_uint(out, hot_total);
-  const uint64_t rec =
-      p->state().recent[hash & (proxy::PoolState::kRecentDecisions - 1)].load(
-          std::memory_order_relaxed);
-  const bool have_last = rec != 0 && (rec >> 32) == (hash >> 32);
-  const auto last_b = static_cast<core::BackendIndex>((rec >> 8) & 0xffff);
-  out += ",\"last_decision\":";
-  json_string(out, have_last ? proxy::route_reason_name(static_cast<core::RouteReason>(rec & 0xff))
-                             : "");
-  out += ",\"last_backend\":";
-  json_string(out, have_last && last_b < p->size() ? p->backend(last_b).id() : "");
-  out += "}\n";
+  char hex[24];
+  std::snprintf(hex, sizeof hex, "%016" PRIx64, hash);
+  util::JsonWriter w;
+  w.begin();
+  w.field("pool", p->name());
+  w.field("key", key);
+  w.field("hash", hex);
+  w.field("owner", id_of(d.owner));
+  w.field("total_in_flight", total);
+  w.begin_array("preference");
+  for (size_t i = 0; i < n; ++i) {
+    const auto& b = p->backend(order[i]);
+    w.begin();
+    w.field("id", b.id());
+    w.field("state", health_name(b.health()));
+    w.field("in_flight", uint64_t{b.in_flight.load()});
+    w.field("capacity", core::capacity(total, p->set()[order[i]].weight, w_total, p->bounded()));
+    w.end();
+  }
+  w.end_array();
+  w.field("chosen", id_of(d.backend));
+  w.field("skipped_full", uint64_t{d.skipped_full});
+  w.field("skipped_down", uint64_t{d.skipped_excluded});
+  w.field("all_full", d.all_full);
+  w.field("reason", route_sentence(d));
+  w.field("decision", proxy::route_reason_name(d.reason));
+  w.field("decision_backend", id_of(d.backend));
+  w.field("home", id_of(d.home));
+  w.field("replicas", uint64_t{d.replicas});
+  w.field("hot_count", hot_count);
+  w.field("hot_window_total", hot_total);
+  w.field("last_decision", last.found ? proxy::route_reason_name(last.reason) : "");
+  w.field("last_backend", last.found ? id_of(last.backend) : "");
+  w.end();
+  out = w.str();
+  out += '\n';
   return true;
 }
 

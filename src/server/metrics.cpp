@@ -16,6 +16,7 @@
 
 #include "metrics_shards.h"
 #include "rondel/core/hash.h"
+#include "rondel/proxy/router.h"
 #include "rondel/server/daemon.h"
 
 namespace rondel::server {
@@ -30,14 +31,6 @@ uint64_t now_ms() noexcept { return uv_hrtime() / 1000000; }
 
 // Counters of the hot-key summary for top-`k`: a few times k, within [64, 65536].
 size_t hot_capacity(uint32_t k) noexcept { return std::clamp<size_t>(size_t{k} * 8, 64, 65536); }
-
-// What this file counts as a spill (spill pairs, hot keys): a keyed request (a key was
-// extracted; least-in-flight and missing_key: random requests carry none) served by another
-// backend than its natural owner.
-bool is_spill(const proxy::ExchangeRecord& rec) noexcept {
-  return !rec.key.empty() && rec.owner != core::kNoBackend && rec.backend != core::kNoBackend &&
-         rec.owner != rec.backend;
-}
 
 }  // namespace
 
@@ -143,7 +136,7 @@ void Metrics::Impl::record(Shard& sh, const proxy::ExchangeRecord& rec) noexcept
   md::BackendSlot* bs = pv->backend(*rec.pool, rec.backend);
   if (bs == nullptr) return;
   bs->duration[sh.id].observe(md::kDurationBoundsUs, rec.duration_us);
-  if (!is_spill(rec)) return;
+  if (!proxy::is_spill(rec.owner, rec.backend)) return;  // the one definition (router.h)
   if (md::BackendSlot* os = pv->backend(*rec.pool, rec.owner)) {
     md::PairTable* t = pw.pairs.load(std::memory_order_relaxed);
     if (t == nullptr) {  // this worker's first spill in this pool: the one allocation

@@ -18,9 +18,10 @@
 //            the same number of independent random points, not the same positions.
 //   nginx    nginx `hash $key consistent`: a 160-point ring (--nginx-points), no bound.
 //   bounded  rondel's bounded_pick (today's daemon): --algo/--points selector, --probe order.
-//   rondel   route_pick: --slack, --hysteresis with a SpillMemory of --spill-memory entries,
-//            hot-key replicas from HotKeys (space-saving top-K over --hot-window) feeding a
-//            HotReplicas table refreshed every quarter window (--hot-share, --max-replicas).
+//   rondel   the shipped policy, core::RoutePolicy (what each daemon worker runs): route_pick
+//            with --slack, --hysteresis and a SpillMemory of --spill-memory entries, hot-key
+//            replicas from HotKeys (space-saving top-K over --hot-window) feeding a HotReplicas
+//            table rebuilt every quarter window (--hot-share, --max-replicas).
 #include "routing.h"
 
 #include <algorithm>
@@ -40,9 +41,7 @@
 #include "placement.h"
 #include "rondel/core/bitset.h"
 #include "rondel/core/bounded.h"
-#include "rondel/core/hot_keys.h"
-#include "rondel/core/hot_replicas.h"
-#include "rondel/core/spill_memory.h"
+#include "rondel/core/route_policy.h"
 #include "zipf.h"
 
 namespace rondel::sim {
@@ -75,74 +74,10 @@ uint32_t haproxy_slots(uint64_t served_total, uint32_t factor, uint32_t w, uint6
   return static_cast<uint32_t>(std::max<uint64_t>(slots, 1));
 }
 
-// HotDetector: HotKeys plus the request totals of the same two windows (HotKeys does not
-// expose them yet), turned into a HotReplicas table every quarter window.
-class HotDetector {
- public:
-  HotDetector(const SimOptions& o, size_t eligible)
-      : keys_(o.hot_capacity, std::max<uint64_t>(1, static_cast<uint64_t>(o.hot_window))),
-        table_(o.hot_capacity),
-        window_(std::max<uint64_t>(1, static_cast<uint64_t>(o.hot_window))),
-        eligible_(eligible) {
-    ro_.hot_share_pct = o.hot_share;
-    ro_.max_replicas = o.max_replicas;
-  }
-
-  // Observes one request at time `now` and returns R for its key.
-  uint32_t observe(uint64_t hash, double now) {
-    const auto t = static_cast<uint64_t>(now);
-    advance(t);
-    keys_.observe(hash, {}, 1);
-    ++totals_[current_];
-    if (t >= next_refresh_) {
-      refresh();
-      next_refresh_ = t + std::max<uint64_t>(1, window_ / 4);
-    }
-    return table_.replicas(hash);
-  }
-
-  size_t hot() const { return table_.size(); }
-
- private:
-  // Mirrors HotKeys::advance so that totals_ cover the windows top() covers.
-  void advance(uint64_t now) {
-    keys_.advance(now);
-    if (!started_) {
-      started_ = true;
-      start_ = now;
-      return;
-    }
-    if (now < start_ + window_) return;
-    const uint64_t elapsed = (now - start_) / window_;
-    if (elapsed >= 2) {
-      totals_[0] = totals_[1] = 0;
-    } else {
-      current_ ^= 1;
-      totals_[current_] = 0;
-    }
-    start_ += elapsed * window_;
-  }
-
-  void refresh() {
-    table_.clear();
-    const uint64_t total = totals_[0] + totals_[1];
-    for (const core::HotKeys::Entry& e : keys_.top(table_.capacity())) {
-      const uint32_t r = core::replicas_for(e.count - e.error, total, eligible_, ro_);
-      if (r > 1) table_.set(e.hash, r);
-    }
-  }
-
-  core::HotKeys keys_;
-  core::HotReplicas table_;
-  core::HotReplicaOptions ro_;
-  uint64_t window_;
-  size_t eligible_;
-  uint64_t totals_[2] = {0, 0};
-  int current_ = 0;
-  uint64_t start_ = 0;
-  bool started_ = false;
-  uint64_t next_refresh_ = 0;
-};
+// The eligible-backend count the shipped policy asks for when it rebuilds its replica table.
+size_t eligible_of(const void* set) noexcept {
+  return static_cast<const core::BackendSet*>(set)->eligible_count();
+}
 
 }  // namespace
 
@@ -203,14 +138,18 @@ core::Result<RoutingReport> run_routing(const SimOptions& opt_in, const std::str
     ro.hysteresis = opt.hysteresis;
     ro.replica_choice = opt.replica_choice;
   }
-  std::unique_ptr<core::SpillMemory> memory;
-  if (policy == Policy::kRondel && opt.spill_memory > 0) {
-    memory = std::make_unique<core::SpillMemory>(opt.spill_memory);
+  // The shipped routing policy (core::RoutePolicy, as each daemon worker runs it): stable spill
+  // and hot-key replicas for "rondel", neither for "bounded".
+  core::RoutePolicyOptions po;
+  po.route = ro;
+  if (policy == Policy::kRondel) {
+    po.spill_entries = opt.spill_memory;
+    po.hot_share_pct = opt.hot_share;
+    po.hot_capacity = opt.hot_capacity;
+    po.hot_window_ms = std::max<uint64_t>(1, static_cast<uint64_t>(opt.hot_window));
+    po.max_replicas = opt.max_replicas;
   }
-  std::unique_ptr<HotDetector> hot;
-  if (policy == Policy::kRondel && opt.hot_share > 0) {
-    hot = std::make_unique<HotDetector>(opt, set.eligible_count());
-  }
+  core::RoutePolicy route_policy(po);
 
   std::vector<uint64_t> key_hashes(opt.keys);
   for (uint64_t i = 0; i < opt.keys; ++i) key_hashes[i] = key_hash(opt.seed, i);
@@ -234,7 +173,6 @@ core::Result<RoutingReport> run_routing(const SimOptions& opt_in, const std::str
   using Departure = std::pair<double, core::BackendIndex>;
   std::priority_queue<Departure, std::vector<Departure>, std::greater<>> departures;
   uint64_t total = 0;
-  uint64_t seq = 0;
 
   // Places one request arriving at `now`.
   auto arrive = [&](uint64_t req, double now) {
@@ -279,11 +217,9 @@ core::Result<RoutingReport> run_routing(const SimOptions& opt_in, const std::str
       in.total_in_flight = total;
       in.total_weight = total_weight;
       in.excluded = excluded;
-      core::RouteRequest rq;
-      if (hot) rq.replicas = hot->observe(hash, now);
-      rq.sequence = seq++;
-      const core::RouteResult rr =
-          core::route_pick(sel, hash, in, ro, rq, memory.get(), scratch);
+      const core::RouteResult rr = route_policy.route(
+          sel, hash, {}, in, static_cast<uint64_t>(now), core::PickKind::kFirst,
+          core::Affinity::kKey, {&eligible_of, &set}, scratch);
       chosen = rr.pick.backend;
       home = rr.home;
       cap = rr.pick.capacity;
@@ -391,7 +327,7 @@ core::Result<RoutingReport> run_routing(const SimOptions& opt_in, const std::str
     for (double& x : r.keys_by_visits) x /= keys_seen;
   }
   if (r.measured > 0) r.requests_multi = static_cast<double>(req_multi) / r.measured;
-  if (hot) r.hot_keys = hot->hot();
+  if (policy == Policy::kRondel) r.hot_keys = route_policy.hot().size();
   r.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   return r;

@@ -9,11 +9,23 @@
 namespace rondel::proxy {
 
 // Sets `out` to the key bytes (a view into the request head or client_ip) and returns true, or
-// returns false when the key is absent (no such header, cookie or query parameter). Values are
-// taken raw, without percent-decoding, like HAProxy's `balance uri` and nginx's $request_uri.
+// returns false when the key is absent: no such header, cookie or query parameter, or an empty
+// value (so that missing_key applies). Values are taken raw, without percent-decoding, like
+// HAProxy's `balance uri` and nginx's $request_uri. The key does not depend on incidental form:
+// uri, path and query read the target's origin form (origin_form), src an IPv4-mapped IPv6
+// address as the IPv4 address (source_key). The first header with a non-empty value wins.
 // O(size of the head); no allocation.
 bool extract_key(const config::HashKey& key, const http::RequestHead& head,
                  std::string_view client_ip, std::string_view& out) noexcept;
+
+// The origin form of a request target: an absolute-form "http://host:80/p?q" gives "/p?q", one
+// without a path ("http://host") gives "/"; other forms are returned as they are. A view into
+// `target` (or a static "/"). Limitation: "http://host?q" gives "?q", not "/?q" (no copy); its
+// path key is "/" as for "/?q".
+std::string_view origin_form(std::string_view target) noexcept;
+// The source-address key of `client_ip`: "::ffff:a.b.c.d" (an IPv4 client on a dual-stack
+// listener) gives "a.b.c.d", so it hashes as on an IPv4 listener; anything else is unchanged.
+std::string_view source_key(std::string_view client_ip) noexcept;
 
 // The value of cookie `name` in a Cookie header value ("a=1; b=2"), or false.
 bool find_cookie(std::string_view cookie_header, std::string_view name,

@@ -25,6 +25,7 @@
 #include "rondel/core/bounded.h"
 #include "rondel/core/hot_keys.h"
 #include "rondel/core/hot_replicas.h"
+#include "rondel/core/route_policy.h"
 #include "rondel/core/result.h"
 #include "rondel/core/selector.h"
 #include "rondel/proxy/backend_state.h"
@@ -35,30 +36,23 @@ namespace rondel::proxy {
 inline constexpr size_t kRouteReasons = 6;  // kHome .. kNone
 std::string_view route_reason_name(core::RouteReason r) noexcept;
 
-// One hot key as the last replica-table rebuild saw it (for the explain API and metrics).
-struct HotKeyReplicas {
-  uint64_t hash = 0;
-  std::string key;      // truncated to core::HotKeys::kMaxKeyBytes
-  uint64_t count = 0;   // lower bound of the key's requests over the detector window
-  uint32_t replicas = 1;
-};
-
 // Pool-wide live state shared across snapshots by pool name.
 struct PoolState {
   // Routing decisions: the first pick of each keyed request, by core::RouteReason.
   std::array<std::atomic<uint64_t>, kRouteReasons> routed{};
   // The last decision per key for the explain API: a direct-mapped table (slot = low hash bits)
-  // of (hash >> 32) << 32 | backend << 8 | reason, written relaxed by every worker.
+  // of entries that name the backend by its id, not its index, so that they stay true across
+  // reloads (encoding: Router::record_decision / Router::last_decision), written relaxed.
   static constexpr size_t kRecentDecisions = 4096;
   std::array<std::atomic<uint64_t>, kRecentDecisions> recent{};
   // Set once by Snapshot::build when the state is created: index of the per-worker routing
-  // state (RouteStates) of this pool.
+  // state (Router) of this pool.
   uint32_t slot = 0;
   // Hot keys published by the most recent replica-table rebuild of any worker (each worker
   // detects on its own traffic; the last rebuild wins). Guarded by hot_mu, which only the
   // rebuild (every window/4 per worker) and the admin/metrics readers take, never a pick.
   mutable std::mutex hot_mu;
-  std::vector<HotKeyReplicas> hot;  // keys with R > 1, hottest first
+  std::vector<core::HotKeyReplicas> hot;  // keys with R > 1, hottest first
   uint64_t hot_window_total = 0;    // requests over the window the counts cover
   std::atomic<uint64_t> total_in_flight{0};
   // Backends of this pool with a health flag set (down or ejected), kept by BackendState as
@@ -95,22 +89,18 @@ class Pool {
   uint64_t generation() const noexcept { return generation_; }
   void set_generation(uint64_t g) noexcept { generation_ = g; }
 
-  // Words of scratch the caller must provide to pick(): excluded bitset + pick scratch.
+  // Words of scratch a pick needs: excluded bitset (excluded_words()) + route_pick scratch.
   size_t scratch_words() const noexcept { return excluded_words_ + pick_words_; }
   size_t excluded_words() const noexcept { return excluded_words_; }
 
-  // Bounded-load pick for `hash`, skipping backends that are unusable and those whose bit is
-  // set in `tried` (excluded_words() words). Does not change in-flight counts. No allocation
-  // (during a slow-start ramp the first pick of a thread sizes a thread-local weight copy).
-  core::PickResult pick(uint64_t hash, std::span<const uint64_t> tried,
-                        std::span<uint64_t> scratch) const noexcept;
-  // Routing-quality pick (core::route_pick): as pick(), plus `replicas` (R for a hot key, 1
-  // otherwise), `sequence` (round-robin replica choice) and the caller's SpillMemory (nullptr:
-  // no stable spill). With R = 1, memory == nullptr and spill_hysteresis 0 it is exactly pick().
-  // No allocation; loop thread of the caller; `memory` must belong to that thread.
-  core::RouteResult route(uint64_t hash, std::span<const uint64_t> tried,
-                          std::span<uint64_t> scratch, uint32_t replicas, uint64_t sequence,
-                          core::SpillMemory* memory) const noexcept;
+  // Fills `in` for a pick over this pool's live state: in-flight counters, effective weights,
+  // W over the usable backends, and as exclusion set `excluded` (excluded_words() words of the
+  // caller's scratch) = `tried` plus every unusable backend (in.excluded is left empty when no
+  // bit is set). No allocation. Loop thread of the caller.
+  void pick_input(core::PickInput& in, std::span<const uint64_t> tried,
+                  std::span<uint64_t> excluded) const noexcept;
+  // A stable 32-bit tag of backend i's id (for records that must survive reloads).
+  uint32_t id_tag(core::BackendIndex i) const noexcept { return id_tags_[i]; }
   // Usable backends of positive effective weight (the N of the hot-key replica rule).
   size_t eligible_count() const noexcept;
   // Least-loaded usable backend not in `tried` (for requests without a hash key).
@@ -143,9 +133,6 @@ class Pool {
   config::PoolConfig cfg_;
   core::BackendSet set_;
   core::Selector selector_;
-  // Fills `in` and `excluded` (excluded_words() words of the caller's scratch) for a pick.
-  void fill_input(core::PickInput& in, std::span<const uint64_t> tried,
-                  std::span<uint64_t> excluded) const noexcept;
 
   core::BoundedOptions bounded_;
   core::RouteOptions route_;
@@ -153,6 +140,7 @@ class Pool {
   std::vector<std::shared_ptr<BackendState>> backends_;
   std::vector<const std::atomic<uint32_t>*> in_flight_ptrs_;
   std::vector<uint32_t> weights_;                // as configured
+  std::vector<uint32_t> id_tags_;                // low 32 bits of hash64(id), per backend
   uint64_t total_weight_ = 0;
   std::vector<uint32_t> base_weights_;           // configured * kWeightScale, immutable
   // Written only by refresh_weights(); read by every worker. Equal to base_weights_ while
@@ -162,51 +150,6 @@ class Pool {
   std::shared_ptr<PoolState> state_;
   size_t excluded_words_ = 0;
   size_t pick_words_ = 0;
-};
-
-// Per-worker routing state of one pool: the worker's SpillMemory (stable spill), its hot-key
-// detector (HotKeys over its own traffic) and the HotReplicas table rebuilt from it every
-// window/4. Owned by one Worker (RouteStates) and touched only on its loop thread: no locks on
-// the pick path. With several workers each detects hot keys from the requests it sees, which
-// gives every worker the same shares (connections are spread evenly), and each remembers its own
-// spills (workers may disagree for a while: at most an extra cache copy).
-struct PoolRouting {
-  explicit PoolRouting(const config::PoolConfig& cfg);
-  config::HotKeysConfig hot_cfg;
-  uint32_t spill_entries = 0;
-  core::SpillMemory memory;
-  core::HotKeys hot;
-  core::HotReplicas table;
-  core::HotReplicaOptions replica_options;
-  uint64_t generation = 0;       // generation of the pool this state was last set up for
-  uint64_t next_rebuild_ms = 0;
-  uint64_t sequence = 0;         // round-robin replica choice
-};
-
-// All pools' PoolRouting of one worker, indexed by PoolState::slot. One per Worker.
-class RouteStates {
- public:
-  // Routes one pick of a keyed request through `pool`: on the request's first pick
-  // (`first`) observes the key in the hot-key detector and counts the decision in
-  // PoolState::routed; rebuilds the replica table when window/4 has passed (allocates: top-K),
-  // and on the first request under a new configuration generation sets the state up again
-  // (allocates only when the table sizes changed; otherwise forgets spills, which name backend
-  // indices of the old snapshot). A request still running on an older snapshot is routed
-  // without spill memory. Loop thread of the owning worker only.
-  core::RouteResult route(const Pool& pool, uint64_t hash, std::string_view key,
-                          std::span<const uint64_t> tried, std::span<uint64_t> scratch,
-                          uint64_t now_ms, bool first);
-
-  // The state of `pool` if this worker has routed through it, else nullptr (tests, debugging).
-  const PoolRouting* find(const Pool& pool) const noexcept;
-
- private:
-  PoolRouting& state_for(const Pool& pool, uint64_t now_ms, bool& current);
-  void rebuild(const Pool& pool, PoolRouting& st);
-  core::RouteResult route_with_state(const Pool& pool, uint64_t hash, std::string_view key,
-                                     std::span<const uint64_t> tried, std::span<uint64_t> scratch,
-                                     uint64_t now_ms, bool first);
-  std::vector<std::unique_ptr<PoolRouting>> by_slot_;
 };
 
 }  // namespace rondel::proxy

@@ -18,6 +18,7 @@
 #include "rondel/http/parser.h"
 #include "rondel/net/timeout_queue.h"
 #include "rondel/proxy/log.h"
+#include "rondel/proxy/router.h"
 #include "rondel/proxy/snapshot.h"
 
 namespace rondel::proxy {
@@ -101,7 +102,7 @@ class Worker {
   std::string& log_line() noexcept { return log_line_; }
   std::span<uint64_t> scratch(size_t words);  // grows once per snapshot, then reused
   // Per-pool routing state of this worker (spill memory, hot-key detector); loop thread only.
-  RouteStates& routing() noexcept { return routing_; }
+  Router& routing() noexcept { return routing_; }
   uint64_t now_ms() const noexcept { return uv_now(loop_); }
 
   // Accepts one connection from `server` for listener `listener_name`.
@@ -143,7 +144,7 @@ class Worker {
   std::string log_line_;
   std::shared_ptr<const Snapshot> snapshot_;
   std::vector<uint64_t> scratch_;
-  RouteStates routing_;
+  Router routing_;
   ClientSession* sessions_head_ = nullptr;
   std::atomic<size_t> sessions_{0};
   std::atomic<size_t> exchanges_{0};

@@ -14,6 +14,7 @@
 #include "rondel/proxy/log.h"
 #include "rondel/proxy/passive_health.h"
 #include "rondel/proxy/pool.h"
+#include "rondel/proxy/router.h"
 
 namespace rondel::proxy {
 namespace {
@@ -219,12 +220,16 @@ TEST_CASE("a pool whose names resolved to nothing has no backend and every pick 
   CHECK(p.empty());
   CHECK(p.size() == 0);
   std::vector<uint64_t> scratch(p.scratch_words());
-  core::PickResult r = p.pick(42, {}, scratch);
-  CHECK(r.backend == core::kNoBackend);
-  CHECK(r.owner == core::kNoBackend);
-  core::RouteResult rr = p.route(42, {}, scratch, 1, 0, nullptr);
-  CHECK(rr.pick.backend == core::kNoBackend);
-  CHECK(rr.pick.owner == core::kNoBackend);
+  Router router;
+  PickRequest rq;
+  rq.key = RouteKey::of(true, "/k", 42);
+  const RouteDecision d = router.route(p, rq, scratch);
+  CHECK(d.backend == core::kNoBackend);
+  CHECK(d.owner == core::kNoBackend);
+  CHECK(p.state().no_backend.load() == 1);
+  const RouteDecision e = router.explain(p, 42);
+  CHECK(e.backend == core::kNoBackend);
+  CHECK(e.owner == core::kNoBackend);
   CHECK(p.least_loaded({}) == core::kNoBackend);
   CHECK(p.eligible_count() == 0);
   CHECK_FALSE(f.pool->refresh_weights(10));
@@ -247,10 +252,13 @@ TEST_CASE("slow start: effective weights ramp and return while other threads pic
   for (int t = 0; t < 2; ++t) {
     pickers.emplace_back([&p, &stop, &picked, t] {
       std::vector<uint64_t> scratch(p.scratch_words());
+      Router router;  // one per picking thread, as one per worker
+      PickRequest rq;
       uint64_t h = static_cast<uint64_t>(t) << 40;
       while (!stop.load(std::memory_order_relaxed)) {
-        core::PickResult r = p.pick(++h * 0x9e3779b97f4a7c15ull, {}, scratch);
-        if (r.backend != core::kNoBackend) picked.fetch_add(1, std::memory_order_relaxed);
+        rq.key = RouteKey::of(true, "/k", ++h * 0x9e3779b97f4a7c15ull);
+        const RouteDecision d = router.route(p, rq, scratch);
+        if (d.backend != core::kNoBackend) picked.fetch_add(1, std::memory_order_relaxed);
       }
     });
   }

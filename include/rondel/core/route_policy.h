@@ -1,0 +1,127 @@
+// RoutePolicy: one loop's routing state for one pool (stable-spill memory, hot-key detector and
+// replica table) and the per-request policy that drives route_pick with it. The daemon (one per
+// worker and pool, through proxy::Router) and rondel-sim --routing run this same code.
+//
+// Per request: the first pick of a key observes it in the HotKeys detector, the replica table is
+// rebuilt from the detector every window/4 (Ying's rule, replicas_for), and route_pick runs with
+// R from the table and the SpillMemory. A retry (PickKind::kRetry) neither observes nor uses the
+// memory: excluding a backend that just failed is not a spill worth remembering. A key without
+// affinity (Affinity::kNone, e.g. missing_key: random) neither observes nor touches the memory,
+// so random hashes cannot evict the spills of real keys. docs/routing.md has the measurements.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rondel/core/bounded.h"
+#include "rondel/core/hot_keys.h"
+#include "rondel/core/hot_replicas.h"
+#include "rondel/core/selector.h"
+#include "rondel/core/spill_memory.h"
+
+namespace rondel::core {
+
+struct RoutePolicyOptions {
+  RouteOptions route;           // bound, slack, probe, hysteresis, replica choice
+  uint32_t spill_entries = 0;   // SpillMemory size; 0 = no stable spill
+  uint32_t hot_share_pct = 0;   // hot-key rule h (HotReplicaOptions); 0 = no replicas
+  uint32_t hot_capacity = 64;   // HotKeys counters per window and HotReplicas capacity
+  uint64_t hot_window_ms = 10000;
+  uint32_t max_replicas = 0;
+  uint64_t min_count = 16;
+};
+
+// Which pick of a request this is.
+enum class PickKind : uint8_t {
+  kFirst,  // the routing decision: observes the key, may use and update the spill memory
+  kRetry,  // after a failed attempt (the failed backend excluded): no observation, no memory
+};
+
+// Whether the hash stands for a key whose placement matters (cache affinity).
+enum class Affinity : uint8_t {
+  kKey,   // a real key: hot-key detection and stable spill apply
+  kNone,  // a hash with no meaning (random): plain bounded pick, no state touched
+};
+
+// One hot key as the last replica-table rebuild saw it.
+struct HotKeyReplicas {
+  uint64_t hash = 0;
+  std::string key;      // truncated to HotKeys::kMaxKeyBytes
+  uint64_t count = 0;   // lower bound of the key's requests over the detector window
+  uint32_t replicas = 1;
+};
+
+// Counts the backends a hot key may be replicated over (usable, positive weight). Called only
+// when the replica table is rebuilt (every window/4), never per request.
+struct EligibleCounter {
+  size_t (*count)(const void* ctx) noexcept = nullptr;
+  const void* ctx = nullptr;
+};
+
+class RoutePolicy {
+ public:
+  // Allocates the SpillMemory (8 * spill_entries bytes) and the hot-key tables once.
+  explicit RoutePolicy(const RoutePolicyOptions& o);
+
+  // Routes `hash` (`key`: its bytes, for the hot-key report; may be empty) at time `now_ms`
+  // (any monotonic unit that hot_window_ms is in) through `sel` with the live state `in`:
+  // observe() then pick() with memory_for(kind, affinity). Allocates only when it rebuilds the
+  // replica table (top-K, every window/4, when the hot-key rule is on); never locks or throws.
+  // One thread: the policy must not be shared. Precondition: scratch.size() >=
+  // pick_scratch_words(sel).
+  RouteResult route(const Selector& sel, uint64_t hash, std::string_view key, const PickInput& in,
+                    uint64_t now_ms, PickKind kind, Affinity affinity, EligibleCounter eligible,
+                    std::span<uint64_t> scratch);
+
+  // The hot-key step of route(): advances the detector to `now_ms`, observes the key on a first
+  // pick with affinity, rebuilds the table when window/4 has passed, and returns R for `hash`
+  // (1 when the rule is off or the hash has no affinity).
+  uint32_t observe(uint64_t hash, std::string_view key, uint64_t now_ms, PickKind kind,
+                   Affinity affinity, EligibleCounter eligible);
+  // The spill memory a pick of this kind may use and update, or nullptr.
+  SpillMemory* memory_for(PickKind kind, Affinity affinity) noexcept {
+    return affinity == Affinity::kKey && kind == PickKind::kFirst && opt_.spill_entries > 0
+               ? &memory_
+               : nullptr;
+  }
+  // The pick step of route(): route_pick with R = `replicas` and `memory` (nullptr: none). No
+  // allocation.
+  RouteResult pick(const Selector& sel, uint64_t hash, const PickInput& in, uint32_t replicas,
+                   SpillMemory* memory, std::span<uint64_t> scratch) noexcept;
+
+  // Same options except the table sizes (spill_entries, hot_capacity, hot_window_ms)?
+  bool same_shape(const RoutePolicyOptions& o) const noexcept;
+  // Takes new options of the same shape, forgets every remembered spill (backend indices may
+  // have changed meaning) and the replica table, and rebuilds the table at the next request.
+  void reset(const RoutePolicyOptions& o) noexcept;
+
+  // Hot keys (R > 1) of the last rebuild, hottest first, and the requests its counts cover.
+  const std::vector<HotKeyReplicas>& hot() const noexcept { return hot_; }
+  uint64_t hot_window_total() const noexcept { return hot_total_; }
+  // Incremented by each rebuild (a caller publishing hot() compares it).
+  uint64_t rebuilds() const noexcept { return rebuilds_; }
+  // R for `hash` from the current table (1 when not hot).
+  uint32_t replicas(uint64_t hash) const noexcept { return table_.replicas(hash); }
+  const SpillMemory& memory() const noexcept { return memory_; }
+  const RoutePolicyOptions& options() const noexcept { return opt_; }
+
+ private:
+  void rebuild(size_t eligible);
+
+  RoutePolicyOptions opt_;
+  HotReplicaOptions replica_options_;
+  SpillMemory memory_;
+  HotKeys detector_;
+  HotReplicas table_;
+  std::vector<HotKeyReplicas> hot_;
+  uint64_t hot_total_ = 0;
+  uint64_t rebuilds_ = 0;
+  uint64_t next_rebuild_ms_ = 0;
+  uint64_t sequence_ = 0;  // round-robin replica choice
+};
+
+}  // namespace rondel::core

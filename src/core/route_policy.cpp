@@ -1,0 +1,84 @@
+// RoutePolicy: the per-loop routing state (spill memory, hot keys, replicas) around route_pick.
+#include "rondel/core/route_policy.h"
+
+#include <algorithm>
+
+namespace rondel::core {
+
+namespace {
+
+HotReplicaOptions replica_options_of(const RoutePolicyOptions& o) noexcept {
+  HotReplicaOptions r;
+  r.hot_share_pct = o.hot_share_pct;
+  r.max_replicas = o.max_replicas;
+  r.min_count = o.min_count;
+  return r;
+}
+
+}  // namespace
+
+RoutePolicy::RoutePolicy(const RoutePolicyOptions& o)
+    : opt_(o),
+      replica_options_(replica_options_of(o)),
+      memory_(std::max<uint32_t>(o.spill_entries, 1)),
+      detector_(std::max<uint32_t>(o.hot_capacity, 1), std::max<uint64_t>(o.hot_window_ms, 1)),
+      table_(std::max<uint32_t>(o.hot_capacity, 1)) {}
+
+bool RoutePolicy::same_shape(const RoutePolicyOptions& o) const noexcept {
+  return o.spill_entries == opt_.spill_entries && o.hot_capacity == opt_.hot_capacity &&
+         o.hot_window_ms == opt_.hot_window_ms;
+}
+
+void RoutePolicy::reset(const RoutePolicyOptions& o) noexcept {
+  opt_ = o;
+  replica_options_ = replica_options_of(o);
+  memory_.invalidate();
+  table_.clear();
+  next_rebuild_ms_ = 0;  // N or the rule may have changed: rebuild at the next request
+}
+
+void RoutePolicy::rebuild(size_t eligible) {
+  table_.clear();
+  const uint64_t total = detector_.total();
+  hot_.clear();
+  for (const HotKeys::Entry& e : detector_.top(table_.capacity())) {
+    const uint32_t r = replicas_for(e.count - e.error, total, eligible, replica_options_);
+    if (r <= 1) continue;
+    table_.set(e.hash, r);
+    hot_.push_back({e.hash, e.key, e.count - e.error, r});
+  }
+  hot_total_ = total;
+  ++rebuilds_;
+}
+
+uint32_t RoutePolicy::observe(uint64_t hash, std::string_view key, uint64_t now_ms,
+                             PickKind kind, Affinity affinity, EligibleCounter eligible) {
+  if (opt_.hot_share_pct == 0) return 1;
+  const bool keyed = affinity == Affinity::kKey;
+  detector_.advance(now_ms);
+  if (keyed && kind == PickKind::kFirst) detector_.observe(hash, key, 1);
+  if (now_ms >= next_rebuild_ms_) {
+    rebuild(eligible.count != nullptr ? eligible.count(eligible.ctx) : 0);
+    next_rebuild_ms_ = now_ms + std::max<uint64_t>(1, opt_.hot_window_ms / 4);
+  }
+  return keyed ? table_.replicas(hash) : 1;
+}
+
+RouteResult RoutePolicy::pick(const Selector& sel, uint64_t hash, const PickInput& in,
+                              uint32_t replicas, SpillMemory* memory,
+                              std::span<uint64_t> scratch) noexcept {
+  RouteRequest rq;
+  rq.replicas = replicas;
+  rq.sequence = sequence_++;
+  return route_pick(sel, hash, in, opt_.route, rq, memory, scratch);
+}
+
+RouteResult RoutePolicy::route(const Selector& sel, uint64_t hash, std::string_view key,
+                               const PickInput& in, uint64_t now_ms, PickKind kind,
+                               Affinity affinity, EligibleCounter eligible,
+                               std::span<uint64_t> scratch) {
+  const uint32_t replicas = observe(hash, key, now_ms, kind, affinity, eligible);
+  return pick(sel, hash, in, replicas, memory_for(kind, affinity), scratch);
+}
+
+}  // namespace rondel::core

@@ -1,0 +1,255 @@
+// Router: hash policy -> route state -> bounded-load pick, and the routing counters.
+#include "rondel/proxy/router.h"
+
+#include <bit>
+#include <mutex>
+
+#include "rondel/core/bitset.h"
+#include "rondel/core/hash.h"
+#include "rondel/proxy/hash_key.h"
+
+namespace rondel::proxy {
+
+namespace {
+
+core::RoutePolicyOptions policy_options(const Pool& pool) {
+  const config::PoolConfig& cfg = pool.config();
+  core::RoutePolicyOptions o;
+  o.route = pool.route_options();
+  o.spill_entries = cfg.spill_memory;
+  o.hot_share_pct = cfg.hot_keys.share;
+  o.hot_capacity = cfg.hot_keys.capacity;
+  o.hot_window_ms = cfg.hot_keys.window_ms;
+  o.max_replicas = cfg.hot_keys.max_replicas;
+  o.min_count = cfg.hot_keys.min_count;
+  return o;
+}
+
+// Whether the pool needs per-worker route state (spill memory or hot-key replicas).
+bool stateful(const config::PoolConfig& cfg) noexcept {
+  return cfg.hot_keys.share > 0 || cfg.spill_memory > 0;
+}
+
+size_t eligible_of(const void* pool) noexcept {
+  return static_cast<const Pool*>(pool)->eligible_count();
+}
+
+// Adds to the exclusion set every backend at max_connections_per_backend for which `worker`
+// (kAnyWorker: any worker) holds no idle connection. Returns how many it added.
+uint16_t exclude_at_limit(const Pool& pool, uint32_t worker, core::PickInput& in,
+                          std::span<uint64_t> excluded) noexcept {
+  const uint32_t max_conns = pool.config().max_connections_per_backend;
+  if (max_conns == 0) return 0;
+  uint16_t n = 0;
+  for (size_t i = 0; i < pool.size(); ++i) {
+    if (core::bit_test(excluded, i)) continue;
+    const BackendState& st = pool.backend(static_cast<core::BackendIndex>(i));
+    const size_t idle = worker == PickRequest::kAnyWorker ? st.idle_count() : st.idle_count(worker);
+    if (idle == 0 && st.open_connections.load(std::memory_order_relaxed) >= max_conns) {
+      core::bit_set(excluded, i);
+      ++n;
+    }
+  }
+  if (n > 0) in.excluded = excluded;
+  return n;
+}
+
+uint16_t count_bits(std::span<const uint64_t> bits) noexcept {
+  int n = 0;
+  for (uint64_t w : bits) n += std::popcount(w);
+  return static_cast<uint16_t>(n);
+}
+
+RouteDecision decision_of(const core::RouteResult& rr, RouteKey::Kind kind) noexcept {
+  RouteDecision d;
+  d.backend = rr.pick.backend;
+  d.owner = kind == RouteKey::Kind::kKey ? rr.pick.owner : core::kNoBackend;
+  d.home = rr.home;
+  d.reason = rr.reason;
+  d.skipped_full = rr.pick.skipped_full;
+  d.skipped_excluded = rr.pick.skipped_excluded;
+  d.hops = static_cast<uint16_t>(d.skipped_full + d.skipped_excluded);
+  d.replicas = rr.replicas;
+  d.all_full = rr.pick.all_full;
+  return d;
+}
+
+core::Affinity affinity_of(const RouteKey& k) noexcept {
+  return k.kind == RouteKey::Kind::kKey ? core::Affinity::kKey : core::Affinity::kNone;
+}
+
+// R of `hash` in the replica table the workers last published (1 when not hot).
+uint32_t published_replicas(const PoolState& ps, uint64_t hash) {
+  std::lock_guard<std::mutex> lock(ps.hot_mu);
+  for (const auto& h : ps.hot) {
+    if (h.hash == hash) return h.replicas;
+  }
+  return 1;
+}
+
+}  // namespace
+
+RouteKey route_key(const config::PoolConfig& cfg, const http::RequestHead& head,
+                   std::string_view client_ip, uint64_t random) noexcept {
+  std::string_view key;
+  if (extract_key(cfg.hash_key, head, client_ip, key)) {
+    return RouteKey{RouteKey::Kind::kKey, core::hash64(key), key};
+  }
+  switch (cfg.missing_key) {
+    case config::MissingKeyPolicy::kHashUri:
+      extract_key(config::HashKey{config::HashKeyKind::kUri, {}}, head, client_ip, key);
+      return RouteKey{RouteKey::Kind::kKey, core::hash64(key), key};
+    case config::MissingKeyPolicy::kRandom:
+      return RouteKey{RouteKey::Kind::kRandom, random, {}};
+    case config::MissingKeyPolicy::kReject:
+      return RouteKey{RouteKey::Kind::kReject, 0, {}};
+    case config::MissingKeyPolicy::kLeastInFlight:
+      break;
+  }
+  return RouteKey{};
+}
+
+// Per-worker route state of one pool.
+struct Router::PoolRoute {
+  explicit PoolRoute(const Pool& pool) : policy(policy_options(pool)), generation(pool.generation()) {}
+  core::RoutePolicy policy;
+  uint64_t generation = 0;  // generation of the pool this state was last set up for
+  uint64_t published = 0;   // policy.rebuilds() last published to PoolState::hot
+};
+
+Router::Router() = default;
+Router::~Router() = default;
+
+Router::PoolRoute* Router::state_for(const Pool& pool, bool& current) {
+  const uint32_t slot = pool.state().slot;
+  if (slot >= by_slot_.size()) by_slot_.resize(slot + 1);
+  std::unique_ptr<PoolRoute>& st = by_slot_[slot];
+  current = true;
+  if (!st) {
+    st = std::make_unique<PoolRoute>(pool);
+  } else if (pool.generation() < st->generation) {
+    current = false;  // a request still on an older snapshot: its indices are not ours
+  } else if (pool.generation() > st->generation) {
+    const core::RoutePolicyOptions o = policy_options(pool);
+    if (st->policy.same_shape(o)) {
+      st->policy.reset(o);  // indices may have changed meaning: forget spills, rebuild R
+      st->generation = pool.generation();
+    } else {
+      st = std::make_unique<PoolRoute>(pool);
+    }
+  }
+  return st.get();
+}
+
+RouteDecision Router::route(const Pool& pool, const PickRequest& rq, std::span<uint64_t> scratch) {
+  PoolState& ps = pool.state();
+  if (pool.empty()) {
+    // A pool whose names resolved to nothing (its selector holds only a placeholder): 503.
+    ps.no_backend.fetch_add(1, std::memory_order_relaxed);
+    return {};
+  }
+  const std::span<uint64_t> excluded = scratch.first(pool.excluded_words());
+  const std::span<uint64_t> pick_scratch = scratch.subspan(pool.excluded_words());
+  core::PickInput in;
+  pool.pick_input(in, rq.tried, excluded);
+  const uint16_t at_limit = exclude_at_limit(pool, rq.worker, in, excluded);
+  RouteDecision d;
+  if (!rq.key.walks()) {
+    d.backend = pool.least_loaded(excluded);
+    d.hops = static_cast<uint16_t>(count_bits(rq.tried) + at_limit);
+    d.skipped_excluded = d.hops;
+  } else {
+    const core::Affinity affinity = affinity_of(rq.key);
+    core::RouteResult rr;
+    if (!stateful(pool.config())) {
+      rr = core::route_pick(pool.selector(), rq.key.hash, in, pool.route_options(),
+                            core::RouteRequest{}, nullptr, pick_scratch);
+    } else {
+      bool current = true;
+      PoolRoute* st = state_for(pool, current);
+      const uint32_t replicas = st->policy.observe(rq.key.hash, rq.key.key, rq.now_ms, rq.kind,
+                                                   affinity, {&eligible_of, &pool});
+      if (st->published != st->policy.rebuilds()) {
+        st->published = st->policy.rebuilds();
+        std::lock_guard<std::mutex> lock(ps.hot_mu);
+        ps.hot = st->policy.hot();  // allocates: once per rebuild (window/4)
+        ps.hot_window_total = st->policy.hot_window_total();
+      }
+      core::SpillMemory* memory = current ? st->policy.memory_for(rq.kind, affinity) : nullptr;
+      rr = st->policy.pick(pool.selector(), rq.key.hash, in, replicas, memory, pick_scratch);
+    }
+    d = decision_of(rr, rq.key.kind);
+    if (rq.kind == core::PickKind::kFirst && rq.key.kind == RouteKey::Kind::kKey) {
+      ps.routed[static_cast<size_t>(d.reason)].fetch_add(1, std::memory_order_relaxed);
+      record_decision(pool, rq.key.hash, d);
+    }
+    if (d.all_full) ps.all_full.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (d.backend == core::kNoBackend) ps.no_backend.fetch_add(1, std::memory_order_relaxed);
+  return d;
+}
+
+RouteDecision Router::explain(const Pool& pool, uint64_t hash) {
+  if (pool.empty()) return {};
+  std::vector<uint64_t> scratch(pool.scratch_words());
+  const std::span<uint64_t> excluded = std::span<uint64_t>(scratch).first(pool.excluded_words());
+  const std::span<uint64_t> pick_scratch =
+      std::span<uint64_t>(scratch).subspan(pool.excluded_words());
+  core::PickInput in;
+  pool.pick_input(in, {}, excluded);
+  exclude_at_limit(pool, PickRequest::kAnyWorker, in, excluded);
+  core::RouteResult rr;
+  if (!stateful(pool.config())) {
+    rr = core::route_pick(pool.selector(), hash, in, pool.route_options(), core::RouteRequest{},
+                          nullptr, pick_scratch);
+  } else {
+    core::RoutePolicy scratch_policy(policy_options(pool));  // empty spill memory
+    const uint32_t replicas =
+        pool.config().hot_keys.share > 0 ? published_replicas(pool.state(), hash) : 1;
+    rr = scratch_policy.pick(pool.selector(), hash, in, replicas,
+                             scratch_policy.memory_for(core::PickKind::kFirst, core::Affinity::kKey),
+                             pick_scratch);
+  }
+  return decision_of(rr, RouteKey::Kind::kKey);
+}
+
+void Router::count_served(const Pool& pool, core::BackendIndex backend,
+                          core::BackendIndex owner) noexcept {
+  if (!is_spill(owner, backend)) return;
+  pool.backend(backend).counters.spill_in.fetch_add(1, std::memory_order_relaxed);
+  pool.state().spilled.fetch_add(1, std::memory_order_relaxed);
+}
+
+// PoolState::recent entry: the hash's upper 24 bits (the key's tag), the backend's id tag
+// (Pool::id_tag, 32 bits) and reason + 1 (so that an entry is never 0).
+void Router::record_decision(const Pool& pool, uint64_t hash, const RouteDecision& d) noexcept {
+  if (d.backend == core::kNoBackend) return;
+  const uint64_t rec = (hash >> 40) << 40 | uint64_t{pool.id_tag(d.backend)} << 8 |
+                       (static_cast<uint64_t>(d.reason) + 1);
+  pool.state().recent[hash & (PoolState::kRecentDecisions - 1)].store(rec,
+                                                                      std::memory_order_relaxed);
+}
+
+LastDecision Router::last_decision(const Pool& pool, uint64_t hash) noexcept {
+  const uint64_t rec =
+      pool.state().recent[hash & (PoolState::kRecentDecisions - 1)].load(std::memory_order_relaxed);
+  LastDecision last;
+  if (rec == 0 || (rec >> 40) != (hash >> 40)) return last;
+  last.found = true;
+  last.reason = static_cast<core::RouteReason>((rec & 0xff) - 1);
+  const auto tag = static_cast<uint32_t>(rec >> 8);
+  for (size_t i = 0; i < pool.size(); ++i) {
+    if (pool.id_tag(static_cast<core::BackendIndex>(i)) == tag) {
+      last.backend = static_cast<core::BackendIndex>(i);
+      break;
+    }
+  }
+  return last;
+}
+
+const core::RoutePolicy* Router::find(const Pool& pool) const noexcept {
+  const uint32_t slot = pool.state().slot;
+  return slot < by_slot_.size() && by_slot_[slot] ? &by_slot_[slot]->policy : nullptr;
+}
+
+}  // namespace rondel::proxy
