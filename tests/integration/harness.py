@@ -10,6 +10,7 @@ import http.client
 import json
 import os
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -43,6 +44,15 @@ def _cleanup():
 atexit.register(_cleanup)
 
 
+def _terminated(signum, frame):
+    # ctest (on its timeout) and scripts/test-repeat.sh (on its time budget) stop a test with
+    # SIGTERM: exit through atexit so the processes this test started are killed too.
+    raise SystemExit(128 + signum)
+
+
+signal.signal(signal.SIGTERM, _terminated)
+
+
 def wait_until(predicate, timeout=10.0, interval=0.02, what="condition"):
     """Polls predicate() until it returns a truthy value; raises AssertionError on timeout."""
     deadline = time.monotonic() + timeout
@@ -60,6 +70,7 @@ class _LineReader:
 
     def __init__(self, stream):
         self.lines = []
+        self.ended = False  # the stream reached its end: no line will be added
         self._cv = threading.Condition()
         self._thread = threading.Thread(target=self._run, args=(stream,), daemon=True)
         self._thread.start()
@@ -70,9 +81,13 @@ class _LineReader:
             with self._cv:
                 self.lines.append(line)
                 self._cv.notify_all()
+        with self._cv:
+            self.ended = True
+            self._cv.notify_all()
 
     def wait_for(self, pattern, timeout=10.0, start=0):
-        """Returns the first match of regex `pattern` in lines[start:], waiting up to timeout."""
+        """Returns the first match of regex `pattern` in lines[start:], waiting up to timeout.
+        Fails at once when the stream ended (the process exited) without such a line."""
         rx = re.compile(pattern)
         deadline = time.monotonic() + timeout
         with self._cv:
@@ -84,9 +99,10 @@ class _LineReader:
                         return m
                     i += 1
                 left = deadline - time.monotonic()
-                if left <= 0:
+                if left <= 0 or self.ended:
+                    why = "before the output ended" if self.ended else f"within {timeout}s"
                     raise AssertionError(
-                        f"no line matching {pattern!r} within {timeout}s; last lines:\n" +
+                        f"no line matching {pattern!r} {why}; last lines:\n" +
                         "\n".join(self.lines[-20:]))
                 self._cv.wait(left)
 
@@ -96,8 +112,12 @@ class _LineReader:
 
     def join(self, timeout=5.0):
         """Waits for the end of the stream: once the process has exited, its last lines may
-        still be in the pipe when wait() returns."""
+        still be in the pipe when wait() returns. Raises AssertionError when the stream has not
+        ended within `timeout` (something else still holds the pipe open), so that no caller
+        matches output that was not read to the end."""
         self._thread.join(timeout)
+        if not self.ended:
+            raise AssertionError(f"the output did not end within {timeout}s of the exit")
 
 
 class Backend:
@@ -529,13 +549,17 @@ def read_ledger(path):
     return out
 
 
+_reserved_ports = []
+
+
 def unused_port():
-    """A port on 127.0.0.1 that nothing listens on (bound, then closed: connects are refused)."""
+    """A port on 127.0.0.1 where connects are refused, for the life of this test process: a
+    socket bound to port 0 that never listens holds it (bound then closed would leave the port
+    free for any other process to take, and a connect to it might then succeed)."""
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    _reserved_ports.append(s)
+    return s.getsockname()[1]
 
 
 class BlackholeListener:
@@ -550,7 +574,8 @@ class BlackholeListener:
         self.port = self.sock.getsockname()[1]
         self.address = f"127.0.0.1:{self.port}"
         self.fillers = []
-        # Fill the accept queue (a backlog of 0 still admits one or two connections).
+        # Fill the accept queue (a backlog of 0 still admits one or two connections), then wait
+        # until at least one filler's handshake completed: the queue is full from then on.
         for _ in range(4):
             c = socket.socket()
             c.setblocking(False)
@@ -559,7 +584,9 @@ class BlackholeListener:
             except BlockingIOError:
                 pass
             self.fillers.append(c)
-        time.sleep(0.1)
+        _, writable, _ = select.select([], self.fillers, [], 5.0)
+        if not any(c.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0 for c in writable):
+            raise AssertionError("no connection to the blackhole listener completed")
 
     def close(self):
         for c in self.fillers:
@@ -720,7 +747,6 @@ class Prometheus:
 
     def __init__(self, targets, interval="1s"):
         self.dir = tempfile.mkdtemp(prefix="rondel-prom-")
-        self.port = unused_port()
         cfg = os.path.join(self.dir, "prometheus.yml")
         with open(cfg, "w") as f:
             f.write("global:\n"
@@ -732,12 +758,15 @@ class Prometheus:
                     f"    scrape_timeout: {interval}\n"
                     "    static_configs:\n"
                     f"      - targets: [{', '.join(repr(t) for t in targets)}]\n")
+        # Port 0, read back from its log line `msg="Listening on" address=127.0.0.1:PORT`.
         self.proc = subprocess.Popen(
             [self.BIN, f"--config.file={cfg}", f"--storage.tsdb.path={self.dir}/data",
-             f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
+             "--web.listen-address=127.0.0.1:0", "--log.level=info"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         _processes.append(self.proc)
         self.out = _LineReader(self.proc.stdout)
+        m = self.out.wait_for(r'msg="Listening on" address=127\.0\.0\.1:(\d+)', timeout=20)
+        self.port = int(m.group(1))
 
         def ready():
             if self.proc.poll() is not None:
