@@ -144,6 +144,16 @@ class Backend:
     def signal(self, sig):
         self.proc.send_signal(sig)
 
+    def stop_process(self, timeout=5.0):
+        """SIGSTOP, then waits until the kernel reports the process stopped (state T in
+        /proc/PID/stat): from then on it reads, answers and writes nothing."""
+        self.proc.send_signal(signal.SIGSTOP)
+
+        def stopped():
+            with open(f"/proc/{self.proc.pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] == "T"
+        wait_until(stopped, timeout=timeout, interval=0.005, what=f"{self.name} to stop")
+
     def stop(self):
         if self.proc.poll() is None:
             self.proc.terminate()

@@ -27,7 +27,7 @@ import threading
 import time
 import unittest
 
-from harness import (Backend, HttpConn, Rondel, main, make_config, read_ledger)
+from harness import (Backend, HttpConn, Rondel, main, make_config, read_ledger, wait_until)
 
 CLIENTS = 24
 DURATION_S = 6.0
@@ -136,7 +136,6 @@ class FaultsLedger(unittest.TestCase):
             load.stop()
             if after:
                 after(bs)
-            time.sleep(0.5)  # the ledgers of resumed backends catch up
             r.wait_idle(timeout=10)
             self.assertIsNone(r.proc.poll(), "rondel died")
             return self.audit(tag, load.results, expect_fault)
@@ -178,6 +177,20 @@ class FaultsLedger(unittest.TestCase):
                                kinds[("POST", "cut")], 0, "the fault hit no request")
         return kinds, results
 
+    @staticmethod
+    def catch_up(backend, ledger):
+        """Waits until a resumed backend has read what was queued for it while stopped: every
+        queued connection was readable at the resume, so its loop reads them all in its first
+        iterations, and each /_stats answer is one more iteration. Done when the ledger did not
+        grow over two answers in a row (bounded: 100 rounds)."""
+        for _ in range(100):
+            n = len(read_ledger(ledger))
+            backend.stats()
+            backend.stats()
+            if len(read_ledger(ledger)) == n:
+                return
+        raise AssertionError(f"{backend.name}'s ledger kept growing after the resume")
+
     def probe_in_flight(self, r, victim, ledger, tag):
         """Sends GETs held 600 ms by the backend (under the 1 s header timeout) until one is
         being served by `victim` (its ledger shows it), so that a fault injected now hits at
@@ -202,11 +215,12 @@ class FaultsLedger(unittest.TestCase):
                 done.set()
 
             threading.Thread(target=send, daemon=True).start()
-            deadline = time.monotonic() + 0.5
-            while time.monotonic() < deadline:
-                if any(e[0] == rid for e in read_ledger(ledger)):
-                    return done
-                time.sleep(0.01)
+            # Wherever the probe went, its backend ledgers it as soon as it has read it.
+            where = wait_until(lambda: [p for p in self.ledgers
+                                        if any(e[0] == rid for e in read_ledger(p))],
+                               timeout=10, interval=0.005, what=f"probe {rid} in a ledger")
+            if ledger in where:
+                return done
             done.wait(5)  # spilled to another backend: let it finish, try another key
         self.fail("no probe reached the victim")
 
@@ -230,12 +244,12 @@ class FaultsLedger(unittest.TestCase):
         mark = {}
 
         def inject(r, bs, cfg):
-            bs[0].signal(signal.SIGSTOP)
-            time.sleep(0.05)
+            bs[0].stop_process()
             mark["n"] = len(read_ledger(self.ledgers[0]))
 
         def resume(bs):
             bs[0].signal(signal.SIGCONT)
+            self.catch_up(bs[0], self.ledgers[0])
 
         kinds, results = self.run_case("stop", inject, after=resume)
         # The requests that waited for the stopped backend are those its ledger recorded after
