@@ -546,6 +546,32 @@ def access_records(path, timeout=3.0, min_count=0):
         time.sleep(0.05)
 
 
+def timer_on_time(client_s, server_s, want_s):
+    """None when a timeout fired within 10% or 250 ms (whichever is larger) of `want_s`, else
+    what was wrong. The two sides are measured where no noise can make them fail by chance:
+    not early, by the client's clock from before it sent the request (the server's timer starts
+    later, so scheduling delays only lengthen this); not late, by rondel's own clock (the access
+    log's duration_us), which leaves out how late the client thread was woken to read it."""
+    tol = max(0.1 * want_s, 0.25)
+    if client_s < want_s - tol:
+        return f"answered {client_s:.3f}s after it was sent: before the {want_s}s timeout"
+    if server_s > want_s + tol:
+        return f"rondel took {server_s:.3f}s over it: later than the {want_s}s timeout"
+    return None
+
+
+def access_seconds(path, target, timeout=10.0):
+    """rondel's own duration (duration_us, in seconds) of the one request to `target` in the
+    access log at `path`, waiting up to `timeout` for its line (lines are written in batches)."""
+    def find():
+        recs = [x for x in access_records(path, timeout=0) if x.get("target") == target]
+        return recs or None
+    recs = wait_until(find, timeout=timeout, interval=0.05, what=f"the access line of {target}")
+    if len(recs) != 1:
+        raise AssertionError(f"{len(recs)} access lines for {target}")
+    return int(recs[0]["duration_us"]) / 1e6
+
+
 def read_ledger(path):
     """[(request_id, method, target, body_bytes)] from a test backend's --ledger file."""
     if not os.path.exists(path):
