@@ -169,6 +169,45 @@ class Backend:
             self.proc.wait(timeout=5)
 
 
+class BackendGroup:
+    """Several test backends served by one rondel-test-backend process and its one event loop
+    (`--and`): when the machine is busy they are all descheduled together, so none falls
+    behind the others by chance. `members` are (name, address) records usable in make_config;
+    `args` are flags given to every member, member_args(name) a list of flags for one."""
+
+    class Member:
+        def __init__(self, name, host, port):
+            self.name, self.host, self.port = name, host, port
+            self.address = f"{host}:{port}"
+
+    def __init__(self, names, *args, member_args=lambda name: []):
+        cmd = [BACKEND_BIN]
+        for i, name in enumerate(names):
+            cmd += (["--and"] if i else []) + ["--listen", "127.0.0.1:0", "--name", name, *args,
+                                               *member_args(name)]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        _processes.append(self.proc)
+        self.out = _LineReader(self.proc.stdout)
+        rx = re.compile(r"^listening (\S+):(\d+)$")
+
+        def listening():  # one line per member, in order; fails at once if the process exited
+            found = [m for m in map(rx.match, list(self.out.lines)) if m]
+            if len(found) < len(names) and self.out.ended:
+                raise AssertionError("backend group exited:\n" + "\n".join(self.out.lines))
+            return found if len(found) == len(names) else None
+        found = wait_until(listening, timeout=10, what="every member listening")
+        self.members = [self.Member(n, m.group(1), int(m.group(2))) for n, m in zip(names, found)]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+
+
 def make_config(backends, pool=None, listener=None, admin=True, log=None, extra="", pool_name="p",
                 listener_name="web"):
     """YAML text for one listener on port 0 in front of one pool of `backends`.
@@ -185,7 +224,7 @@ def make_config(backends, pool=None, listener=None, admin=True, log=None, extra=
         lines.append(f"    {k}: {v}")
     lines.append("    backends:")
     for b in backends:
-        if isinstance(b, Backend):
+        if isinstance(b, (Backend, BackendGroup.Member)):
             b = {"address": b.address}
         fields = ", ".join(f"{k}: {v}" for k, v in b.items())
         lines.append(f"      - {{ {fields} }}")

@@ -21,7 +21,7 @@ import tempfile
 import threading
 import unittest
 
-from harness import (Backend, Rondel, http_get, main, make_config, metric_sum, read_ledger,
+from harness import (Backend, BackendGroup, Rondel, http_get, main, make_config, metric_sum, read_ledger,
                      scrape)
 
 POOL = "p"
@@ -82,18 +82,20 @@ class RoutingPolicies(unittest.TestCase):
             b.stop()
 
     def test_1_defaults_spill_at_most_a_fifth_of_the_plain_bound(self):
-        # How much a uniform load over fast backends spills depends on how the scheduler shares
-        # the two cores between wrk, the backends and rondel (1% on an idle machine, 2% and more
-        # when it is busy), so no fixed bound holds. The reference is measured in the same test:
-        # the same backends and load through the plain bound (capacity_slack 0, spill_memory 0,
-        # hot_keys share 0). The rounds alternate so that both see the same machine. Measured
-        # on the shared 2-core machine: defaults 0.5-2%, plain 15-17%, a ratio near 1/25.
-        self.backends = [Backend(f"b{i}") for i in range(4)]
+        # Four backend processes on two busy cores are not uniform: whichever is descheduled
+        # falls behind and its keys spill, rightly (0.5% idle, 2-7% on a loaded machine). One
+        # process serving all four (BackendGroup) is descheduled as a whole, so the spill left
+        # is rondel's own. The reference is measured in the same test: the same backends and
+        # load through the plain bound (capacity_slack 0, spill_memory 0, hot_keys share 0),
+        # in alternating rounds so that both see the same machine. Measured on the shared
+        # 2-core machine, idle or under stress-ng --cpu 2: defaults 0.03-0.05%, plain 9-13%.
+        group = BackendGroup([f"b{i}" for i in range(4)])
+        self.backends = [group]
         configs = {"defaults": None, "plain": PLAIN}
         self.rondels = []
         rondels = {}
         for name, pool in configs.items():
-            rondels[name] = Rondel(make_config(self.backends, pool=pool))
+            rondels[name] = Rondel(make_config(group.members, pool=pool))
             self.rondels.append(rondels[name])
         for _ in range(2):
             for r in rondels.values():
@@ -118,10 +120,16 @@ class RoutingPolicies(unittest.TestCase):
             r.wait_idle()
 
     def test_2_hot_key_gets_replicas_and_cold_keys_stay_home(self):
-        self.backends = [ledger_backend(f"b{i}", "--delay-ms", "10") for i in range(4)]
-        r = Rondel(make_config(self.backends, pool={"hot_keys": "{max_replicas: 3}"}))
+        # One process for the four backends, as in test_1: none falls behind by chance.
+        d = tempfile.mkdtemp(prefix="rondel-it-ledger-")
+        group = BackendGroup([f"b{i}" for i in range(4)], "--delay-ms", "10",
+                             member_args=lambda n: ["--ledger", os.path.join(d, n)])
+        for m in group.members:
+            m.ledger = os.path.join(d, m.name)
+        self.backends = [group]
+        r = Rondel(make_config(group.members, pool={"hot_keys": "{max_replicas: 3}"}))
         self.rondels = [r]
-        names = {b.address: b.name for b in self.backends}
+        names = {b.address: b.name for b in group.members}
         seen = set()
         stop = threading.Event()
 
@@ -142,7 +150,7 @@ class RoutingPolicies(unittest.TestCase):
         route = r.route(POOL, "/hot")
         self.assertEqual(route["replicas"], 3, route)
         replica_set = [names[b["id"]] for b in route["preference"][:3]]
-        by_target = ledger_by_target(self.backends)
+        by_target = ledger_by_target(group.members)
         hot = by_target["/hot"]
         self.assertEqual(set(hot), set(replica_set), hot)  # exactly its first 3 backends
         self.assertGreater(min(hot.values()), sum(hot.values()) // 20, hot)
@@ -151,6 +159,9 @@ class RoutingPolicies(unittest.TestCase):
         cold = [c for t, c in by_target.items() if t != "/hot"]
         served = sum(sum(c.values()) for c in cold)
         off_home = sum(sum(c.values()) - max(c.values()) for c in cold)
+        print(f"\nhot key: {dict(hot)}; cold keys off home {off_home / served:.4f}", flush=True)
+        # 10 ms backends in one process keep ~50 requests in flight whatever the scheduler
+        # does, so the cold spill is a sampling quantity (measured: docs/reliability.md).
         self.assertLess(off_home / served, 0.02)
         _, samples, _ = scrape(r.admin_port)
         self.assertGreater(metric_sum(samples, "rondel_routed_requests_total", pool=POOL,
