@@ -347,6 +347,19 @@ class Rondel:
             self.out.join(timeout=10)
         return [i for i, l in enumerate(list(self.out.lines)) if SANITIZER_RX.search(l)]
 
+    def settled_rss_kib(self, interval=0.2, timeout=3.0):
+        """RSS (KiB) once it stops moving: two equal samples `interval` apart (bounded by
+        `timeout`), so a measurement does not catch rondel still finishing a batch."""
+        last = self.rss_kib()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            time.sleep(interval)
+            now = self.rss_kib()
+            if now == last:
+                break
+            last = now
+        return last
+
     def rss_kib(self):
         with open(f"/proc/{self.proc.pid}/status") as f:
             for line in f:
