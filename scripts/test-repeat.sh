@@ -32,8 +32,9 @@ while [ $# -gt 0 ]; do
     *) echo "test-repeat: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
-case "$runs$jobs$max_minutes" in *[!0-9]*) echo "test-repeat: -n, -j, --max-minutes take numbers" >&2; exit 2 ;; esac
-[ -f "$build/CTestTestfile.cmake" ] || { echo "test-repeat: $build is not a built ctest tree" >&2; exit 2; }
+usage_error() { echo "test-repeat: $*" >&2; exit 2; }
+case "$runs$jobs$max_minutes" in *[!0-9]*) usage_error "-n, -j, --max-minutes take numbers" ;; esac
+[ -f "$build/CTestTestfile.cmake" ] || usage_error "$build is not a built ctest tree"
 build=$(cd "$build" && pwd)
 out=${out:-$build/test-repeat/$(date -u +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
@@ -55,7 +56,8 @@ trap 'stop_stress; exit 130' INT TERM
 
 budget_s=$((max_minutes * 60))
 if [ "$load" -eq 1 ]; then
-  command -v stress-ng >/dev/null || { echo "test-repeat: --load needs stress-ng (scripts/setup-deps.sh test)" >&2; exit 2; }
+  command -v stress-ng >/dev/null ||
+    usage_error "--load needs stress-ng (scripts/setup-deps.sh test)"
   # --timeout bounds the load even if this script is killed with SIGKILL.
   stress-ng --cpu 2 --timeout "$((budget_s + 60))s" --quiet &
   stress_pid=$!
