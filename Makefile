@@ -1,9 +1,10 @@
-# Two everyday commands: `make run` and `make test`. Everything else is CMake.
+# Two everyday commands: `make run` and `make test`. Everything else is CMake, except the flake
+# hunt: `make test-repeat N=20 [LOAD=1] [SANITIZE=1] [R=regex]` (scripts/test-repeat.sh).
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build run test sanitize clean
+.PHONY: all deps build run test sanitize test-repeat clean
 
 all: build
 
@@ -22,6 +23,18 @@ test: build
 
 sanitize:
 	@$(MAKE) test BUILD=build-asan CMAKE_FLAGS=-DRONDEL_SANITIZE=ON
+
+# The whole suite N times (the sanitizer build with SANITIZE=1, under `stress-ng --cpu 2` with
+# LOAD=1, only the tests matching R): each failure with its output, then per-test counts.
+N ?= 20
+test-repeat:
+ifeq ($(SANITIZE),1)
+	@$(MAKE) build BUILD=build-asan CMAKE_FLAGS=-DRONDEL_SANITIZE=ON
+	@scripts/test-repeat.sh -n $(N) -b build-asan $(if $(filter 1,$(LOAD)),--load) $(if $(R),-R '$(R)')
+else
+	@$(MAKE) build
+	@scripts/test-repeat.sh -n $(N) -b $(BUILD) $(if $(filter 1,$(LOAD)),--load) $(if $(R),-R '$(R)')
+endif
 
 clean:
 	rm -rf $(BUILD) build-asan

@@ -6,7 +6,8 @@ set -euo pipefail
 
 build_pkgs=(g++ make cmake pkg-config libuv1-dev node-llhttp libyaml-cpp-dev libxxhash-dev
             prometheus-cpp-dev doctest-dev libbenchmark-dev libc-ares-dev)
-test_pkgs=(curl wrk python3 procps xxhash varnish dnsmasq-base prometheus chromium slowhttptest)
+test_pkgs=(curl wrk python3 procps xxhash varnish dnsmasq-base prometheus chromium slowhttptest
+           stress-ng)
 bench_pkgs=(haproxy nginx-light wrk util-linux)
 
 want=("${build_pkgs[@]}")

@@ -10,6 +10,7 @@ import http.client
 import json
 import os
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -43,6 +44,15 @@ def _cleanup():
 atexit.register(_cleanup)
 
 
+def _terminated(signum, frame):
+    # ctest (on its timeout) and scripts/test-repeat.sh (on its time budget) stop a test with
+    # SIGTERM: exit through atexit so the processes this test started are killed too.
+    raise SystemExit(128 + signum)
+
+
+signal.signal(signal.SIGTERM, _terminated)
+
+
 def wait_until(predicate, timeout=10.0, interval=0.02, what="condition"):
     """Polls predicate() until it returns a truthy value; raises AssertionError on timeout."""
     deadline = time.monotonic() + timeout
@@ -60,6 +70,7 @@ class _LineReader:
 
     def __init__(self, stream):
         self.lines = []
+        self.ended = False  # the stream reached its end: no line will be added
         self._cv = threading.Condition()
         self._thread = threading.Thread(target=self._run, args=(stream,), daemon=True)
         self._thread.start()
@@ -70,9 +81,13 @@ class _LineReader:
             with self._cv:
                 self.lines.append(line)
                 self._cv.notify_all()
+        with self._cv:
+            self.ended = True
+            self._cv.notify_all()
 
     def wait_for(self, pattern, timeout=10.0, start=0):
-        """Returns the first match of regex `pattern` in lines[start:], waiting up to timeout."""
+        """Returns the first match of regex `pattern` in lines[start:], waiting up to timeout.
+        Fails at once when the stream ended (the process exited) without such a line."""
         rx = re.compile(pattern)
         deadline = time.monotonic() + timeout
         with self._cv:
@@ -84,9 +99,10 @@ class _LineReader:
                         return m
                     i += 1
                 left = deadline - time.monotonic()
-                if left <= 0:
+                if left <= 0 or self.ended:
+                    why = "before the output ended" if self.ended else f"within {timeout}s"
                     raise AssertionError(
-                        f"no line matching {pattern!r} within {timeout}s; last lines:\n" +
+                        f"no line matching {pattern!r} {why}; last lines:\n" +
                         "\n".join(self.lines[-20:]))
                 self._cv.wait(left)
 
@@ -96,8 +112,12 @@ class _LineReader:
 
     def join(self, timeout=5.0):
         """Waits for the end of the stream: once the process has exited, its last lines may
-        still be in the pipe when wait() returns."""
+        still be in the pipe when wait() returns. Raises AssertionError when the stream has not
+        ended within `timeout` (something else still holds the pipe open), so that no caller
+        matches output that was not read to the end."""
         self._thread.join(timeout)
+        if not self.ended:
+            raise AssertionError(f"the output did not end within {timeout}s of the exit")
 
 
 class Backend:
@@ -124,6 +144,16 @@ class Backend:
     def signal(self, sig):
         self.proc.send_signal(sig)
 
+    def stop_process(self, timeout=5.0):
+        """SIGSTOP, then waits until the kernel reports the process stopped (state T in
+        /proc/PID/stat): from then on it reads, answers and writes nothing."""
+        self.proc.send_signal(signal.SIGSTOP)
+
+        def stopped():
+            with open(f"/proc/{self.proc.pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] == "T"
+        wait_until(stopped, timeout=timeout, interval=0.005, what=f"{self.name} to stop")
+
     def stop(self):
         if self.proc.poll() is None:
             self.proc.terminate()
@@ -137,6 +167,45 @@ class Backend:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(timeout=5)
+
+
+class BackendGroup:
+    """Several test backends served by one rondel-test-backend process and its one event loop
+    (`--and`): when the machine is busy they are all descheduled together, so none falls
+    behind the others by chance. `members` are (name, address) records usable in make_config;
+    `args` are flags given to every member, member_args(name) a list of flags for one."""
+
+    class Member:
+        def __init__(self, name, host, port):
+            self.name, self.host, self.port = name, host, port
+            self.address = f"{host}:{port}"
+
+    def __init__(self, names, *args, member_args=lambda name: []):
+        cmd = [BACKEND_BIN]
+        for i, name in enumerate(names):
+            cmd += (["--and"] if i else []) + ["--listen", "127.0.0.1:0", "--name", name, *args,
+                                               *member_args(name)]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        _processes.append(self.proc)
+        self.out = _LineReader(self.proc.stdout)
+        rx = re.compile(r"^listening (\S+):(\d+)$")
+
+        def listening():  # one line per member, in order; fails at once if the process exited
+            found = [m for m in map(rx.match, list(self.out.lines)) if m]
+            if len(found) < len(names) and self.out.ended:
+                raise AssertionError("backend group exited:\n" + "\n".join(self.out.lines))
+            return found if len(found) == len(names) else None
+        found = wait_until(listening, timeout=10, what="every member listening")
+        self.members = [self.Member(n, m.group(1), int(m.group(2))) for n, m in zip(names, found)]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
 
 
 def make_config(backends, pool=None, listener=None, admin=True, log=None, extra="", pool_name="p",
@@ -155,7 +224,7 @@ def make_config(backends, pool=None, listener=None, admin=True, log=None, extra=
         lines.append(f"    {k}: {v}")
     lines.append("    backends:")
     for b in backends:
-        if isinstance(b, Backend):
+        if isinstance(b, (Backend, BackendGroup.Member)):
             b = {"address": b.address}
         fields = ", ".join(f"{k}: {v}" for k, v in b.items())
         lines.append(f"      - {{ {fields} }}")
@@ -277,6 +346,19 @@ class Rondel:
         if self.proc.poll() is not None:
             self.out.join(timeout=10)
         return [i for i, l in enumerate(list(self.out.lines)) if SANITIZER_RX.search(l)]
+
+    def settled_rss_kib(self, interval=0.2, timeout=3.0):
+        """RSS (KiB) once it stops moving: two equal samples `interval` apart (bounded by
+        `timeout`), so a measurement does not catch rondel still finishing a batch."""
+        last = self.rss_kib()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            time.sleep(interval)
+            now = self.rss_kib()
+            if now == last:
+                break
+            last = now
+        return last
 
     def rss_kib(self):
         with open(f"/proc/{self.proc.pid}/status") as f:
@@ -516,6 +598,32 @@ def access_records(path, timeout=3.0, min_count=0):
         time.sleep(0.05)
 
 
+def timer_on_time(client_s, server_s, want_s):
+    """None when a timeout fired within 10% or 250 ms (whichever is larger) of `want_s`, else
+    what was wrong. The two sides are measured where no noise can make them fail by chance:
+    not early, by the client's clock from before it sent the request (the server's timer starts
+    later, so scheduling delays only lengthen this); not late, by rondel's own clock (the access
+    log's duration_us), which leaves out how late the client thread was woken to read it."""
+    tol = max(0.1 * want_s, 0.25)
+    if client_s < want_s - tol:
+        return f"answered {client_s:.3f}s after it was sent: before the {want_s}s timeout"
+    if server_s > want_s + tol:
+        return f"rondel took {server_s:.3f}s over it: later than the {want_s}s timeout"
+    return None
+
+
+def access_seconds(path, target, timeout=10.0):
+    """rondel's own duration (duration_us, in seconds) of the one request to `target` in the
+    access log at `path`, waiting up to `timeout` for its line (lines are written in batches)."""
+    def find():
+        recs = [x for x in access_records(path, timeout=0) if x.get("target") == target]
+        return recs or None
+    recs = wait_until(find, timeout=timeout, interval=0.05, what=f"the access line of {target}")
+    if len(recs) != 1:
+        raise AssertionError(f"{len(recs)} access lines for {target}")
+    return int(recs[0]["duration_us"]) / 1e6
+
+
 def read_ledger(path):
     """[(request_id, method, target, body_bytes)] from a test backend's --ledger file."""
     if not os.path.exists(path):
@@ -529,13 +637,17 @@ def read_ledger(path):
     return out
 
 
+_reserved_ports = []
+
+
 def unused_port():
-    """A port on 127.0.0.1 that nothing listens on (bound, then closed: connects are refused)."""
+    """A port on 127.0.0.1 where connects are refused, for the life of this test process: a
+    socket bound to port 0 that never listens holds it (bound then closed would leave the port
+    free for any other process to take, and a connect to it might then succeed)."""
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    _reserved_ports.append(s)
+    return s.getsockname()[1]
 
 
 class BlackholeListener:
@@ -550,7 +662,8 @@ class BlackholeListener:
         self.port = self.sock.getsockname()[1]
         self.address = f"127.0.0.1:{self.port}"
         self.fillers = []
-        # Fill the accept queue (a backlog of 0 still admits one or two connections).
+        # Fill the accept queue (a backlog of 0 still admits one or two connections), then wait
+        # until at least one filler's handshake completed: the queue is full from then on.
         for _ in range(4):
             c = socket.socket()
             c.setblocking(False)
@@ -559,7 +672,9 @@ class BlackholeListener:
             except BlockingIOError:
                 pass
             self.fillers.append(c)
-        time.sleep(0.1)
+        _, writable, _ = select.select([], self.fillers, [], 5.0)
+        if not any(c.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0 for c in writable):
+            raise AssertionError("no connection to the blackhole listener completed")
 
     def close(self):
         for c in self.fillers:
@@ -720,7 +835,6 @@ class Prometheus:
 
     def __init__(self, targets, interval="1s"):
         self.dir = tempfile.mkdtemp(prefix="rondel-prom-")
-        self.port = unused_port()
         cfg = os.path.join(self.dir, "prometheus.yml")
         with open(cfg, "w") as f:
             f.write("global:\n"
@@ -732,12 +846,15 @@ class Prometheus:
                     f"    scrape_timeout: {interval}\n"
                     "    static_configs:\n"
                     f"      - targets: [{', '.join(repr(t) for t in targets)}]\n")
+        # Port 0, read back from its log line `msg="Listening on" address=127.0.0.1:PORT`.
         self.proc = subprocess.Popen(
             [self.BIN, f"--config.file={cfg}", f"--storage.tsdb.path={self.dir}/data",
-             f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
+             "--web.listen-address=127.0.0.1:0", "--log.level=info"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         _processes.append(self.proc)
         self.out = _LineReader(self.proc.stdout)
+        m = self.out.wait_for(r'msg="Listening on" address=127\.0\.0\.1:(\d+)', timeout=20)
+        self.port = int(m.group(1))
 
         def ready():
             if self.proc.poll() is not None:

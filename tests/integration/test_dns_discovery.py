@@ -26,25 +26,22 @@ JITTER = 0.10
 SAMPLE_KEYS = 600
 
 
-def free_port(kind=socket.SOCK_STREAM, hosts=("127.0.0.1",)):
-    """A port free for `kind` on every host in `hosts` (bounded tries)."""
-    for _ in range(50):
-        s = socket.socket(socket.AF_INET, kind)
-        s.bind((hosts[0], 0))
-        port = s.getsockname()[1]
-        s.close()
-        ok = True
-        for h in hosts[1:]:
-            t = socket.socket(socket.AF_INET, kind)
-            try:
-                t.bind((h, port))
-            except OSError:
-                ok = False
-            finally:
-                t.close()
-        if ok:
-            return port
-    raise AssertionError("no free port")
+def backends_on_one_port(names, hosts):
+    """{host: Backend} with one backend per host, all on the same port: the first listens on
+    port 0 and reports its port, the others listen on that port on their own addresses. When
+    one of them cannot (something else holds the port there), all are stopped and the round is
+    tried again with a new port (bounded tries)."""
+    for _ in range(20):
+        first = Backend(names[0], host=hosts[0], port=0)
+        started = {hosts[0]: first}
+        try:
+            for name, h in zip(names[1:], hosts[1:]):
+                started[h] = Backend(name, host=h, port=first.port)
+            return started
+        except AssertionError:  # the backend exited: its address and port were taken
+            for b in started.values():
+                b.stop()
+    raise AssertionError("no port free on every one of " + ", ".join(hosts))
 
 
 class Dnsmasq:
@@ -53,26 +50,45 @@ class Dnsmasq:
         os.chmod(self.dir, 0o755)  # dnsmasq re-reads the hosts file as user nobody
         self.hosts = os.path.join(self.dir, "hosts")
         self.write(addrs)
-        # dnsmasq listens on the port for both UDP and TCP: a UDP-free port may be the local
-        # port of some TCP connection (load tests use many), and dnsmasq then exits at once.
+        # dnsmasq cannot listen on port 0 and report its port (--port=0 turns DNS off), so it
+        # gets a port the kernel just handed out on UDP and free on TCP too (dnsmasq listens on
+        # both). Another process may still take it before dnsmasq binds: dnsmasq then exits at
+        # once, and is started again on a new port (bounded tries) instead of failing the test.
+        for _ in range(20):
+            self.port = self._candidate_port()
+            self.proc = subprocess.Popen(
+                [DNSMASQ, "--no-daemon", f"--port={self.port}", "--listen-address=127.0.0.1",
+                 "--bind-interfaces", "--no-resolv", "--no-hosts", f"--addn-hosts={self.hosts}",
+                 "--conf-file=/dev/null", "--pid-file=", "--local=/test/", "--log-facility=-"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            _processes.append(self.proc)
+            if wait_until(self._answers_or_exited, timeout=5, what="dnsmasq answering") is True:
+                return
+            self.proc.wait(timeout=5)
+        raise AssertionError("dnsmasq could not bind any port it was given")
+
+    @staticmethod
+    def _candidate_port():
         for _ in range(50):
-            self.port = free_port(socket.SOCK_DGRAM)
+            u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            u.bind(("127.0.0.1", 0))
+            port = u.getsockname()[1]
             t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
-                t.bind(("127.0.0.1", self.port))
-                break
+                t.bind(("127.0.0.1", port))
+                return port
             except OSError:
-                continue
+                continue  # the local port of some TCP connection (load tests use many)
             finally:
                 t.close()
-        self.proc = subprocess.Popen(
-            [DNSMASQ, "--no-daemon", f"--port={self.port}", "--listen-address=127.0.0.1",
-             "--bind-interfaces", "--no-resolv", "--no-hosts", f"--addn-hosts={self.hosts}",
-             "--conf-file=/dev/null", "--pid-file=", "--local=/test/", "--log-facility=-"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _processes.append(self.proc)
-        wait_until(self._answers, timeout=5, what="dnsmasq answering")
+                u.close()
+        raise AssertionError("no port free on both UDP and TCP")
+
+    def _answers_or_exited(self):
+        """True when dnsmasq answers a query, "exited" when it exited (its port was taken)."""
+        if self.proc.poll() is not None:
+            return "exited"
+        return self._answers()
 
     def write(self, addrs):
         tmp = self.hosts + ".tmp"
@@ -87,8 +103,10 @@ class Dnsmasq:
         self.proc.send_signal(signal.SIGHUP)  # re-reads --addn-hosts
 
     def _answers(self):
-        if self.proc.poll() is not None:
-            raise AssertionError("dnsmasq exited")
+        return self.answer_count() is not None
+
+    def answer_count(self):
+        """How many A records dnsmasq answers for NAME now (None: no answer)."""
         q = (b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00" +
              b"".join(bytes([len(p)]) + p.encode() for p in NAME.split(".")) +
              b"\x00\x00\x01\x00\x01")
@@ -96,11 +114,19 @@ class Dnsmasq:
         s.settimeout(0.3)
         try:
             s.sendto(q, ("127.0.0.1", self.port))
-            return len(s.recv(512)) > len(q)
+            r = s.recv(512)
+            return int.from_bytes(r[6:8], "big") if len(r) > len(q) else None
         except OSError:
-            return False
+            return None
         finally:
             s.close()
+
+    def serve(self, addrs):
+        """change(addrs), returning once dnsmasq answers with them: the moment from which a
+        resolver that asks again gets the new answer."""
+        self.change(addrs)
+        wait_until(lambda: self.answer_count() == len(addrs), timeout=5,
+                   what=f"dnsmasq answering with {len(addrs)} addresses")
 
     def stop(self):
         if self.proc.poll() is None:
@@ -114,9 +140,8 @@ class DnsDiscovery(unittest.TestCase):
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="rondel-it-dns-")
         cls.dns = Dnsmasq(cls.dir, ADDRS)
-        cls.port = free_port(hosts=tuple(ADDRS))
-        cls.backends = {a: Backend(f"d{a.rsplit('.', 1)[1]}", host=a, port=cls.port)
-                        for a in ADDRS}
+        cls.backends = backends_on_one_port([f"d{a.rsplit('.', 1)[1]}" for a in ADDRS], ADDRS)
+        cls.port = cls.backends[ADDRS[0]].port
         text = (f"dns: {{ nameservers: [127.0.0.1:{cls.dns.port}], ttl: 1s, jitter: 10% }}\n"
                 "listeners:\n  - { name: web, bind: 127.0.0.1:0, pool: p }\n"
                 "pools:\n  - name: p\n"
@@ -163,8 +188,8 @@ class DnsDiscovery(unittest.TestCase):
         before = self.owners(keys)
         gone = f"{ADDRS[2]}:{self.port}"
         start = self.rondel.out.count()
-        t0 = time.monotonic()
-        self.dns.change(ADDRS[:2])
+        self.dns.serve(ADDRS[:2])
+        t0 = time.monotonic()  # from when the new answer is served (not when dnsmasq got HUP)
         wait_until(lambda: self.ids() == self.expect(ADDRS[:2]), timeout=5, interval=0.05,
                    what="rondel following the removal")
         took = time.monotonic() - t0
@@ -182,8 +207,8 @@ class DnsDiscovery(unittest.TestCase):
               f"measured {measured:.4f}")
         self.assertAlmostEqual(measured, logged, delta=0.06)
 
+        self.dns.serve(ADDRS)
         t0 = time.monotonic()
-        self.dns.change(ADDRS)
         wait_until(lambda: self.ids() == self.expect(ADDRS), timeout=5, interval=0.05,
                    what="rondel following the addition")
         self.assertLess(time.monotonic() - t0, TTL_S * (1 + JITTER) + 0.5)
@@ -204,13 +229,14 @@ class DnsDiscovery(unittest.TestCase):
             status, headers, _ = http_get(self.rondel.port, keys[0])
             self.assertEqual(status, 200)  # retried on the next backend
             self.assertNotEqual(headers["x-backend"], victim.name)
-            t0 = time.monotonic()
+            # dnsmasq still answers with the victim's address, so no re-resolution drops it:
+            # the log line and the pool without it show the drop on the failed connect itself
+            # (no bound on how soon the admin API shows it: that is scheduling, not DNS).
             self.rondel.out.wait_for(rf"warn dns_address_dropped pool=p name={NAME} "
                                      rf"backend={re.escape(victim_id)} reason=connect_failed",
-                                     timeout=2, start=start)
-            wait_until(lambda: victim_id not in self.ids(), timeout=1, interval=0.02,
+                                     timeout=5, start=start)
+            wait_until(lambda: victim_id not in self.ids(), timeout=5, interval=0.02,
                        what="address dropped from the pool")
-            self.assertLess(time.monotonic() - t0, 0.6)
             for k in keys:
                 status, headers, _ = http_get(self.rondel.port, k)
                 self.assertEqual(status, 200)
@@ -230,8 +256,8 @@ class DnsLifecycle(unittest.TestCase):
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="rondel-it-dns-")
         cls.dns = Dnsmasq(cls.dir, ADDRS[:1])
-        cls.port = free_port(hosts=(ADDRS[0],))
-        cls.backend = Backend("n2", host=ADDRS[0], port=cls.port)
+        cls.backend = Backend("n2", host=ADDRS[0], port=0)
+        cls.port = cls.backend.port
         cls.literal = Backend("lit")
 
     @classmethod

@@ -16,7 +16,6 @@ tenth of the first growth (memory of closed sessions is reused, nothing accumula
 checks the same over a million requests).
 """
 import socket
-import time
 import unittest
 
 from harness import (Backend, HttpConn, Rondel, main, make_config, raise_nofile, sanitized_build,
@@ -52,14 +51,7 @@ def open_idle(port, n):
 
 def settle(r):
     """RSS (KiB) once it stops moving (two equal samples 200 ms apart, at most 3 s)."""
-    last = r.rss_kib()
-    for _ in range(15):
-        time.sleep(0.2)
-        now = r.rss_kib()
-        if now == last:
-            break
-        last = now
-    return last
+    return r.settled_rss_kib()
 
 
 class IdleConnections(unittest.TestCase):

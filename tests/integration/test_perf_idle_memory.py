@@ -13,7 +13,6 @@ allocator noise, tight enough to catch a per-connection timer, buffer or parser 
 """
 import resource
 import socket
-import time
 import unittest
 
 from harness import Backend, Rondel, main, make_config, sanitized_build
@@ -45,7 +44,6 @@ class IdleMemory(unittest.TestCase):
                 for s in warm:
                     self.assertIn(b" 200 ", s.recv(65536))
                     s.close()
-            time.sleep(0.3)
             req = b"GET /obj/%d HTTP/1.1\r\nHost: t\r\nUser-Agent: idle\r\nAccept: */*\r\n\r\n"
             before = None
             for i in range(N):
@@ -56,10 +54,8 @@ class IdleMemory(unittest.TestCase):
                     for t in socks[-100:]:
                         self.assertIn(b" 200 ", t.recv(65536))
                     if len(socks) == N // 5:
-                        time.sleep(0.3)
-                        before = rondel.rss_kib()
-            time.sleep(0.5)
-            after = rondel.rss_kib()
+                        before = rondel.settled_rss_kib()
+            after = rondel.settled_rss_kib()
             per_conn = (after - before) * 1024 / (N - N // 5)
             print(f"idle connections: {N // 5} -> {N}, RSS {before} -> {after} KiB, "
                   f"{per_conn:.0f} bytes each")

@@ -6,8 +6,8 @@ import tempfile
 import time
 import unittest
 
-from harness import (Backend, HttpConn, Rondel, access_records, main, make_config,
-                     read_ledger)
+from harness import (Backend, HttpConn, Rondel, access_records, http_get, main, make_config,
+                     read_ledger, wait_until)
 
 CASES = [
     # (name, raw request bytes, expected status)
@@ -87,16 +87,28 @@ class ProxyBadInput(unittest.TestCase):
         self.assertEqual(self.ledger_lines(), ledger_before, f"{name}: the backend ledger grew")
         self.rondel.wait_idle()
 
+    def mark(self, tag):
+        """Index just past the access line of a good request to /_mark/TAG, once it is in the
+        log: every line before it is from earlier requests (one worker writes them in order)."""
+        target = f"/_mark/{tag}"
+        self.assertEqual(http_get(self.rondel.port, target)[0], 200)
+
+        def logged():
+            recs = access_records(self.access, timeout=0)
+            at = [i for i, x in enumerate(recs) if x["target"] == target]
+            return at[-1] + 1 if at else None
+        return wait_until(logged, timeout=10, what=f"the access line of {target}")
+
     def test_each_bad_request(self):
-        time.sleep(0.5)  # the access log is flushed every 200 ms: let earlier lines land
-        n = len(access_records(self.access, timeout=0))
+        # The access log is written in batches (every 200 ms): a marker request before and one
+        # after the cases delimit their lines, whenever earlier lines land.
+        n = self.mark("before")
         for name, data, want in CASES:
             with self.subTest(case=name):
                 self.check_refused(name, data, want)
         # One access-log line per refused request, and none for what followed each.
-        recs = access_records(self.access, min_count=n + len(CASES))[n:]
-        time.sleep(0.5)
-        recs = access_records(self.access, timeout=0)[n:]
+        end = self.mark("after") - 1
+        recs = access_records(self.access, timeout=0)[n:end]
         self.assertEqual([(x["status"], x["outcome"], x["backend"]) for x in recs],
                          [(str(want), "rejected", "-") for _, _, want in CASES])
 

@@ -1,7 +1,9 @@
 """Routing-quality policies through the real daemon (issue "Routing quality", second half).
 
-- With the default pool settings, a uniform load over fast backends spills under 2% (the
-  capacity slack absorbs the random fluctuation of in-flight counts at 50 connections).
+- With the default pool settings, a uniform load over fast backends spills at most a fifth of
+  what the plain bound spills on the same backends and load (the capacity slack absorbs the
+  random fluctuation of in-flight counts at 50 connections; the issue's target is 2%, which an
+  idle machine meets, but the share grows with how busy the machine is).
 - A hot key gets replicas: its requests spread over its first R backends of the preference
   order, /api/route and the metrics say so, and cold keys stay home.
 - Spill memory keeps a spilled key on the successor it spilled to (here with a hysteresis large
@@ -19,9 +21,8 @@ import tempfile
 import threading
 import unittest
 
-from harness import (Backend, Rondel, http_get, main, make_config, metric_sum, read_ledger,
-                     sanitized_build, scrape,
-                     wait_until)
+from harness import (Backend, BackendGroup, Rondel, ScriptedBackend, http_get, main,
+                     make_config, metric_sum, read_ledger, scrape, wait_until)
 
 POOL = "p"
 PLAIN = {"capacity_slack": 0, "spill_memory": 0, "hot_keys": "{share: 0}"}
@@ -80,29 +81,55 @@ class RoutingPolicies(unittest.TestCase):
         for b in getattr(self, "backends", []):
             b.stop()
 
-    def test_1_defaults_uniform_fast_backends_spill_under_2_percent(self):
-        self.backends = [Backend(f"b{i}") for i in range(4)]
-        r = Rondel(make_config(self.backends))
-        self.rondels = [r]
-        run_wrk(r.port, 4, {"RT_PATHS": "10000"})
-        pool = r.pools()["pools"][0]
-        routed = pool["routed"]
-        total = sum(routed.values())
-        self.assertGreater(total, 2000, routed)
-        away = routed["spill"] + routed["sticky"] + routed["all_full"] + routed["replica"]
-        # The issue's target is 2%. A sanitized build runs rondel 2-3x slower on the same two
-        # cores as wrk and the backends, so in-flight counts (and chance spill) are higher there.
-        bound = 0.05 if sanitized_build() else 0.02
-        self.assertLess(away / total, bound, routed)
-        self.assertLess(pool["spilled"] / pool["requests"], bound, pool)
-        self.assertEqual(pool["capacity_slack"], 8)
-        r.wait_idle()
+    def test_1_defaults_spill_at_most_a_fifth_of_the_plain_bound(self):
+        # Four backend processes on two busy cores are not uniform: whichever is descheduled
+        # falls behind and its keys spill, rightly (0.5% idle, 2-7% on a loaded machine). One
+        # process serving all four (BackendGroup) is descheduled as a whole, so the spill left
+        # is rondel's own. The reference is measured in the same test: the same backends and
+        # load through the plain bound (capacity_slack 0, spill_memory 0, hot_keys share 0),
+        # in alternating rounds so that both see the same machine. Measured on the shared
+        # 2-core machine, idle or under stress-ng --cpu 2: defaults 0.03-0.05%, plain 9-13%.
+        group = BackendGroup([f"b{i}" for i in range(4)])
+        self.backends = [group]
+        configs = {"defaults": None, "plain": PLAIN}
+        self.rondels = []
+        rondels = {}
+        for name, pool in configs.items():
+            rondels[name] = Rondel(make_config(group.members, pool=pool))
+            self.rondels.append(rondels[name])
+        for _ in range(2):
+            for r in rondels.values():
+                run_wrk(r.port, 2, {"RT_PATHS": "10000"})
+        shares = {}
+        for name, r in rondels.items():
+            pool = r.pools()["pools"][0]
+            routed = pool["routed"]
+            total = sum(routed.values())
+            self.assertGreater(total, 2000, (name, routed))
+            away = routed["spill"] + routed["sticky"] + routed["all_full"] + routed["replica"]
+            shares[name] = (away / total, pool["spilled"] / pool["requests"], routed)
+            print(f"\nspill {name}: away {away / total:.4f} spilled "
+                  f"{pool['spilled'] / pool['requests']:.4f} {routed}", flush=True)
+        self.assertGreater(shares["plain"][0], 0, "the load made the plain bound spill nothing")
+        for i, what in enumerate(("routed away from home", "spilled")):
+            self.assertLessEqual(shares["defaults"][i], shares["plain"][i] / 5,
+                                 f"{what}: defaults {shares['defaults'][2]} plain "
+                                 f"{shares['plain'][2]}")
+        self.assertEqual(rondels["defaults"].pools()["pools"][0]["capacity_slack"], 8)
+        for r in rondels.values():
+            r.wait_idle()
 
     def test_2_hot_key_gets_replicas_and_cold_keys_stay_home(self):
-        self.backends = [ledger_backend(f"b{i}", "--delay-ms", "10") for i in range(4)]
-        r = Rondel(make_config(self.backends, pool={"hot_keys": "{max_replicas: 3}"}))
+        # One process for the four backends, as in test_1: none falls behind by chance.
+        d = tempfile.mkdtemp(prefix="rondel-it-ledger-")
+        group = BackendGroup([f"b{i}" for i in range(4)], "--delay-ms", "10",
+                             member_args=lambda n: ["--ledger", os.path.join(d, n)])
+        for m in group.members:
+            m.ledger = os.path.join(d, m.name)
+        self.backends = [group]
+        r = Rondel(make_config(group.members, pool={"hot_keys": "{max_replicas: 3}"}))
         self.rondels = [r]
-        names = {b.address: b.name for b in self.backends}
+        names = {b.address: b.name for b in group.members}
         seen = set()
         stop = threading.Event()
 
@@ -123,7 +150,7 @@ class RoutingPolicies(unittest.TestCase):
         route = r.route(POOL, "/hot")
         self.assertEqual(route["replicas"], 3, route)
         replica_set = [names[b["id"]] for b in route["preference"][:3]]
-        by_target = ledger_by_target(self.backends)
+        by_target = ledger_by_target(group.members)
         hot = by_target["/hot"]
         self.assertEqual(set(hot), set(replica_set), hot)  # exactly its first 3 backends
         self.assertGreater(min(hot.values()), sum(hot.values()) // 20, hot)
@@ -132,6 +159,9 @@ class RoutingPolicies(unittest.TestCase):
         cold = [c for t, c in by_target.items() if t != "/hot"]
         served = sum(sum(c.values()) for c in cold)
         off_home = sum(sum(c.values()) - max(c.values()) for c in cold)
+        print(f"\nhot key: {dict(hot)}; cold keys off home {off_home / served:.4f}", flush=True)
+        # 10 ms backends in one process keep ~50 requests in flight whatever the scheduler
+        # does, so the cold spill is a sampling quantity (measured: docs/reliability.md).
         self.assertLess(off_home / served, 0.02)
         _, samples, _ = scrape(r.admin_port)
         self.assertGreater(metric_sum(samples, "rondel_routed_requests_total", pool=POOL,
@@ -165,17 +195,53 @@ class RoutingPolicies(unittest.TestCase):
         return r, slow, fast, key
 
     def test_3_spill_memory_keeps_a_spilled_key_on_one_successor(self):
-        r, slow, fast, key = self._burst_on_slow_owner(
-            {"capacity_slack": 0, "spill_hysteresis": 1000, "hot_keys": "{share: 0}"})
-        before = ledger_by_target(self.backends)[key]
-        self.assertGreater(sum(v for k, v in before.items() if k != "slow"), 0, before)
+        # One spill made on purpose, then nothing else: home (a scripted backend) holds one
+        # request until released, which fills it (cap ceil(1.25 * 2 / 4) = 1 with
+        # capacity_slack 0), and the key is sent once. (A burst of 24 at a 1.2 s backend left the
+        # memory in a state that depended on the order the requests arrived and finished in:
+        # the last pick that found its remembered successor full and home free erased it.)
+        home_seen = collections.Counter()
+        release = threading.Event()
+
+        def home_handler(method, target, head, body):
+            home_seen[target] += 1
+            if target.startswith("/hold/"):
+                release.wait(15)
+            return b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", False
+
+        slow = ScriptedBackend(home_handler)
+        fast = [ledger_backend(f"fast{i}") for i in range(3)]
+        self.backends = [slow] + fast
+        r = Rondel(make_config([{"address": slow.address}] + fast,
+                               pool={"capacity_slack": 0, "spill_hysteresis": 1000,
+                                     "hot_keys": "{share: 0}"}))
+        self.rondels = [r]
+        key, holder = (next(t for t in (f"/{p}/{i}" for i in range(1000))
+                            if r.route(POOL, t)["owner"] == slow.address)
+                       for p in ("k", "hold"))
+
+        def served():  # {backend name: requests for key}
+            out = ledger_by_target(fast)[key]
+            out["slow"] = home_seen[key]
+            return +out
+        held = threading.Thread(target=http_get, args=(r.port, holder), kwargs={"timeout": 20})
+        held.start()
+        try:
+            wait_until(lambda: home_seen[holder] == 1, what="home holding one request")
+            self.assertEqual(http_get(r.port, key)[0], 200)
+        finally:
+            release.set()
+            held.join(20)
+        r.wait_idle()
+        before = served()
+        self.assertEqual(list(before.values()), [1], before)
+        self.assertNotIn("slow", before)
         # Home is idle again, but the remembered spill keeps the key on one successor.
         for _ in range(10):
             self.assertEqual(http_get(r.port, key)[0], 200)
-        after = ledger_by_target(self.backends)[key]
+        after = served()
         moved = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
-        self.assertEqual(len(moved), 1, moved)
-        self.assertNotIn("slow", moved)
+        self.assertEqual(moved, {next(iter(before)): 10})
         self.assertEqual(r.route(POOL, key)["last_decision"], "sticky")
 
     def test_4_all_knobs_off_is_plain_bounded_loads(self):

@@ -14,7 +14,7 @@ import time
 import unittest
 import zlib
 
-from harness import Backend, Rondel, http_get, main, make_config
+from harness import Backend, Rondel, http_get, main, make_config, wait_until
 
 TWO32 = 1 << 32
 
@@ -137,7 +137,8 @@ class LiveView(unittest.TestCase):
             t = threading.Thread(target=traffic, daemon=True)
             t.start()
             self.threads.append(t)
-        time.sleep(1.0)
+        wait_until(lambda: self.rondel.requests_in_flight() >= 6, timeout=15,
+                   what="the six clients' requests in flight before the page loads")
 
         out_dir = tempfile.mkdtemp(prefix="rondel-ui-")
         shot = os.path.join(out_dir, "ui.png")

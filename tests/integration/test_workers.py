@@ -110,8 +110,16 @@ class TwoWorkers(unittest.TestCase):
         self.assertEqual(statuses.count(200), 30)
         self.assertEqual(self.backends[1].stats()["requests"], 0)
         # The new configuration names only b1: after the reload no worker may use b0.
+        # Both workers served the first batch, so each holds pooled connections to b0.
+        first = [r for r in access_records(self.access, timeout=10, min_count=30)
+                 if r.get("target", "").startswith("/a/")]
+        self.assertEqual({r.get("worker") for r in first}, {"0", "1"})
         rondel.reload(self.config(backends=self.backends[1:2]))
-        time.sleep(0.2)  # the workers pick the snapshot up on their own loops
+        # The workers pick the snapshot up on their own loops, and each closes its pooled
+        # connections to the retired b0 as it does: all closed = both have the new snapshot.
+        # (The /_stats request itself is one open connection.)
+        wait_until(lambda: self.backends[0].stats()["connections_open"] <= 1, timeout=10,
+                   what="both workers on the new snapshot (b0's pooled connections closed)")
         before = self.backends[0].stats()["requests"]
         statuses = parallel_gets(rondel.port, [f"/b/{i}" for i in range(40)])
         self.assertEqual(statuses.count(200), 40)
