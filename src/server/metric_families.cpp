@@ -335,6 +335,10 @@ constexpr Family kFamilies[] = {
     {"rondel_pool_no_backend_total", kCounter, kP, Scope::kPool,
      "Requests answered 503 because no backend was eligible.", {},
      [](const Row& r, size_t) -> Value { return d(r.ps().no_backend); }},
+    {"rondel_pool_empty_builds_total", kCounter, kP, Scope::kPool,
+     "Configuration builds (reloads, DNS updates) that left a pool with no backend because its "
+     "host names resolved to no address.", {},
+     [](const Row& r, size_t) -> Value { return d(r.ps().empty_builds); }},
 
     // Load and capacity.
     {"rondel_pool_in_flight", kGauge, kP, Scope::kPool, "Requests in flight in a pool.", {},

@@ -13,7 +13,7 @@ import tempfile
 import unittest
 
 from harness import Backend, Rondel, http_get, main, metric_sum, scrape, wait_until
-from test_dns_discovery import DNSMASQ, NAME, Dnsmasq, free_port
+from test_dns_discovery import DNSMASQ, NAME, Dnsmasq, backends_on_one_port
 
 GONE = "gone.test"
 P_ADDR, Q_ADDR, Q_ADDR2 = "127.0.0.2", "127.0.0.3", "127.0.0.4"
@@ -40,9 +40,9 @@ class EmptyPool(unittest.TestCase):
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="rondel-it-dns-empty-")
         cls.dns = NamedDnsmasq(cls.dir, INITIAL)
-        cls.port = free_port(hosts=(P_ADDR, Q_ADDR, Q_ADDR2))
-        cls.backends = {a: Backend(n, host=a, port=cls.port)
-                        for a, n in ((P_ADDR, "g"), (Q_ADDR, "q3"), (Q_ADDR2, "q4"))}
+        # One port on three addresses, from port 0 (retried on a new one when it is taken).
+        cls.backends = backends_on_one_port(["g", "q3", "q4"], [P_ADDR, Q_ADDR, Q_ADDR2])
+        cls.port = cls.backends[P_ADDR].port
         cls.text = (
             f"dns: {{ nameservers: [127.0.0.1:{cls.dns.port}], ttl: 1s, jitter: 0% }}\n"
             "listeners:\n"
@@ -96,6 +96,8 @@ class EmptyPool(unittest.TestCase):
         name = "rondel_pool_no_backend_total"
         self.assertEqual(metric_sum(after, name, pool="p") - metric_sum(before, name, pool="p"), 5)
         self.assertEqual(metric_sum(after, "rondel_pool_unusable_backends", pool="p"), 0)
+        self.assertGreaterEqual(metric_sum(after, "rondel_pool_empty_builds_total", pool="p"), 1)
+        self.assertEqual(metric_sum(after, "rondel_pool_empty_builds_total", pool="q"), 0)
         self.assertEqual(http_get(self.rondel.admin_port, "/api/ring?pool=p")[0], 200)
         self.assertEqual(self.rondel.route("p", "/e/0")["owner"], "")
         # A reload goes through with the empty pool, which stays empty.
