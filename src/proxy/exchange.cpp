@@ -33,10 +33,12 @@ void OutQueue::push_chunk_header(uint64_t len) noexcept {
 }
 
 int OutQueue::flush(uv_stream_t* s, uv_write_cb cb) noexcept {
+  sent_now = 0;
   if (n == 0) return 0;
   int r = uv_try_write(s, bufs, static_cast<unsigned>(n));
   if (r < 0 && r != UV_EAGAIN) return r;
   size_t written = r > 0 ? static_cast<size_t>(r) : 0;
+  sent_now = written;
   if (written == bytes) {
     clear();
     return 0;
@@ -57,17 +59,24 @@ int OutQueue::flush(uv_stream_t* s, uv_write_cb cb) noexcept {
 bool ClientSession::flush_to_backend() noexcept {
   if (xb_->to_backend.pending) return false;
   if (xb_->to_backend.n == 0) return true;
-  ex().req_bytes_sent = true;
   BackendState& st = ex().pool->backend(ex().backend);
   st.counters.bytes_out.fetch_add(xb_->to_backend.bytes, std::memory_order_relaxed);
   int r = xb_->to_backend.flush(ex().conn->stream(), &on_backend_written);
   if (r < 0) {
     xb_->to_backend.clear();
-    attempt_failed(false, Reject::kBackendError, 502);
+    attempt_failed(AttemptEnd::kFailed, Reject::kBackendError, 502);
     return false;
   }
+  // Only bytes the socket took count as sent: a write refused outright left the request unsent.
+  if (xb_->to_backend.sent_now > 0) {
+    ex().req_bytes_sent = true;
+    backend_progress();
+  }
   if (r > 0) {
+    // Waiting on the backend to take the body: rondel stops reading the client, and the client's
+    // body timeout does not run meanwhile (the stall is the backend's, not the client's).
     set_client_reading(false);
+    worker_.timeouts().clear(*this);
     return false;
   }
   return true;
@@ -82,19 +91,27 @@ void ClientSession::on_backend_written(uv_write_t* req, int status) noexcept {
     return;
   }
   if (s->closing()) return;
-  if (s->retry_after_write_) {
-    s->retry_after_write_ = false;
-    s->start_attempt();
+  if (s->retry_after_write_ != PendingRetry::kNone) {
+    PendingRetry retry = s->retry_after_write_;
+    s->retry_after_write_ = PendingRetry::kNone;
+    if (retry == PendingRetry::kSameBackend) {
+      s->begin_attempt(s->ex().backend, ConnSource::kNew);
+    } else {
+      s->start_attempt();
+    }
     return;
   }
   if (status < 0) {
-    if (s->ex().conn != nullptr && s->in_exchange()) s->attempt_failed(false, Reject::kBackendError, 502);
+    if (s->ex().conn != nullptr && s->in_exchange()) {
+      s->attempt_failed(AttemptEnd::kFailed, Reject::kBackendError, 502);
+    }
     return;
   }
   if (!s->in_exchange()) return;
-  if (s->ex().conn != nullptr && !s->ex().resp_head_seen) {
-    s->ex().conn->arm_timer(s->ex().req_done ? s->ex().pool->config().response_header_timeout_ms
-                                     : s->ex().pool->config().backend_io_timeout_ms);
+  if (s->ex().conn != nullptr) s->ex().req_bytes_sent = true;
+  s->backend_progress();
+  if (s->ex().conn != nullptr && !s->ex().resp_head_seen && s->ex().req_done) {
+    s->ex().conn->arm_timer(s->ex().pool->config().response_header_timeout_ms);
   }
   if (s->ex().req_done) {
     if (s->ex().resp_complete && !s->xb_->to_client.pending) s->response_done();
@@ -121,14 +138,10 @@ void ClientSession::on_request_head() noexcept {
   worker_.timeouts().clear(*this);
   head_timer_armed_ = false;
   head_known_ = true;
+  // A new request: nothing of the previous one survives (its pool may be gone with the old
+  // snapshot). No slot is held here: the previous exchange ended.
+  ex() = Exchange{};
   ex().start_ns = uv_hrtime();
-  ex().status = 0;
-  ex().hops = 0;
-  ex().attempts = 0;
-  ex().req_done = ex().req_bytes_sent = ex().resp_started = ex().resp_head_seen = ex().resp_complete = false;
-  ex().sent_continue = ex().in_interim = false;
-  ex().backend_reusable = true;
-  ex().backend = ex().owner = core::kNoBackend;
   worker_.stats().requests.fetch_add(1, std::memory_order_relaxed);
   if (listener_cfg_ == nullptr || listener_pool_ == nullptr) {
     reject(503, Reject::kNoBackend, "listener_removed");
@@ -167,11 +180,8 @@ void ClientSession::on_request_head() noexcept {
   start_attempt();
 }
 
-void ClientSession::start_attempt() noexcept {
-  ++ex().attempts;
-  phase_ = Phase::kConnecting;
+core::BackendIndex ClientSession::route_attempt(bool first_pick) noexcept {
   std::span<uint64_t> tried(xb_->tried.data(), ex().pool->excluded_words());
-  bool first_pick = ex().attempts == 1;  // the routing decision; retries and re-walks are not
   for (;;) {
     core::BackendIndex b = core::kNoBackend;
     if (ex().keyed) {
@@ -190,13 +200,10 @@ void ClientSession::start_attempt() noexcept {
     } else {
       b = ex().pool->least_loaded(tried);
       if (ex().owner == core::kNoBackend) ex().owner = b;
-      ex().hops = static_cast<uint16_t>(ex().attempts - 1);  // one backend passed over per retry
+      // One backend passed over per earlier attempt (a stale-connection retry passes none).
+      ex().hops = static_cast<uint16_t>(ex().attempts - (ex().stale_retried ? 1 : 0));
     }
-    if (b == core::kNoBackend) {
-      ex().pool->state().no_backend.fetch_add(1, std::memory_order_relaxed);
-      fail_exchange(503, Reject::kNoBackend, Outcome::kRejected);
-      return;
-    }
+    if (b == core::kNoBackend) return b;
     BackendState& st = ex().pool->backend(b);
     uint32_t max_conns = ex().pool->config().max_connections_per_backend;
     if (max_conns != 0 && st.idle_count(worker_.id()) == 0 &&
@@ -205,34 +212,94 @@ void ClientSession::start_attempt() noexcept {
       core::bit_set(tried, b);
       continue;
     }
-    ex().backend = b;
-    st.in_flight.fetch_add(1, std::memory_order_relaxed);
-    ex().pool->state().total_in_flight.fetch_add(1, std::memory_order_relaxed);
-    ex().counted = true;
+    return b;
+  }
+}
+
+void ClientSession::start_attempt() noexcept {
+  bool first_pick = ex().attempts == 0;  // the routing decision; retries and re-walks are not
+  core::BackendIndex b = route_attempt(first_pick);
+  if (b == core::kNoBackend) {
+    ++ex().attempts;
+    ex().pool->state().no_backend.fetch_add(1, std::memory_order_relaxed);
+    fail_exchange(503, Reject::kNoBackend, Outcome::kRejected);
+    return;
+  }
+  begin_attempt(b, ConnSource::kIdleOrNew);
+}
+
+void ClientSession::begin_attempt(core::BackendIndex b, ConnSource source) noexcept {
+  ++ex().attempts;
+  phase_ = Phase::kConnecting;
+  ex().backend = b;
+  ex().req_bytes_sent = ex().resp_bytes_seen = false;
+  BackendState& st = ex().pool->backend(b);
+  ex().slot = InFlightSlot::take(st.in_flight, ex().pool->state().total_in_flight);
+  if (source == ConnSource::kIdleOrNew) {
     if (BackendConn* idle = st.pop_idle(worker_.id())) {
       ex().conn = idle;
       ex().conn->attach(this);
       backend_ready();
       return;
     }
-    int err = 0;
-    ex().conn = BackendConn::connect(worker_, st, this, &err);
-    if (ex().conn == nullptr) {
-      worker_.log().log_limited(Level::kError, worker_.now_ms(), "backend_socket_failed",
-                                uv_err_name(err));
-      attempt_failed(true, Reject::kBackendError, 502);
-      return;
-    }
-    ex().conn->arm_timer(ex().pool->config().connect_timeout_ms);
+  }
+  int err = 0;
+  ex().conn = BackendConn::connect(worker_, st, this, &err);
+  if (ex().conn == nullptr) {
+    worker_.log().log_limited(Level::kError, worker_.now_ms(), "backend_socket_failed",
+                              uv_err_name(err));
+    attempt_failed(AttemptEnd::kConnectFailed, Reject::kBackendError, 502);
     return;
   }
+  ex().conn->arm_timer(ex().pool->config().connect_timeout_ms);
 }
 
-void ClientSession::release_attempt() noexcept {
-  if (!ex().counted) return;
-  ex().counted = false;
-  ex().pool->backend(ex().backend).in_flight.fetch_sub(1, std::memory_order_relaxed);
-  ex().pool->state().total_in_flight.fetch_sub(1, std::memory_order_relaxed);
+void ClientSession::end_attempt(AttemptEnd end) noexcept {
+  if (!ex().slot.held()) return;
+  bool reusable = end == AttemptEnd::kServed && ex().backend_reusable && ex().req_done &&
+                  ex().resp_complete;
+  drop_backend(reusable);
+  BackendState& st = ex().pool->backend(ex().backend);
+  switch (end) {
+    case AttemptEnd::kConnectFailed:
+      st.counters.connect_errors.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case AttemptEnd::kTimedOut:
+      st.counters.timeouts.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case AttemptEnd::kFailed:
+      st.counters.errors.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case AttemptEnd::kServed:
+    case AttemptEnd::kStale:
+      break;
+  }
+  note_passive_health(st, end);
+  ex().slot.release();
+}
+
+void ClientSession::note_passive_health(BackendState& st, AttemptEnd end) noexcept {
+  if (end == AttemptEnd::kStale) return;  // the backend closed an idle connection: no failure
+  if (end == AttemptEnd::kServed) {
+    if (!ex().resp_head_seen) return;  // the client left before the backend answered
+    if (ex().status >= 500) {
+      st.note_failure(0);
+    } else {
+      st.note_success();
+    }
+    return;
+  }
+  if (st.note_failure(ex().pool->config().passive.consecutive_failures)) {
+    // Passive ejection; the health module brings it back after the cool-down.
+    uint32_t unusable = ex().pool->state().unusable.load(std::memory_order_relaxed);
+    uint64_t limit = ex().pool->size() * ex().pool->config().passive.max_ejected_percent / 100;
+    if (unusable < limit && st.change_health(Health::kUp, Health::kEjected)) {
+      st.ejected_until_ms = worker_.now_ms() + ex().pool->config().passive.ejection_ms;
+      ex().pool->state().unusable.fetch_add(1, std::memory_order_relaxed);
+      worker_.log().log(Level::kWarn, "backend_ejected",
+                        "pool=" + ex().pool->name() + " backend=" + st.id());
+    }
+  }
 }
 
 void ClientSession::on_backend_connected(BackendConn* conn, int status) noexcept {
@@ -241,7 +308,7 @@ void ClientSession::on_backend_connected(BackendConn* conn, int status) noexcept
     worker_.log().log_limited(Level::kWarn, worker_.now_ms(), "backend_connect_failed",
                               "backend=" + ex().pool->backend(ex().backend).id() + " error=" +
                                   uv_err_name(status));
-    attempt_failed(true, Reject::kBackendError, 502);
+    attempt_failed(AttemptEnd::kConnectFailed, Reject::kBackendError, 502);
     return;
   }
   backend_ready();
@@ -276,43 +343,40 @@ void ClientSession::backend_ready() noexcept {
 }
 
 bool ClientSession::may_retry() const noexcept {
-  if (ex().resp_started || ex().resp_head_seen) return false;
-  if (!ex().req_bytes_sent) return true;
+  if (ex().resp_started || ex().resp_head_seen || ex().interim_sent) return false;
+  if (!ex().req_bytes_sent && !ex().body_pushed) return true;  // the head can be written again
   const auto& head = xb_->req_parser.head();
   // Something was sent: only a bodiless idempotent request may go again (never a POST).
   return head.idempotent && head.framing == http::Framing::kNone && ex().req_done;
 }
 
-void ClientSession::attempt_failed(bool connect_failure, Reject reason, uint16_t status) noexcept {
-  BackendState& st = ex().pool->backend(ex().backend);
-  if (connect_failure) {
-    st.counters.connect_errors.fetch_add(1, std::memory_order_relaxed);
-  } else if (reason == Reject::kTimeout) {
-    st.counters.timeouts.fetch_add(1, std::memory_order_relaxed);
-  } else {
-    st.counters.errors.fetch_add(1, std::memory_order_relaxed);
-  }
-  if (st.note_failure(ex().pool->config().passive.consecutive_failures)) {
-    // Passive ejection; the health module brings it back after the cool-down.
-    uint32_t unusable = ex().pool->state().unusable.load(std::memory_order_relaxed);
-    uint64_t limit = ex().pool->size() * ex().pool->config().passive.max_ejected_percent / 100;
-    if (unusable < limit && st.change_health(Health::kUp, Health::kEjected)) {
-      st.ejected_until_ms = worker_.now_ms() + ex().pool->config().passive.ejection_ms;
-      ex().pool->state().unusable.fetch_add(1, std::memory_order_relaxed);
-      worker_.log().log(Level::kWarn, "backend_ejected",
-                        "pool=" + ex().pool->name() + " backend=" + st.id());
+bool ClientSession::stale_connection() const noexcept {
+  return ex().conn != nullptr && ex().conn->reused() && !ex().resp_bytes_seen &&
+         !ex().stale_retried && may_retry();
+}
+
+void ClientSession::attempt_failed(AttemptEnd end, Reject reason, uint16_t status) noexcept {
+  if (end == AttemptEnd::kFailed && stale_connection()) end = AttemptEnd::kStale;
+  end_attempt(end);
+  xb_->to_backend.clear();
+  if (end == AttemptEnd::kStale) {
+    // Once, on a fresh connection to the same backend: not a failure, not a spill.
+    ex().stale_retried = true;
+    if (xb_->to_backend.pending) {
+      retry_after_write_ = PendingRetry::kSameBackend;
+      return;
     }
+    begin_attempt(ex().backend, ConnSource::kNew);
+    return;
   }
-  drop_backend(false);
-  release_attempt();
+  BackendState& st = ex().pool->backend(ex().backend);
   core::bit_set(std::span<uint64_t>(xb_->tried.data(), ex().pool->excluded_words()), ex().backend);
-  bool can = may_retry() && ex().attempts <= ex().pool->config().retries;
-  if (can) {
+  uint32_t used = ex().attempts - (ex().stale_retried ? 1 : 0);
+  if (may_retry() && used <= ex().pool->config().retries) {
     worker_.stats().retries.fetch_add(1, std::memory_order_relaxed);
     st.counters.retries.fetch_add(1, std::memory_order_relaxed);
-    xb_->to_backend.clear();
     if (xb_->to_backend.pending) {
-      retry_after_write_ = true;
+      retry_after_write_ = PendingRetry::kRepick;
       return;
     }
     start_attempt();
@@ -324,6 +388,8 @@ void ClientSession::attempt_failed(bool connect_failure, Reject reason, uint16_t
 
 void ClientSession::on_backend_data(BackendConn* conn) noexcept {
   if (conn != ex().conn || closing()) return;
+  ex().resp_bytes_seen = true;
+  backend_progress();
   pump_response();
 }
 
@@ -338,14 +404,19 @@ void ClientSession::on_backend_timeout(BackendConn* conn) noexcept {
   if (phase_ == Phase::kConnecting) {
     worker_.log().log_limited(Level::kWarn, worker_.now_ms(), "backend_connect_timeout",
                               "backend=" + ex().pool->backend(ex().backend).id());
-    attempt_failed(true, Reject::kTimeout, 504);
-  } else if (!ex().resp_head_seen) {
+    attempt_failed(AttemptEnd::kConnectFailed, Reject::kTimeout, 504);
+  } else {
     worker_.log().log_limited(Level::kWarn, worker_.now_ms(), "backend_timeout",
                               "backend=" + ex().pool->backend(ex().backend).id());
-    attempt_failed(false, Reject::kTimeout, 504);
-  } else {
-    ex().pool->backend(ex().backend).counters.timeouts.fetch_add(1, std::memory_order_relaxed);
-    fail_exchange(504, Reject::kTimeout, Outcome::kTimeout);
+    attempt_failed(AttemptEnd::kTimedOut, Reject::kTimeout, 504);  // after the head: a close
+  }
+}
+
+void ClientSession::backend_progress() noexcept {
+  if (ex().conn == nullptr || phase_ != Phase::kExchange) return;
+  // Before the response head, once the request is sent, the response-header timeout runs.
+  if (ex().resp_head_seen || !ex().req_done) {
+    ex().conn->arm_timer(ex().pool->config().backend_io_timeout_ms);
   }
 }
 
@@ -370,14 +441,14 @@ void ClientSession::pump_response() noexcept {
           return;
         }
         if (!ex().resp_head_seen) {
-          attempt_failed(false, Reject::kBackendError, 502);
+          attempt_failed(AttemptEnd::kFailed, Reject::kBackendError, 502);
           return;
         }
         http::Step fin = xb_->resp_parser.finish();
         if (fin.event != http::Event::kMessageEnd) {
           worker_.log().log_limited(Level::kWarn, worker_.now_ms(), "backend_response_truncated",
                                     "backend=" + ex().pool->backend(ex().backend).id());
-          fail_exchange(502, Reject::kBackendError, Outcome::kBackendError);
+          attempt_failed(AttemptEnd::kFailed, Reject::kBackendError, 502);
           return;
         }
         if (ex().client_framing.framing == http::Framing::kChunked) {
@@ -392,11 +463,12 @@ void ClientSession::pump_response() noexcept {
         if (rh.status < 200) {
           ex().in_interim = true;
           if (rh.status == 100 && ex().sent_continue) break;  // rondel already said 100 Continue
+          if (req.version_minor == 0) break;  // an HTTP/1.0 client gets no 1xx (RFC 9110 15.2)
           if (!flush_to_client()) return;  // the interim head string is reused
           xb_->resp_head_out.clear();
           http::write_interim_head(rh, xb_->resp_head_out);
           xb_->to_client.push(xb_->resp_head_out.data(), xb_->resp_head_out.size());
-          ex().resp_started = true;
+          ex().interim_sent = true;  // not the final head: a failure can still send a status
           if (!flush_to_client()) return;
           break;
         }
@@ -413,12 +485,6 @@ void ClientSession::pump_response() noexcept {
         xb_->to_client.push(xb_->resp_head_out.data(), xb_->resp_head_out.size());
         ex().resp_started = true;
         ex().conn->arm_timer(ex().pool->config().backend_io_timeout_ms);
-        BackendState& bs = ex().pool->backend(ex().backend);
-        if (rh.status >= 500) {
-          bs.note_failure(0);
-        } else {
-          bs.note_success();
-        }
         break;
       }
       case http::Event::kBody:
@@ -452,11 +518,8 @@ void ClientSession::pump_response() noexcept {
                                   "backend=" + ex().pool->backend(ex().backend).id() + " reason=" +
                                       std::string(xb_->resp_parser.error().reason));
         ex().backend_reusable = false;
-        if (!ex().resp_head_seen && !ex().resp_started) {
-          fail_exchange(502, Reject::kBackendError, Outcome::kBackendError);
-        } else {
-          fail_exchange(502, Reject::kBackendError, Outcome::kBackendError);
-        }
+        end_attempt(AttemptEnd::kFailed);  // a malformed response is not retried
+        fail_exchange(502, Reject::kBackendError, Outcome::kBackendError);
         return;
     }
   }
@@ -515,21 +578,26 @@ void ClientSession::drop_backend(bool reusable) noexcept {
 
 void ClientSession::finish_exchange(Outcome outcome) noexcept {
   if (!in_exchange()) return;
-  bool reusable = outcome == Outcome::kOk && ex().backend_reusable && ex().req_done && ex().resp_complete;
-  drop_backend(reusable);
+  // The exchange is counted on its backend when it ended on a live attempt or with a response
+  // head from it; an answer rondel made after that backend failed (502/503/504) is not one of
+  // the backend's responses (its failure is counted already, by end_attempt).
+  bool on_backend = ex().slot.held() || ex().resp_head_seen;
   if (ex().backend != core::kNoBackend && ex().pool != nullptr) {
     BackendState& st = ex().pool->backend(ex().backend);
-    st.counters.requests.fetch_add(1, std::memory_order_relaxed);
-    if (ex().status >= 500) st.counters.responses_5xx.fetch_add(1, std::memory_order_relaxed);
-    else if (ex().status >= 400) st.counters.responses_4xx.fetch_add(1, std::memory_order_relaxed);
-    else if (ex().status >= 300) st.counters.responses_3xx.fetch_add(1, std::memory_order_relaxed);
-    else if (ex().status >= 200) st.counters.responses_2xx.fetch_add(1, std::memory_order_relaxed);
+    if (on_backend) {
+      st.counters.requests.fetch_add(1, std::memory_order_relaxed);
+      if (ex().status >= 500) st.counters.responses_5xx.fetch_add(1, std::memory_order_relaxed);
+      else if (ex().status >= 400) st.counters.responses_4xx.fetch_add(1, std::memory_order_relaxed);
+      else if (ex().status >= 300) st.counters.responses_3xx.fetch_add(1, std::memory_order_relaxed);
+      else if (ex().status >= 200) st.counters.responses_2xx.fetch_add(1, std::memory_order_relaxed);
+    }
     if (ex().owner != core::kNoBackend && ex().owner != ex().backend && ex().keyed) {
       st.counters.spill_in.fetch_add(1, std::memory_order_relaxed);
       ex().pool->state().spilled.fetch_add(1, std::memory_order_relaxed);
     }
   }
-  release_attempt();
+  if (ex().slot.held()) end_attempt(AttemptEnd::kServed);
+  drop_backend(false);  // a connection with no attempt (none normally; defensive)
   log_access(outcome);
   if (worker_.on_exchange != nullptr && ex().pool != nullptr) {
     ExchangeRecord rec;

@@ -188,8 +188,8 @@ void ClientSession::arm_client_timer() noexcept {
     } else {
       ms = l.idle_timeout_ms;
     }
-  } else if (phase_ == Phase::kExchange && !ex().req_done) {
-    ms = l.body_timeout_ms;
+  } else if (phase_ == Phase::kExchange && !ex().req_done && !xb_->to_backend.pending) {
+    ms = l.body_timeout_ms;  // not while the backend is slow to take the body (backpressure)
   }
   set_timeout(ms);
 }
@@ -432,7 +432,10 @@ void ClientSession::on_client_written(uv_write_t* req, int status) noexcept {
     s->response_done();
     return;
   }
-  if (s->ex().conn != nullptr) s->pump_response();
+  if (s->ex().conn != nullptr) {
+    s->backend_progress();  // the response moves: the backend I/O timeout starts again
+    s->pump_response();
+  }
 }
 
 void ClientSession::on_timeout(net::Timeout* t) noexcept {

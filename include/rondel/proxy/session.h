@@ -4,7 +4,8 @@
 // with the bounded-load rule, streams the request body to it and the response back, with one
 // buffer per direction: a source is not read while a write of its bytes is pending, so memory
 // per connection is bounded whatever the body size. Every in-flight increment made for an
-// attempt is undone exactly once by release_attempt(). Loop thread only.
+// attempt is owned by the attempt's InFlightSlot, released at the attempt's one exit
+// (end_attempt). Loop thread only.
 #pragma once
 
 #include <uv.h>
@@ -19,6 +20,7 @@
 #include "rondel/http/writer.h"
 #include "rondel/net/timeout_queue.h"
 #include "rondel/net/uv_util.h"
+#include "rondel/proxy/inflight_slot.h"
 #include "rondel/proxy/snapshot.h"
 #include "rondel/proxy/worker.h"
 
@@ -34,6 +36,7 @@ struct OutQueue {
   size_t bytes = 0;
   char chunk_heads[kMaxBufs][20];
   int heads = 0;
+  size_t sent_now = 0;  // bytes the last flush() wrote synchronously
   uv_write_t req{};
   bool pending = false;
 
@@ -49,9 +52,11 @@ struct OutQueue {
 // rewritten heads. Taken from the worker's pool (Worker::take_exchange) when the first byte of a
 // request arrives and given back when the connection is idle again, so an idle keep-alive
 // connection holds only its ClientSession (handles, addresses, flags).
-// The state of the exchange a session is running (reset when the session takes the buffers).
+// The state of the exchange a session is running, reset by value (`ex = Exchange{}`) when a
+// request head arrives, so nothing of the previous request (its pool, backend, flags) survives.
 struct Exchange {
   const Pool* pool = nullptr;
+  InFlightSlot slot;          // the current attempt's place in the in-flight counts
   BackendConn* conn = nullptr;
   core::BackendIndex backend = core::kNoBackend;
   core::BackendIndex owner = core::kNoBackend;
@@ -63,11 +68,14 @@ struct Exchange {
   uint16_t status = 0;
   http::ClientFraming client_framing;
   uint8_t reason = 0;         // core::RouteReason of the last keyed pick
-  bool counted = false;       // in-flight incremented for the current attempt
   bool keyed = false;         // the request had its hash key
   bool req_done = false;      // request fully forwarded
-  bool req_bytes_sent = false;  // some request byte was handed to a backend socket
-  bool resp_started = false;  // some response byte was sent to the client
+  bool req_bytes_sent = false;  // the backend socket accepted some request byte (this attempt)
+  bool body_pushed = false;   // some request body byte was queued for the backend
+  bool resp_bytes_seen = false;  // some response byte arrived from the backend (this attempt)
+  bool resp_started = false;  // the final response head (or a canned response) went to the client
+  bool interim_sent = false;  // a 1xx response was forwarded to the client
+  bool stale_retried = false;  // the one retry after a reused connection went stale was used
   bool resp_head_seen = false;  // the backend's final response head arrived
   bool resp_complete = false;   // the backend's response is complete (maybe not flushed)
   bool sent_continue = false;
@@ -120,6 +128,18 @@ class ClientSession final : public net::HandleCloser, private net::Timeout {
  private:
   enum class Phase : uint8_t { kIdle, kConnecting, kExchange, kLinger };
   enum class Outcome : uint8_t { kOk, kClientAbort, kBackendError, kTimeout, kRejected };
+  // How one attempt on a backend ended: picks the backend counter and the passive-health note.
+  enum class AttemptEnd : uint8_t {
+    kServed,         // the exchange ended on this attempt (response forwarded, or client left)
+    kConnectFailed,  // no connection: socket error, refused or connect timeout
+    kTimedOut,       // no progress within backend_io_timeout or response_header_timeout
+    kFailed,         // the connection broke or the response was malformed or truncated
+    kStale,          // a reused idle connection the backend had closed: not the backend's fault
+  };
+  // What to do once a cancelled backend write has called back.
+  enum class PendingRetry : uint8_t { kNone, kRepick, kSameBackend };
+  // Where an attempt's backend connection comes from.
+  enum class ConnSource : uint8_t { kIdleOrNew, kNew };
 
   explicit ClientSession(Worker& worker) : worker_(worker) {}
   ~ClientSession() override;
@@ -155,11 +175,24 @@ class ClientSession final : public net::HandleCloser, private net::Timeout {
   bool flush_to_backend() noexcept;
 
   // Exchange.
+  // Picks the backend for the next attempt (the routing decision; kNoBackend: none eligible).
+  core::BackendIndex route_attempt(bool first_pick) noexcept;
   void start_attempt() noexcept;
-  void release_attempt() noexcept;
+  // Takes the in-flight slot on `b` and a connection (idle or new, per `source`).
+  void begin_attempt(core::BackendIndex b, ConnSource source) noexcept;
+  // The attempt's one exit: drops the connection (pooled only when served and clean), then the
+  // backend's counters, the passive-health note and the in-flight slot release, in that order.
+  void end_attempt(AttemptEnd end) noexcept;
+  void note_passive_health(BackendState& st, AttemptEnd end) noexcept;
   void backend_ready() noexcept;
-  void attempt_failed(bool connect_failure, Reject reason, uint16_t status) noexcept;
+  void attempt_failed(AttemptEnd end, Reject reason, uint16_t status) noexcept;
   bool may_retry() const noexcept;
+  // A failure on a reused connection before any response byte, the request still re-sendable:
+  // the backend had closed the idle connection (the keep-alive race, RFC 9112 §9.3.1).
+  bool stale_connection() const noexcept;
+  // Progress on the backend connection, in either direction: the I/O inactivity timeout starts
+  // again (while the request is sent, and once the response head arrived).
+  void backend_progress() noexcept;
   void pump_response() noexcept;
   void response_done() noexcept;
   void finish_exchange(Outcome outcome) noexcept;
@@ -199,7 +232,7 @@ class ClientSession final : public net::HandleCloser, private net::Timeout {
   bool head_timer_armed_ : 1 = false;   // the header timeout is running for this request
   bool head_known_ : 1 = false;         // the current request's head was parsed whole
   bool close_after_flush_ : 1 = false;  // close (linger) once to_client is written
-  bool retry_after_write_ : 1 = false;  // a cancelled backend write must complete before a retry
+  PendingRetry retry_after_write_ = PendingRetry::kNone;  // retry once the cancelled write calls back
   bool delete_when_written_ : 1 = false;
 };
 
