@@ -18,44 +18,6 @@ constexpr std::string_view k100Continue = "HTTP/1.1 100 Continue\r\n\r\n";
 
 }  // namespace
 
-// ---------------------------------------------------------------------------------------------
-// OutQueue
-
-void OutQueue::push(const char* p, size_t len) noexcept {
-  if (len == 0) return;
-  bufs[n++] = uv_buf_init(const_cast<char*>(p), static_cast<unsigned>(len));
-  bytes += len;
-}
-
-void OutQueue::push_chunk_header(uint64_t len) noexcept {
-  char* h = chunk_heads[heads++];
-  push(h, http::chunk_header(len, h));
-}
-
-int OutQueue::flush(uv_stream_t* s, uv_write_cb cb) noexcept {
-  sent_now = 0;
-  if (n == 0) return 0;
-  int r = uv_try_write(s, bufs, static_cast<unsigned>(n));
-  if (r < 0 && r != UV_EAGAIN) return r;
-  size_t written = r > 0 ? static_cast<size_t>(r) : 0;
-  sent_now = written;
-  if (written == bytes) {
-    clear();
-    return 0;
-  }
-  int i = 0;
-  while (written >= bufs[i].len) {
-    written -= bufs[i].len;
-    ++i;
-  }
-  bufs[i].base += written;
-  bufs[i].len -= written;
-  int rc = uv_write(&req, s, bufs + i, static_cast<unsigned>(n - i), cb);
-  if (rc != 0) return rc;
-  pending = true;
-  return 1;
-}
-
 bool ClientSession::flush_to_backend() noexcept {
   if (xb_->to_backend.pending) return false;
   if (xb_->to_backend.n == 0) return true;
@@ -110,11 +72,11 @@ void ClientSession::on_backend_written(uv_write_t* req, int status) noexcept {
   if (!s->in_exchange()) return;
   if (s->ex().conn != nullptr) s->ex().req_bytes_sent = true;
   s->backend_progress();
-  if (s->ex().conn != nullptr && !s->ex().resp_head_seen && s->ex().req_done) {
+  if (s->ex().conn != nullptr && !s->ex().resp_head_seen() && s->ex().req_done()) {
     s->ex().conn->arm_timer(s->ex().pool->config().response_header_timeout_ms);
   }
-  if (s->ex().req_done) {
-    if (s->ex().resp_complete && !s->xb_->to_client.pending) s->response_done();
+  if (s->ex().req_done()) {
+    if (s->ex().resp_complete() && !s->xb_->to_client.pending) s->response_done();
     return;
   }
   s->arm_client_timer();
@@ -256,8 +218,8 @@ void ClientSession::begin_attempt(core::BackendIndex b, ConnSource source) noexc
 
 void ClientSession::end_attempt(AttemptEnd end) noexcept {
   if (!ex().slot.held()) return;
-  bool reusable = end == AttemptEnd::kServed && ex().backend_reusable && ex().req_done &&
-                  ex().resp_complete;
+  bool reusable = end == AttemptEnd::kServed && ex().backend_reusable && ex().req_done() &&
+                  ex().resp_complete();
   drop_backend(reusable);
   BackendState& st = ex().pool->backend(ex().backend);
   switch (end) {
@@ -281,7 +243,7 @@ void ClientSession::end_attempt(AttemptEnd end) noexcept {
 void ClientSession::note_passive_health(BackendState& st, AttemptEnd end) noexcept {
   if (end == AttemptEnd::kStale) return;  // the backend closed an idle connection: no failure
   if (end == AttemptEnd::kServed) {
-    if (!ex().resp_head_seen) return;  // the client left before the backend answered
+    if (!ex().resp_head_seen()) return;  // the client left before the backend answered
     if (ex().status >= 500) {
       st.note_failure(0);
     } else {
@@ -333,7 +295,7 @@ void ClientSession::backend_ready() noexcept {
       if (closing()) return;
     }
   }
-  if (ex().req_done) {
+  if (ex().req_done()) {
     // A retry of a request already read whole (no body): send the head again.
     if (flush_to_backend()) ex().conn->arm_timer(ex().pool->config().response_header_timeout_ms);
     return;
@@ -343,11 +305,11 @@ void ClientSession::backend_ready() noexcept {
 }
 
 bool ClientSession::may_retry() const noexcept {
-  if (ex().resp_started || ex().resp_head_seen || ex().interim_sent) return false;
+  if (ex().response != ResponseState::kWaiting) return false;
   if (!ex().req_bytes_sent && !ex().body_pushed) return true;  // the head can be written again
   const auto& head = xb_->req_parser.head();
   // Something was sent: only a bodiless idempotent request may go again (never a POST).
-  return head.idempotent && head.framing == http::Framing::kNone && ex().req_done;
+  return head.idempotent && head.framing == http::Framing::kNone && ex().req_done();
 }
 
 bool ClientSession::stale_connection() const noexcept {
@@ -415,100 +377,51 @@ void ClientSession::on_backend_timeout(BackendConn* conn) noexcept {
 void ClientSession::backend_progress() noexcept {
   if (ex().conn == nullptr || phase_ != Phase::kExchange) return;
   // Before the response head, once the request is sent, the response-header timeout runs.
-  if (ex().resp_head_seen || !ex().req_done) {
+  if (ex().resp_head_seen() || !ex().req_done()) {
     ex().conn->arm_timer(ex().pool->config().backend_io_timeout_ms);
   }
 }
 
 void ClientSession::pump_response() noexcept {
-  const auto& req = xb_->req_parser.head();
   for (;;) {
     if (closing() || ex().conn == nullptr || !in_exchange()) return;
     if (xb_->to_client.pending) {
       ex().conn->pause_reading();
       return;
     }
-    if (ex().resp_complete) return;
+    if (ex().resp_complete()) return;
     size_t avail = ex().conn->available();
     http::Step st = xb_->resp_parser.feed(avail > 0 ? ex().conn->data() : nullptr, avail);
     ex().conn->consume(st.consumed);
     switch (st.event) {
-      case http::Event::kNeedMore: {
+      case http::Event::kNeedMore:
         // Everything received so far is parsed: write it out, then read more (or end on EOF).
         if (!flush_to_client()) return;
         if (!ex().conn->eof()) {
           ex().conn->resume_reading();
           return;
         }
-        if (!ex().resp_head_seen) {
-          attempt_failed(AttemptEnd::kFailed, Reject::kBackendError, 502);
-          return;
-        }
-        http::Step fin = xb_->resp_parser.finish();
-        if (fin.event != http::Event::kMessageEnd) {
-          worker_.log().log_limited(Level::kWarn, worker_.now_ms(), "backend_response_truncated",
-                                    "backend=" + ex().pool->backend(ex().backend).id());
-          attempt_failed(AttemptEnd::kFailed, Reject::kBackendError, 502);
-          return;
-        }
-        if (ex().client_framing.framing == http::Framing::kChunked) {
-          xb_->to_client.push(http::kLastChunk.data(), http::kLastChunk.size());
-        }
-        ex().resp_complete = true;
-        if (flush_to_client()) response_done();
+        response_eof();
         return;
-      }
-      case http::Event::kHead: {
-        const auto& rh = xb_->resp_parser.head();
-        if (rh.status < 200) {
-          ex().in_interim = true;
-          if (rh.status == 100 && ex().sent_continue) break;  // rondel already said 100 Continue
-          if (req.version_minor == 0) break;  // an HTTP/1.0 client gets no 1xx (RFC 9110 15.2)
-          if (!flush_to_client()) return;  // the interim head string is reused
-          xb_->resp_head_out.clear();
-          http::write_interim_head(rh, xb_->resp_head_out);
-          xb_->to_client.push(xb_->resp_head_out.data(), xb_->resp_head_out.size());
-          ex().interim_sent = true;  // not the final head: a failure can still send a status
-          if (!flush_to_client()) return;
-          break;
-        }
-        ex().resp_head_seen = true;
-        ex().status = rh.status;
-        ex().client_framing = http::choose_client_framing(req, rh);
-        // A final response before the request body ended: the rest of the body will not be
-        // forwarded, so the connection ends after this response (see response_done); say so.
-        if (close_after_ || worker_.draining() || !ex().req_done) ex().client_framing.close_after = true;
-        if (ex().client_framing.close_after) close_after_ = true;
-        if (!rh.keep_alive) ex().backend_reusable = false;
-        xb_->resp_head_out.clear();
-        http::write_response_head(req, rh, ex().client_framing, xb_->resp_head_out);
-        xb_->to_client.push(xb_->resp_head_out.data(), xb_->resp_head_out.size());
-        ex().resp_started = true;
-        ex().conn->arm_timer(ex().pool->config().backend_io_timeout_ms);
+      case http::Event::kHead:
+        if (!response_head()) return;
         break;
-      }
       case http::Event::kBody:
-        if (ex().client_framing.framing == http::Framing::kChunked) {
-          if (!xb_->to_client.room(3) && !flush_to_client()) return;
-          xb_->to_client.push_chunk_header(st.body.size());
-          xb_->to_client.push(st.body.data(), st.body.size());
-          xb_->to_client.push(http::kChunkTrailer.data(), http::kChunkTrailer.size());
-        } else {
-          if (!xb_->to_client.room(1) && !flush_to_client()) return;
-          xb_->to_client.push(st.body.data(), st.body.size());
+        if (!queue_body(xb_->to_client, ex().client_framing.framing == http::Framing::kChunked,
+                        st.body, &ClientSession::flush_to_client)) {
+          return;
         }
-        if (!xb_->to_client.room(3) && !flush_to_client()) return;
         break;
       case http::Event::kMessageEnd:
         if (ex().in_interim) {
           ex().in_interim = false;
-          xb_->resp_parser.begin(req.is_head);
+          xb_->resp_parser.begin(xb_->req_parser.head().is_head);
           break;
         }
         if (ex().client_framing.framing == http::Framing::kChunked) {
           xb_->to_client.push(http::kLastChunk.data(), http::kLastChunk.size());
         }
-        ex().resp_complete = true;
+        ex().response = ResponseState::kComplete;
         if (ex().conn->available() > 0) ex().backend_reusable = false;  // bytes after the response
         ex().conn->expect_no_more();
         if (flush_to_client()) response_done();
@@ -525,9 +438,71 @@ void ClientSession::pump_response() noexcept {
   }
 }
 
+void ClientSession::response_eof() noexcept {
+  if (!ex().resp_head_seen()) {
+    attempt_failed(AttemptEnd::kFailed, Reject::kBackendError, 502);
+    return;
+  }
+  http::Step fin = xb_->resp_parser.finish();
+  if (fin.event != http::Event::kMessageEnd) {
+    worker_.log().log_limited(Level::kWarn, worker_.now_ms(), "backend_response_truncated",
+                              "backend=" + ex().pool->backend(ex().backend).id());
+    attempt_failed(AttemptEnd::kFailed, Reject::kBackendError, 502);
+    return;
+  }
+  if (ex().client_framing.framing == http::Framing::kChunked) {
+    xb_->to_client.push(http::kLastChunk.data(), http::kLastChunk.size());
+  }
+  ex().response = ResponseState::kComplete;
+  if (flush_to_client()) response_done();
+}
+
+bool ClientSession::response_head() noexcept {
+  const auto& req = xb_->req_parser.head();
+  const auto& rh = xb_->resp_parser.head();
+  if (rh.status < 200) {
+    ex().in_interim = true;
+    if (rh.status == 100 && ex().sent_continue) return true;  // rondel already said 100 Continue
+    if (req.version_minor == 0) return true;  // an HTTP/1.0 client gets no 1xx (RFC 9110 15.2)
+    if (!flush_to_client()) return false;  // the interim head string is reused
+    xb_->resp_head_out.clear();
+    http::write_interim_head(rh, xb_->resp_head_out);
+    xb_->to_client.push(xb_->resp_head_out.data(), xb_->resp_head_out.size());
+    ex().response = ResponseState::kInterim;  // a failure can still send a final status
+    return flush_to_client();
+  }
+  ex().status = rh.status;
+  ex().client_framing = http::choose_client_framing(req, rh);
+  // A final response before the request body ended: the rest of the body will not be
+  // forwarded, so the connection ends after this response (see response_done); say so.
+  if (close_after_ || worker_.draining() || !ex().req_done()) ex().client_framing.close_after = true;
+  if (ex().client_framing.close_after) close_after_ = true;
+  if (!rh.keep_alive) ex().backend_reusable = false;
+  xb_->resp_head_out.clear();
+  http::write_response_head(req, rh, ex().client_framing, xb_->resp_head_out);
+  xb_->to_client.push(xb_->resp_head_out.data(), xb_->resp_head_out.size());
+  ex().response = ResponseState::kStreaming;
+  ex().conn->arm_timer(ex().pool->config().backend_io_timeout_ms);
+  return true;
+}
+
+bool ClientSession::queue_body(OutQueue& q, bool chunked, std::string_view body,
+                               bool (ClientSession::*flush)()) noexcept {
+  if (chunked) {
+    if (!q.room(3) && !(this->*flush)()) return false;
+    q.push_chunk_header(body.size());
+    q.push(body.data(), body.size());
+    q.push(http::kChunkTrailer.data(), http::kChunkTrailer.size());
+  } else {
+    if (!q.room(1) && !(this->*flush)()) return false;
+    q.push(body.data(), body.size());
+  }
+  return q.room(3) || (this->*flush)();
+}
+
 void ClientSession::response_done() noexcept {
-  if (!in_exchange() || !ex().resp_complete) return;
-  if (!ex().req_done) {
+  if (!in_exchange() || !ex().resp_complete()) return;
+  if (!ex().req_done()) {
     // The backend answered before the request body ended: stop forwarding and close. Do not
     // wait for a pending body write: a backend that answers without reading the body may never
     // read it, and the write would hold the exchange until the I/O timeout. Closing the backend
@@ -543,12 +518,12 @@ void ClientSession::response_done() noexcept {
 void ClientSession::fail_exchange(uint16_t status, Reject reason, Outcome outcome) noexcept {
   worker_.stats().rejected[static_cast<size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
   ex().backend_reusable = false;
-  if (!ex().resp_started && !xb_->to_client.pending) {
+  if (!ex().resp_started() && !xb_->to_client.pending) {
     ex().status = status;
     xb_->to_client.clear();
     std::string_view resp = http::canned_response(status);
     xb_->to_client.push(resp.data(), resp.size());
-    ex().resp_started = true;
+    ex().response = ResponseState::kLocal;
     close_after_ = true;
     close_after_flush_ = true;
     finish_exchange(outcome);
@@ -581,7 +556,7 @@ void ClientSession::finish_exchange(Outcome outcome) noexcept {
   // The exchange is counted on its backend when it ended on a live attempt or with a response
   // head from it; an answer rondel made after that backend failed (502/503/504) is not one of
   // the backend's responses (its failure is counted already, by end_attempt).
-  bool on_backend = ex().slot.held() || ex().resp_head_seen;
+  bool on_backend = ex().slot.held() || ex().resp_head_seen();
   if (ex().backend != core::kNoBackend && ex().pool != nullptr) {
     BackendState& st = ex().pool->backend(ex().backend);
     if (on_backend) {

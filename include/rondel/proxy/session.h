@@ -21,32 +21,14 @@
 #include "rondel/net/timeout_queue.h"
 #include "rondel/net/uv_util.h"
 #include "rondel/proxy/inflight_slot.h"
+#include "rondel/proxy/out_queue.h"
 #include "rondel/proxy/snapshot.h"
+#include "rondel/proxy/tcp_transport.h"
 #include "rondel/proxy/worker.h"
 
 namespace rondel::proxy {
 
 class BackendConn;
-
-// A batch of buffers for one vectored write, with storage for the chunk-size lines it frames.
-struct OutQueue {
-  static constexpr int kMaxBufs = 12;
-  uv_buf_t bufs[kMaxBufs];
-  int n = 0;
-  size_t bytes = 0;
-  char chunk_heads[kMaxBufs][20];
-  int heads = 0;
-  size_t sent_now = 0;  // bytes the last flush() wrote synchronously
-  uv_write_t req{};
-  bool pending = false;
-
-  bool room(int k) const noexcept { return n + k <= kMaxBufs; }
-  void push(const char* p, size_t len) noexcept;
-  void push_chunk_header(uint64_t len) noexcept;
-  void clear() noexcept { n = 0; bytes = 0; heads = 0; }
-  // Writes what is queued: 0 = all written now, 1 = a write is pending (cb will run), <0 = error.
-  int flush(uv_stream_t* s, uv_write_cb cb) noexcept;
-};
 
 // A session's working state while a request is read or served: parsers, output queues, the
 // rewritten heads. Taken from the worker's pool (Worker::take_exchange) when the first byte of a
@@ -54,6 +36,22 @@ struct OutQueue {
 // connection holds only its ClientSession (handles, addresses, flags).
 // The state of the exchange a session is running, reset by value (`ex = Exchange{}`) when a
 // request head arrives, so nothing of the previous request (its pool, backend, flags) survives.
+// The request side of an exchange: how much of the client's request was read and forwarded.
+enum class RequestState : uint8_t {
+  kForwarding,  // head parsed: the body (if any) is read from the client and queued for the backend
+  kDone,        // the whole request was read and queued (the backend may not have taken it all)
+};
+
+// The response side of an exchange, as the client sees it. Only kWaiting allows a retry; only
+// kWaiting and kInterim allow rondel to answer with its own status instead.
+enum class ResponseState : uint8_t {
+  kWaiting,    // nothing sent to the client yet, no final response head from the backend
+  kInterim,    // a 1xx went to the client, no final head yet
+  kStreaming,  // the backend's final head went to the client; the body is being forwarded
+  kComplete,   // the backend's response is whole (perhaps not yet flushed to the client)
+  kLocal,      // rondel's own status (4xx, 5xx) went to the client instead of a backend's
+};
+
 struct Exchange {
   const Pool* pool = nullptr;
   InFlightSlot slot;          // the current attempt's place in the in-flight counts
@@ -68,19 +66,27 @@ struct Exchange {
   uint16_t status = 0;
   http::ClientFraming client_framing;
   uint8_t reason = 0;         // core::RouteReason of the last keyed pick
+  RequestState request = RequestState::kForwarding;
+  ResponseState response = ResponseState::kWaiting;
   bool keyed = false;         // the request had its hash key
-  bool req_done = false;      // request fully forwarded
   bool req_bytes_sent = false;  // the backend socket accepted some request byte (this attempt)
   bool body_pushed = false;   // some request body byte was queued for the backend
   bool resp_bytes_seen = false;  // some response byte arrived from the backend (this attempt)
-  bool resp_started = false;  // the final response head (or a canned response) went to the client
-  bool interim_sent = false;  // a 1xx response was forwarded to the client
-  bool stale_retried = false;  // the one retry after a reused connection went stale was used
-  bool resp_head_seen = false;  // the backend's final response head arrived
-  bool resp_complete = false;   // the backend's response is complete (maybe not flushed)
-  bool sent_continue = false;
-  bool in_interim = false;        // parsing a 1xx response
-  bool backend_reusable = true;   // the backend connection may go back to the idle pool
+  bool in_interim = false;    // the response parser is inside a 1xx message
+  bool sent_continue = false;   // rondel answered the client's Expect: 100-continue itself
+  bool stale_retried = false;   // the one retry after a reused connection went stale was used
+  bool backend_reusable = true; // the backend connection may go back to the idle pool
+
+  bool req_done() const noexcept { return request == RequestState::kDone; }
+  // The backend's final response head arrived (and went to the client).
+  bool resp_head_seen() const noexcept {
+    return response == ResponseState::kStreaming || response == ResponseState::kComplete;
+  }
+  // A final response (the backend's or rondel's own) started towards the client.
+  bool resp_started() const noexcept {
+    return response != ResponseState::kWaiting && response != ResponseState::kInterim;
+  }
+  bool resp_complete() const noexcept { return response == ResponseState::kComplete; }
 };
 
 struct ExchangeBuffers {
@@ -96,10 +102,9 @@ struct ExchangeBuffers {
   Exchange ex;
   char client_ip[46] = {0};  // an IPv6 client's address as text, for this exchange
   uint8_t client_ip_len = 0;
-  uv_shutdown_t shutdown_req{};
 };
 
-class ClientSession final : public net::HandleCloser, private net::Timeout {
+class ClientSession final : private TransportEvents, private net::Timeout {
  public:
   // Accepts a connection from `server`. On failure the connection is dropped and counted.
   static void accept(Worker& worker, uv_stream_t* server, const std::string& listener);
@@ -142,8 +147,13 @@ class ClientSession final : public net::HandleCloser, private net::Timeout {
   enum class ConnSource : uint8_t { kIdleOrNew, kNew };
 
   explicit ClientSession(Worker& worker) : worker_(worker) {}
-  ~ClientSession() override;
-  void on_all_closed() noexcept override;
+  ~ClientSession();
+  // The codec's side of the transport.
+  void on_transport_alloc(uv_buf_t* buf) noexcept override;
+  void on_transport_read(ssize_t nread) noexcept override;
+  void on_transport_written(int status) noexcept override;
+  void on_transport_closed() noexcept override;
+  bool closing() const noexcept { return tcp_.closing(); }
   // Takes exchange buffers from the worker if the session has none; false if out of memory.
   bool take_exchange() noexcept;
   // Gives them back (connection idle between requests, nothing pending).
@@ -152,7 +162,8 @@ class ClientSession final : public net::HandleCloser, private net::Timeout {
   Exchange& ex() noexcept { return xb_->ex; }
   const Exchange& ex() const noexcept { return xb_->ex; }
   std::string_view client_ip() const noexcept {
-    return peer_.family == 6 ? std::string_view{xb_->client_ip, xb_->client_ip_len} : peer_.ipv4();
+    return tcp_.peer().family == 6 ? std::string_view{xb_->client_ip, xb_->client_ip_len}
+                                   : tcp_.peer().ipv4();
   }
   size_t head_bytes_pending() const noexcept {
     return xb_ != nullptr ? xb_->req_parser.head_bytes_pending() : 0;
@@ -162,6 +173,8 @@ class ClientSession final : public net::HandleCloser, private net::Timeout {
   void pump_request() noexcept;
   void on_request_head() noexcept;
   void reject(uint16_t status, Reject reason, std::string_view why) noexcept;
+  // The request parser failed: in the head, a refusal; in the body, the exchange is aborted.
+  void request_error(bool in_head) noexcept;
   // Starts or stops reading the client. lazy = stop only if a byte or EOF arrives meanwhile (an
   // exchange that starts or ends with nothing more to read then costs no epoll change).
   void set_client_reading(bool on, bool lazy = false) noexcept;
@@ -194,6 +207,15 @@ class ClientSession final : public net::HandleCloser, private net::Timeout {
   // again (while the request is sent, and once the response head arrived).
   void backend_progress() noexcept;
   void pump_response() noexcept;
+  // The backend's response head (1xx or final) was parsed: forwards it. False: wait for the
+  // client write in progress (pump_response resumes).
+  bool response_head() noexcept;
+  // The backend closed after everything it sent was parsed.
+  void response_eof() noexcept;
+  // Queues one body piece on `q`, chunk-framed if `chunked`, flushing with `flush` when the
+  // queue is full. False: a write is pending (or failed); the caller stops.
+  bool queue_body(OutQueue& q, bool chunked, std::string_view body,
+                  bool (ClientSession::*flush)()) noexcept;
   void response_done() noexcept;
   void finish_exchange(Outcome outcome) noexcept;
   void fail_exchange(uint16_t status, Reject reason, Outcome outcome) noexcept;
@@ -202,11 +224,7 @@ class ClientSession final : public net::HandleCloser, private net::Timeout {
   void log_access(Outcome outcome, bool head_known = true) noexcept;
   void drop_backend(bool reusable) noexcept;
 
-  static void on_alloc(uv_handle_t* h, size_t suggested, uv_buf_t* buf) noexcept;
-  static void on_read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) noexcept;
-  static void on_client_written(uv_write_t* req, int status) noexcept;
   static void on_backend_written(uv_write_t* req, int status) noexcept;
-  static void on_shutdown(uv_shutdown_t* req, int status) noexcept;
 
   Worker& worker_;
   std::shared_ptr<const Snapshot> snap_;
@@ -216,8 +234,9 @@ class ClientSession final : public net::HandleCloser, private net::Timeout {
   const config::ListenerConfig* listener_cfg_ = nullptr;
   const Pool* listener_pool_ = nullptr;
   std::shared_ptr<ListenerState> listener_state_;
-  uv_tcp_t tcp_{};
-  net::PeerAddr peer_;  // the client's address (IPv6: formatted per exchange)
+  // The client connection (its address: IPv6 formatted per exchange). The codec uses only the
+  // Transport interface of it; a TLS transport takes its place later.
+  TcpTransport tcp_;
 
   // Client read buffer: bytes [rpos_, rlen_) are received and not yet consumed.
   char* buf_ = nullptr;
