@@ -304,24 +304,13 @@ void ClientSession::backend_ready() noexcept {
   pump_request();
 }
 
-bool ClientSession::may_retry() const noexcept {
-  if (ex().response != ResponseState::kWaiting) return false;
-  if (!ex().req_bytes_sent && !ex().body_pushed) return true;  // the head can be written again
-  const auto& head = xb_->req_parser.head();
-  // Something was sent: only a bodiless idempotent request may go again (never a POST).
-  return head.idempotent && head.framing == http::Framing::kNone && ex().req_done();
-}
-
-bool ClientSession::stale_connection() const noexcept {
-  return ex().conn != nullptr && ex().conn->reused() && !ex().resp_bytes_seen &&
-         !ex().stale_retried && may_retry();
-}
-
 void ClientSession::attempt_failed(AttemptEnd end, Reject reason, uint16_t status) noexcept {
-  if (end == AttemptEnd::kFailed && stale_connection()) end = AttemptEnd::kStale;
+  const auto& head = xb_->req_parser.head();
+  end = classify_failure(ex(), head, end, ex().conn != nullptr && ex().conn->reused());
   end_attempt(end);
   xb_->to_backend.clear();
-  if (end == AttemptEnd::kStale) {
+  AfterFailure next = after_failure(ex(), head, end, ex().pool->config().retries);
+  if (next == AfterFailure::kSameBackend) {
     // Once, on a fresh connection to the same backend: not a failure, not a spill.
     ex().stale_retried = true;
     if (xb_->to_backend.pending) {
@@ -333,8 +322,7 @@ void ClientSession::attempt_failed(AttemptEnd end, Reject reason, uint16_t statu
   }
   BackendState& st = ex().pool->backend(ex().backend);
   core::bit_set(std::span<uint64_t>(xb_->tried.data(), ex().pool->excluded_words()), ex().backend);
-  uint32_t used = ex().attempts - (ex().stale_retried ? 1 : 0);
-  if (may_retry() && used <= ex().pool->config().retries) {
+  if (next == AfterFailure::kNextBackend) {
     worker_.stats().retries.fetch_add(1, std::memory_order_relaxed);
     st.counters.retries.fetch_add(1, std::memory_order_relaxed);
     if (xb_->to_backend.pending) {
@@ -553,10 +541,7 @@ void ClientSession::drop_backend(bool reusable) noexcept {
 
 void ClientSession::finish_exchange(Outcome outcome) noexcept {
   if (!in_exchange()) return;
-  // The exchange is counted on its backend when it ended on a live attempt or with a response
-  // head from it; an answer rondel made after that backend failed (502/503/504) is not one of
-  // the backend's responses (its failure is counted already, by end_attempt).
-  bool on_backend = ex().slot.held() || ex().resp_head_seen();
+  bool on_backend = counts_on_backend(ex());
   if (ex().backend != core::kNoBackend && ex().pool != nullptr) {
     BackendState& st = ex().pool->backend(ex().backend);
     if (on_backend) {

@@ -20,7 +20,7 @@
 #include "rondel/http/writer.h"
 #include "rondel/net/timeout_queue.h"
 #include "rondel/net/uv_util.h"
-#include "rondel/proxy/inflight_slot.h"
+#include "rondel/proxy/exchange.h"
 #include "rondel/proxy/out_queue.h"
 #include "rondel/proxy/snapshot.h"
 #include "rondel/proxy/tcp_transport.h"
@@ -34,61 +34,6 @@ class BackendConn;
 // rewritten heads. Taken from the worker's pool (Worker::take_exchange) when the first byte of a
 // request arrives and given back when the connection is idle again, so an idle keep-alive
 // connection holds only its ClientSession (handles, addresses, flags).
-// The state of the exchange a session is running, reset by value (`ex = Exchange{}`) when a
-// request head arrives, so nothing of the previous request (its pool, backend, flags) survives.
-// The request side of an exchange: how much of the client's request was read and forwarded.
-enum class RequestState : uint8_t {
-  kForwarding,  // head parsed: the body (if any) is read from the client and queued for the backend
-  kDone,        // the whole request was read and queued (the backend may not have taken it all)
-};
-
-// The response side of an exchange, as the client sees it. Only kWaiting allows a retry; only
-// kWaiting and kInterim allow rondel to answer with its own status instead.
-enum class ResponseState : uint8_t {
-  kWaiting,    // nothing sent to the client yet, no final response head from the backend
-  kInterim,    // a 1xx went to the client, no final head yet
-  kStreaming,  // the backend's final head went to the client; the body is being forwarded
-  kComplete,   // the backend's response is whole (perhaps not yet flushed to the client)
-  kLocal,      // rondel's own status (4xx, 5xx) went to the client instead of a backend's
-};
-
-struct Exchange {
-  const Pool* pool = nullptr;
-  InFlightSlot slot;          // the current attempt's place in the in-flight counts
-  BackendConn* conn = nullptr;
-  core::BackendIndex backend = core::kNoBackend;
-  core::BackendIndex owner = core::kNoBackend;
-  uint64_t hash = 0;
-  std::string_view key;       // the hash key (a view into the request head); empty if none
-  uint64_t start_ns = 0;
-  uint32_t attempts = 0;
-  uint16_t hops = 0;          // backends passed over (full or excluded), all attempts
-  uint16_t status = 0;
-  http::ClientFraming client_framing;
-  uint8_t reason = 0;         // core::RouteReason of the last keyed pick
-  RequestState request = RequestState::kForwarding;
-  ResponseState response = ResponseState::kWaiting;
-  bool keyed = false;         // the request had its hash key
-  bool req_bytes_sent = false;  // the backend socket accepted some request byte (this attempt)
-  bool body_pushed = false;   // some request body byte was queued for the backend
-  bool resp_bytes_seen = false;  // some response byte arrived from the backend (this attempt)
-  bool in_interim = false;    // the response parser is inside a 1xx message
-  bool sent_continue = false;   // rondel answered the client's Expect: 100-continue itself
-  bool stale_retried = false;   // the one retry after a reused connection went stale was used
-  bool backend_reusable = true; // the backend connection may go back to the idle pool
-
-  bool req_done() const noexcept { return request == RequestState::kDone; }
-  // The backend's final response head arrived (and went to the client).
-  bool resp_head_seen() const noexcept {
-    return response == ResponseState::kStreaming || response == ResponseState::kComplete;
-  }
-  // A final response (the backend's or rondel's own) started towards the client.
-  bool resp_started() const noexcept {
-    return response != ResponseState::kWaiting && response != ResponseState::kInterim;
-  }
-  bool resp_complete() const noexcept { return response == ResponseState::kComplete; }
-};
-
 struct ExchangeBuffers {
   explicit ExchangeBuffers(const http::Limits& limits);
   http::Limits limits;  // the request parser's (per listener)
@@ -133,14 +78,6 @@ class ClientSession final : private TransportEvents, private net::Timeout {
  private:
   enum class Phase : uint8_t { kIdle, kConnecting, kExchange, kLinger };
   enum class Outcome : uint8_t { kOk, kClientAbort, kBackendError, kTimeout, kRejected };
-  // How one attempt on a backend ended: picks the backend counter and the passive-health note.
-  enum class AttemptEnd : uint8_t {
-    kServed,         // the exchange ended on this attempt (response forwarded, or client left)
-    kConnectFailed,  // no connection: socket error, refused or connect timeout
-    kTimedOut,       // no progress within backend_io_timeout or response_header_timeout
-    kFailed,         // the connection broke or the response was malformed or truncated
-    kStale,          // a reused idle connection the backend had closed: not the backend's fault
-  };
   // What to do once a cancelled backend write has called back.
   enum class PendingRetry : uint8_t { kNone, kRepick, kSameBackend };
   // Where an attempt's backend connection comes from.
@@ -199,10 +136,6 @@ class ClientSession final : private TransportEvents, private net::Timeout {
   void note_passive_health(BackendState& st, AttemptEnd end) noexcept;
   void backend_ready() noexcept;
   void attempt_failed(AttemptEnd end, Reject reason, uint16_t status) noexcept;
-  bool may_retry() const noexcept;
-  // A failure on a reused connection before any response byte, the request still re-sendable:
-  // the backend had closed the idle connection (the keep-alive race, RFC 9112 §9.3.1).
-  bool stale_connection() const noexcept;
   // Progress on the backend connection, in either direction: the I/O inactivity timeout starts
   // again (while the request is sent, and once the response head arrived).
   void backend_progress() noexcept;
