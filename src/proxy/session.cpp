@@ -352,6 +352,11 @@ void ClientSession::reject(uint16_t status, Reject reason, std::string_view why)
     close_now();
     return;
   }
+  if (!head_known_) {
+    // Refused before its head was whole: a request of its own, nothing of the previous one.
+    ex() = Exchange{};
+    ex().start_ns = uv_hrtime();
+  }
   worker_.stats().rejected[static_cast<size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
   if (worker_.log().enabled(Level::kWarn)) {
     std::string kv = "status=" + std::to_string(status) + " reason=" + std::string(why) +
@@ -370,11 +375,6 @@ void ClientSession::reject(uint16_t status, Reject reason, std::string_view why)
   // close callbacks, so logging after a failed flush is safe.)
   bool head_known = head_known_;
   ex().backend = ex().owner = core::kNoBackend;
-  if (!head_known) {
-    ex().start_ns = uv_hrtime();
-    ex().hops = 0;
-    ex().attempts = 0;
-  }
   bool flushed = flush_to_client();
   log_access(Outcome::kRejected, head_known);
   bytes_from_client_ = bytes_to_client_ = 0;
