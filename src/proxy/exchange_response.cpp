@@ -1,5 +1,6 @@
-// ClientSession, response side: parsing the backend's response and streaming it to the client
-// (1xx, head, body, end), with the client's backpressure pausing the backend. The request side
+// ClientSession, response side: parsing the backend's response and streaming it into the
+// ResponseSink (1xx, head, body, end), with the sink's backpressure pausing the backend; and the
+// HTTP/1 codec's implementation of that sink (client framing, 1xx rules). The request side
 // and the attempts are in exchange.cpp, the client connection in session.cpp.
 #include "rondel/http/writer.h"
 #include "rondel/proxy/backend_conn.h"
@@ -23,7 +24,7 @@ void ClientSession::on_backend_eof(BackendConn* conn, int) noexcept {
 void ClientSession::pump_response() noexcept {
   for (;;) {
     if (closing() || ex().conn == nullptr || !in_exchange()) return;
-    if (xb_->to_client.pending) {
+    if (sink().sink_busy()) {
       ex().conn->pause_reading();
       return;
     }
@@ -34,7 +35,7 @@ void ClientSession::pump_response() noexcept {
     switch (st.event) {
       case http::Event::kNeedMore:
         // Everything received so far is parsed: write it out, then read more (or end on EOF).
-        if (!flush_to_client()) return;
+        if (!sink().sink_flush()) return;
         if (!ex().conn->eof()) {
           ex().conn->resume_reading();
           return;
@@ -45,10 +46,7 @@ void ClientSession::pump_response() noexcept {
         if (!response_head()) return;
         break;
       case http::Event::kBody:
-        if (!queue_body(xb_->to_client, ex().client_framing.framing == http::Framing::kChunked,
-                        st.body, &ClientSession::flush_to_client)) {
-          return;
-        }
+        if (!sink().sink_body(st.body)) return;
         break;
       case http::Event::kMessageEnd:
         if (ex().in_interim) {
@@ -56,13 +54,11 @@ void ClientSession::pump_response() noexcept {
           xb_->resp_parser.begin(xb_->req_parser.head().is_head);
           break;
         }
-        if (ex().client_framing.framing == http::Framing::kChunked) {
-          xb_->to_client.push(http::kLastChunk.data(), http::kLastChunk.size());
-        }
+        sink().sink_end();
         ex().response = ResponseState::kComplete;
         if (ex().conn->available() > 0) ex().backend_reusable = false;  // bytes after the response
         ex().conn->expect_no_more();
-        if (flush_to_client()) response_done();
+        if (sink().sink_flush()) response_done();
         return;
       case http::Event::kError:
         worker_.log().log_limited(Level::kWarn, worker_.now_ms(), "backend_bad_response",
@@ -88,40 +84,67 @@ void ClientSession::response_eof() noexcept {
     attempt_failed(AttemptEnd::kFailed, Reject::kBackendError, 502);
     return;
   }
-  if (ex().client_framing.framing == http::Framing::kChunked) {
-    xb_->to_client.push(http::kLastChunk.data(), http::kLastChunk.size());
-  }
+  sink().sink_end();
   ex().response = ResponseState::kComplete;
-  if (flush_to_client()) response_done();
+  if (sink().sink_flush()) response_done();
 }
 
 bool ClientSession::response_head() noexcept {
-  const auto& req = xb_->req_parser.head();
   const auto& rh = xb_->resp_parser.head();
   if (rh.status < 200) {
     ex().in_interim = true;
-    if (rh.status == 100 && ex().sent_continue) return true;  // rondel already said 100 Continue
-    if (req.version_minor == 0) return true;  // an HTTP/1.0 client gets no 1xx (RFC 9110 15.2)
-    if (!flush_to_client()) return false;  // the interim head string is reused
-    xb_->resp_head_out.clear();
-    http::write_interim_head(rh, xb_->resp_head_out);
-    xb_->to_client.push(xb_->resp_head_out.data(), xb_->resp_head_out.size());
-    ex().response = ResponseState::kInterim;  // a failure can still send a final status
-    return flush_to_client();
+    switch (sink().sink_interim(rh)) {
+      case Interim::kBusy: return false;
+      case Interim::kSkipped: return true;
+      case Interim::kQueued:
+        ex().response = ResponseState::kInterim;  // a failure can still send a final status
+        return sink().sink_flush();
+    }
   }
   ex().status = rh.status;
-  ex().client_framing = http::choose_client_framing(req, rh);
-  // A final response before the request body ended: the rest of the body will not be
-  // forwarded, so the connection ends after this response (see response_done); say so.
-  if (close_after_ || worker_.draining() || !ex().req_done()) ex().client_framing.close_after = true;
-  if (ex().client_framing.close_after) close_after_ = true;
   if (!rh.keep_alive) ex().backend_reusable = false;
-  xb_->resp_head_out.clear();
-  http::write_response_head(req, rh, ex().client_framing, xb_->resp_head_out);
-  xb_->to_client.push(xb_->resp_head_out.data(), xb_->resp_head_out.size());
+  sink().sink_head(rh);
   ex().response = ResponseState::kStreaming;
   ex().conn->arm_timer(ex().pool->config().backend_io_timeout_ms);
   return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The HTTP/1 codec's response sink
+
+ResponseSink::Interim ClientSession::sink_interim(const http::ResponseHead& rh) noexcept {
+  if (rh.status == 100 && ex().sent_continue) return Interim::kSkipped;  // rondel said it
+  // An HTTP/1.0 client gets no 1xx (RFC 9110 15.2).
+  if (xb_->req_parser.head().version_minor == 0) return Interim::kSkipped;
+  if (!flush_to_client()) return Interim::kBusy;  // the interim head string is reused
+  xb_->resp_head_out.clear();
+  http::write_interim_head(rh, xb_->resp_head_out);
+  xb_->to_client.push(xb_->resp_head_out.data(), xb_->resp_head_out.size());
+  return Interim::kQueued;
+}
+
+void ClientSession::sink_head(const http::ResponseHead& rh) noexcept {
+  const auto& req = xb_->req_parser.head();
+  http::ClientFraming& framing = xb_->client_framing;
+  framing = http::choose_client_framing(req, rh);
+  // A final response before the request body ended: the rest of the body will not be
+  // forwarded, so the connection ends after this response (see response_done); say so.
+  if (close_after_ || worker_.draining() || !ex().req_done()) framing.close_after = true;
+  if (framing.close_after) close_after_ = true;
+  xb_->resp_head_out.clear();
+  http::write_response_head(req, rh, framing, xb_->resp_head_out);
+  xb_->to_client.push(xb_->resp_head_out.data(), xb_->resp_head_out.size());
+}
+
+bool ClientSession::sink_body(std::string_view body) noexcept {
+  return queue_body(xb_->to_client, xb_->client_framing.framing == http::Framing::kChunked, body,
+                    &ClientSession::flush_to_client);
+}
+
+void ClientSession::sink_end() noexcept {
+  if (xb_->client_framing.framing == http::Framing::kChunked) {
+    xb_->to_client.push(http::kLastChunk.data(), http::kLastChunk.size());
+  }
 }
 
 bool ClientSession::queue_body(OutQueue& q, bool chunked, std::string_view body,

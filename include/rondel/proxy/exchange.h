@@ -8,7 +8,6 @@
 
 #include "rondel/core/backend_set.h"
 #include "rondel/http/message.h"
-#include "rondel/http/writer.h"
 #include "rondel/proxy/inflight_slot.h"
 
 namespace rondel::proxy {
@@ -63,7 +62,6 @@ struct Exchange {
   uint32_t attempts = 0;
   uint16_t hops = 0;          // backends passed over (full or excluded), all attempts
   uint16_t status = 0;
-  http::ClientFraming client_framing;
   uint8_t reason = 0;         // core::RouteReason of the last keyed pick
   RequestState request = RequestState::kForwarding;
   ResponseState response = ResponseState::kWaiting;

@@ -22,6 +22,7 @@
 #include "rondel/net/uv_util.h"
 #include "rondel/proxy/exchange.h"
 #include "rondel/proxy/out_queue.h"
+#include "rondel/proxy/response_sink.h"
 #include "rondel/proxy/snapshot.h"
 #include "rondel/proxy/tcp_transport.h"
 #include "rondel/proxy/worker.h"
@@ -43,13 +44,14 @@ struct ExchangeBuffers {
   OutQueue to_client;
   std::string req_head_out;
   std::string resp_head_out;
+  http::ClientFraming client_framing;  // how the codec frames the current response to the client
   std::vector<uint64_t> tried;  // backends already tried for this request (bitset)
   Exchange ex;
   char client_ip[46] = {0};  // an IPv6 client's address as text, for this exchange
   uint8_t client_ip_len = 0;
 };
 
-class ClientSession final : private TransportEvents, private net::Timeout {
+class ClientSession final : private TransportEvents, private ResponseSink, private net::Timeout {
  public:
   // Accepts a connection from `server`. On failure the connection is dropped and counted.
   static void accept(Worker& worker, uv_stream_t* server, const std::string& listener);
@@ -90,6 +92,14 @@ class ClientSession final : private TransportEvents, private net::Timeout {
   void on_transport_read(ssize_t nread) noexcept override;
   void on_transport_written(int status) noexcept override;
   void on_transport_closed() noexcept override;
+  // The HTTP/1 codec's side of the response (HTTP/1 framing, 1xx rules, keep-alive decision).
+  Interim sink_interim(const http::ResponseHead& head) noexcept override;
+  void sink_head(const http::ResponseHead& head) noexcept override;
+  bool sink_body(std::string_view body) noexcept override;
+  void sink_end() noexcept override;
+  bool sink_flush() noexcept override { return flush_to_client(); }
+  bool sink_busy() const noexcept override { return xb_->to_client.pending; }
+  ResponseSink& sink() noexcept { return *this; }
   bool closing() const noexcept { return tcp_.closing(); }
   // Takes exchange buffers from the worker if the session has none; false if out of memory.
   bool take_exchange() noexcept;
