@@ -1,6 +1,7 @@
 // ClientSession, exchange side: picking a backend (bounded loads), connecting or reusing a
-// pooled connection, forwarding the request, streaming the response back, retries and the end
-// of an exchange (in-flight decrement, counters, metrics hook). The client side is session.cpp.
+// pooled connection, forwarding the request, the attempt's one exit (counters, passive health,
+// in-flight slot), retries and the end of an exchange (counters, metrics hook). Streaming the
+// response back is exchange_response.cpp; the client side is session.cpp.
 #include <cstring>
 
 #include "rondel/core/bitset.h"
@@ -19,56 +20,27 @@ constexpr std::string_view k100Continue = "HTTP/1.1 100 Continue\r\n\r\n";
 
 }  // namespace
 
-// ---------------------------------------------------------------------------------------------
-// OutQueue
-
-void OutQueue::push(const char* p, size_t len) noexcept {
-  if (len == 0) return;
-  bufs[n++] = uv_buf_init(const_cast<char*>(p), static_cast<unsigned>(len));
-  bytes += len;
-}
-
-void OutQueue::push_chunk_header(uint64_t len) noexcept {
-  char* h = chunk_heads[heads++];
-  push(h, http::chunk_header(len, h));
-}
-
-int OutQueue::flush(uv_stream_t* s, uv_write_cb cb) noexcept {
-  if (n == 0) return 0;
-  int r = uv_try_write(s, bufs, static_cast<unsigned>(n));
-  if (r < 0 && r != UV_EAGAIN) return r;
-  size_t written = r > 0 ? static_cast<size_t>(r) : 0;
-  if (written == bytes) {
-    clear();
-    return 0;
-  }
-  int i = 0;
-  while (written >= bufs[i].len) {
-    written -= bufs[i].len;
-    ++i;
-  }
-  bufs[i].base += written;
-  bufs[i].len -= written;
-  int rc = uv_write(&req, s, bufs + i, static_cast<unsigned>(n - i), cb);
-  if (rc != 0) return rc;
-  pending = true;
-  return 1;
-}
-
 bool ClientSession::flush_to_backend() noexcept {
   if (xb_->to_backend.pending) return false;
   if (xb_->to_backend.n == 0) return true;
-  ex().req_bytes_sent = true;
   BackendState& st = ex().pool->backend(ex().backend);
   st.counters.bytes_out.fetch_add(xb_->to_backend.bytes, std::memory_order_relaxed);
   int r = xb_->to_backend.flush(ex().conn->stream(), &on_backend_written);
   if (r < 0) {
     xb_->to_backend.clear();
-    attempt_failed(false, Reject::kBackendError, 502);
+    attempt_failed(AttemptEnd::kFailed, Reject::kBackendError, 502);
     return false;
   }
+  // Only bytes the socket took count as sent: a write refused outright left the request unsent.
+  if (xb_->to_backend.sent_now > 0) {
+    ex().req_bytes_sent = true;
+    backend_progress();
+  }
   if (r > 0) {
+    // Waiting on the backend to take the body: rondel stops reading the client, and the client's
+    // body timeout does not run meanwhile (the stall is the backend's, not the client's).
     set_client_reading(false);
+    worker_.timeouts().clear(*this);
     return false;
   }
   return true;
@@ -83,22 +55,30 @@ void ClientSession::on_backend_written(uv_write_t* req, int status) noexcept {
     return;
   }
   if (s->closing()) return;
-  if (s->retry_after_write_) {
-    s->retry_after_write_ = false;
-    s->start_attempt();
+  if (s->retry_after_write_ != PendingRetry::kNone) {
+    PendingRetry retry = s->retry_after_write_;
+    s->retry_after_write_ = PendingRetry::kNone;
+    if (retry == PendingRetry::kSameBackend) {
+      s->begin_attempt(s->ex().backend, ConnSource::kNew);
+    } else {
+      s->start_attempt();
+    }
     return;
   }
   if (status < 0) {
-    if (s->ex().conn != nullptr && s->in_exchange()) s->attempt_failed(false, Reject::kBackendError, 502);
+    if (s->ex().conn != nullptr && s->in_exchange()) {
+      s->attempt_failed(AttemptEnd::kFailed, Reject::kBackendError, 502);
+    }
     return;
   }
   if (!s->in_exchange()) return;
-  if (s->ex().conn != nullptr && !s->ex().resp_head_seen) {
-    s->ex().conn->arm_timer(s->ex().req_done ? s->ex().pool->config().response_header_timeout_ms
-                                     : s->ex().pool->config().backend_io_timeout_ms);
+  if (s->ex().conn != nullptr) s->ex().req_bytes_sent = true;
+  s->backend_progress();
+  if (s->ex().conn != nullptr && !s->ex().resp_head_seen() && s->ex().req_done()) {
+    s->ex().conn->arm_timer(s->ex().pool->config().response_header_timeout_ms);
   }
-  if (s->ex().req_done) {
-    if (s->ex().resp_complete && !s->xb_->to_client.pending) s->response_done();
+  if (s->ex().req_done()) {
+    if (s->ex().resp_complete() && !s->xb_->to_client.pending) s->response_done();
     return;
   }
   s->arm_client_timer();
@@ -122,14 +102,10 @@ void ClientSession::on_request_head() noexcept {
   worker_.timeouts().clear(*this);
   head_timer_armed_ = false;
   head_known_ = true;
+  // A new request: nothing of the previous one survives (its pool may be gone with the old
+  // snapshot). No slot is held here: the previous exchange ended.
+  ex() = Exchange{};
   ex().start_ns = uv_hrtime();
-  ex().status = 0;
-  ex().hops = 0;
-  ex().attempts = 0;
-  ex().req_done = ex().req_bytes_sent = ex().resp_started = ex().resp_head_seen = ex().resp_complete = false;
-  ex().sent_continue = ex().in_interim = false;
-  ex().backend_reusable = true;
-  ex().backend = ex().owner = core::kNoBackend;
   worker_.stats().requests.fetch_add(1, std::memory_order_relaxed);
   if (listener_cfg_ == nullptr || listener_pool_ == nullptr) {
     reject(503, Reject::kNoBackend, "listener_removed");
@@ -156,52 +132,95 @@ void ClientSession::on_request_head() noexcept {
   start_attempt();
 }
 
-void ClientSession::start_attempt() noexcept {
-  ++ex().attempts;
-  phase_ = Phase::kConnecting;
+core::BackendIndex ClientSession::route_attempt(bool first_pick) noexcept {
   PickRequest rq;
   rq.key = RouteKey::of(ex().keyed, ex().key, ex().hash);
   rq.tried = std::span<const uint64_t>(xb_->tried.data(), ex().pool->excluded_words());
-  rq.kind = ex().attempts == 1 ? core::PickKind::kFirst : core::PickKind::kRetry;
+  rq.kind = first_pick ? core::PickKind::kFirst : core::PickKind::kRetry;
   rq.now_ms = worker_.now_ms();
   rq.worker = worker_.id();
+  // One call: hash policy state, the bounded-load walk with backends at their connection limit
+  // excluded, and the decision counters (routed, all_full, no_backend) are the Router's.
   const RouteDecision d =
       worker_.routing().route(*ex().pool, rq, worker_.scratch(ex().pool->scratch_words()));
   ex().reason = static_cast<uint8_t>(d.reason);
   ex().owner = d.owner;
   ex().hops = d.hops;  // this walk passes over the backends already tried too: assign
-  const core::BackendIndex b = d.backend;
+  return d.backend;
+}
+
+void ClientSession::start_attempt() noexcept {
+  bool first_pick = ex().attempts == 0;  // the routing decision; retries and re-walks are not
+  core::BackendIndex b = route_attempt(first_pick);
   if (b == core::kNoBackend) {
+    ++ex().attempts;
     fail_exchange(503, Reject::kNoBackend, Outcome::kRejected);
     return;
   }
-  BackendState& st = ex().pool->backend(b);
+  begin_attempt(b, ConnSource::kIdleOrNew);
+}
+
+void ClientSession::begin_attempt(core::BackendIndex b, ConnSource source) noexcept {
+  ++ex().attempts;
+  phase_ = Phase::kConnecting;
   ex().backend = b;
-  st.in_flight.fetch_add(1, std::memory_order_relaxed);
-  ex().pool->state().total_in_flight.fetch_add(1, std::memory_order_relaxed);
-  ex().counted = true;
-  if (BackendConn* idle = st.pop_idle(worker_.id())) {
-    ex().conn = idle;
-    ex().conn->attach(this);
-    backend_ready();
-    return;
+  ex().req_bytes_sent = ex().resp_bytes_seen = false;
+  BackendState& st = ex().pool->backend(b);
+  ex().slot = InFlightSlot::take(st.in_flight, ex().pool->state().total_in_flight);
+  if (source == ConnSource::kIdleOrNew) {
+    if (BackendConn* idle = st.pop_idle(worker_.id())) {
+      ex().conn = idle;
+      ex().conn->attach(this);
+      backend_ready();
+      return;
+    }
   }
   int err = 0;
   ex().conn = BackendConn::connect(worker_, st, this, &err);
   if (ex().conn == nullptr) {
     worker_.log().log_limited(Level::kError, worker_.now_ms(), "backend_socket_failed",
                               uv_err_name(err));
-    attempt_failed(true, Reject::kBackendError, 502);
+    attempt_failed(AttemptEnd::kConnectFailed, Reject::kBackendError, 502);
     return;
   }
   ex().conn->arm_timer(ex().pool->config().connect_timeout_ms);
 }
 
-void ClientSession::release_attempt() noexcept {
-  if (!ex().counted) return;
-  ex().counted = false;
-  ex().pool->backend(ex().backend).in_flight.fetch_sub(1, std::memory_order_relaxed);
-  ex().pool->state().total_in_flight.fetch_sub(1, std::memory_order_relaxed);
+void ClientSession::end_attempt(AttemptEnd end) noexcept {
+  if (!ex().slot.held()) return;
+  bool reusable = end == AttemptEnd::kServed && ex().backend_reusable && ex().req_done() &&
+                  ex().resp_complete();
+  drop_backend(reusable);
+  BackendState& st = ex().pool->backend(ex().backend);
+  switch (end) {
+    case AttemptEnd::kConnectFailed:
+      st.counters.connect_errors.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case AttemptEnd::kTimedOut:
+      st.counters.timeouts.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case AttemptEnd::kFailed:
+      st.counters.errors.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case AttemptEnd::kServed:
+    case AttemptEnd::kStale:
+      break;
+  }
+  note_passive_health(st, end);
+  ex().slot.release();
+}
+
+void ClientSession::note_passive_health(BackendState& st, AttemptEnd end) noexcept {
+  if (end == AttemptEnd::kStale) return;  // the backend closed an idle connection: no failure
+  if (end == AttemptEnd::kServed) {
+    if (!ex().resp_head_seen()) return;  // the client left before the backend answered
+    if (ex().status < 500) {
+      PassiveHealth::note_success(st);
+      return;
+    }
+  }
+  // A failed attempt, or a 5xx response: PassiveHealth counts it and owns the ejection.
+  PassiveHealth::note_failure(*ex().pool, ex().backend, worker_.now_ms(), worker_.log());
 }
 
 void ClientSession::on_backend_connected(BackendConn* conn, int status) noexcept {
@@ -210,7 +229,7 @@ void ClientSession::on_backend_connected(BackendConn* conn, int status) noexcept
     worker_.log().log_limited(Level::kWarn, worker_.now_ms(), "backend_connect_failed",
                               "backend=" + ex().pool->backend(ex().backend).id() + " error=" +
                                   uv_err_name(status));
-    attempt_failed(true, Reject::kBackendError, 502);
+    attempt_failed(AttemptEnd::kConnectFailed, Reject::kBackendError, 502);
     return;
   }
   backend_ready();
@@ -235,7 +254,7 @@ void ClientSession::backend_ready() noexcept {
       if (closing()) return;
     }
   }
-  if (ex().req_done) {
+  if (ex().req_done()) {
     // A retry of a request already read whole (no body): send the head again.
     if (flush_to_backend()) ex().conn->arm_timer(ex().pool->config().response_header_timeout_ms);
     return;
@@ -244,34 +263,29 @@ void ClientSession::backend_ready() noexcept {
   pump_request();
 }
 
-bool ClientSession::may_retry() const noexcept {
-  if (ex().resp_started || ex().resp_head_seen) return false;
-  if (!ex().req_bytes_sent) return true;
+void ClientSession::attempt_failed(AttemptEnd end, Reject reason, uint16_t status) noexcept {
   const auto& head = xb_->req_parser.head();
-  // Something was sent: only a bodiless idempotent request may go again (never a POST).
-  return head.idempotent && head.framing == http::Framing::kNone && ex().req_done;
-}
-
-void ClientSession::attempt_failed(bool connect_failure, Reject reason, uint16_t status) noexcept {
-  BackendState& st = ex().pool->backend(ex().backend);
-  if (connect_failure) {
-    st.counters.connect_errors.fetch_add(1, std::memory_order_relaxed);
-  } else if (reason == Reject::kTimeout) {
-    st.counters.timeouts.fetch_add(1, std::memory_order_relaxed);
-  } else {
-    st.counters.errors.fetch_add(1, std::memory_order_relaxed);
+  end = classify_failure(ex(), head, end, ex().conn != nullptr && ex().conn->reused());
+  end_attempt(end);
+  xb_->to_backend.clear();
+  AfterFailure next = after_failure(ex(), head, end, ex().pool->config().retries);
+  if (next == AfterFailure::kSameBackend) {
+    // Once, on a fresh connection to the same backend: not a failure, not a spill.
+    ex().stale_retried = true;
+    if (xb_->to_backend.pending) {
+      retry_after_write_ = PendingRetry::kSameBackend;
+      return;
+    }
+    begin_attempt(ex().backend, ConnSource::kNew);
+    return;
   }
-  PassiveHealth::note_failure(*ex().pool, ex().backend, worker_.now_ms(), worker_.log());
-  drop_backend(false);
-  release_attempt();
+  BackendState& st = ex().pool->backend(ex().backend);
   core::bit_set(std::span<uint64_t>(xb_->tried.data(), ex().pool->excluded_words()), ex().backend);
-  bool can = may_retry() && ex().attempts <= ex().pool->config().retries;
-  if (can) {
+  if (next == AfterFailure::kNextBackend) {
     worker_.stats().retries.fetch_add(1, std::memory_order_relaxed);
     st.counters.retries.fetch_add(1, std::memory_order_relaxed);
-    xb_->to_backend.clear();
     if (xb_->to_backend.pending) {
-      retry_after_write_ = true;
+      retry_after_write_ = PendingRetry::kRepick;
       return;
     }
     start_attempt();
@@ -281,170 +295,36 @@ void ClientSession::attempt_failed(bool connect_failure, Reject reason, uint16_t
                                                            : Outcome::kBackendError);
 }
 
-void ClientSession::on_backend_data(BackendConn* conn) noexcept {
-  if (conn != ex().conn || closing()) return;
-  pump_response();
-}
-
-void ClientSession::on_backend_eof(BackendConn* conn, int) noexcept {
-  if (conn != ex().conn || closing()) return;
-  ex().backend_reusable = false;
-  pump_response();
-}
-
 void ClientSession::on_backend_timeout(BackendConn* conn) noexcept {
   if (conn != ex().conn || closing()) return;
   if (phase_ == Phase::kConnecting) {
     worker_.log().log_limited(Level::kWarn, worker_.now_ms(), "backend_connect_timeout",
                               "backend=" + ex().pool->backend(ex().backend).id());
-    attempt_failed(true, Reject::kTimeout, 504);
-  } else if (!ex().resp_head_seen) {
+    attempt_failed(AttemptEnd::kConnectFailed, Reject::kTimeout, 504);
+  } else {
     worker_.log().log_limited(Level::kWarn, worker_.now_ms(), "backend_timeout",
                               "backend=" + ex().pool->backend(ex().backend).id());
-    attempt_failed(false, Reject::kTimeout, 504);
-  } else {
-    ex().pool->backend(ex().backend).counters.timeouts.fetch_add(1, std::memory_order_relaxed);
-    fail_exchange(504, Reject::kTimeout, Outcome::kTimeout);
+    attempt_failed(AttemptEnd::kTimedOut, Reject::kTimeout, 504);  // after the head: a close
   }
 }
 
-void ClientSession::pump_response() noexcept {
-  const auto& req = xb_->req_parser.head();
-  for (;;) {
-    if (closing() || ex().conn == nullptr || !in_exchange()) return;
-    if (xb_->to_client.pending) {
-      ex().conn->pause_reading();
-      return;
-    }
-    if (ex().resp_complete) return;
-    size_t avail = ex().conn->available();
-    http::Step st = xb_->resp_parser.feed(avail > 0 ? ex().conn->data() : nullptr, avail);
-    ex().conn->consume(st.consumed);
-    switch (st.event) {
-      case http::Event::kNeedMore: {
-        // Everything received so far is parsed: write it out, then read more (or end on EOF).
-        if (!flush_to_client()) return;
-        if (!ex().conn->eof()) {
-          ex().conn->resume_reading();
-          return;
-        }
-        if (!ex().resp_head_seen) {
-          attempt_failed(false, Reject::kBackendError, 502);
-          return;
-        }
-        http::Step fin = xb_->resp_parser.finish();
-        if (fin.event != http::Event::kMessageEnd) {
-          worker_.log().log_limited(Level::kWarn, worker_.now_ms(), "backend_response_truncated",
-                                    "backend=" + ex().pool->backend(ex().backend).id());
-          fail_exchange(502, Reject::kBackendError, Outcome::kBackendError);
-          return;
-        }
-        if (ex().client_framing.framing == http::Framing::kChunked) {
-          xb_->to_client.push(http::kLastChunk.data(), http::kLastChunk.size());
-        }
-        ex().resp_complete = true;
-        if (flush_to_client()) response_done();
-        return;
-      }
-      case http::Event::kHead: {
-        const auto& rh = xb_->resp_parser.head();
-        if (rh.status < 200) {
-          ex().in_interim = true;
-          if (rh.status == 100 && ex().sent_continue) break;  // rondel already said 100 Continue
-          if (!flush_to_client()) return;  // the interim head string is reused
-          xb_->resp_head_out.clear();
-          http::write_interim_head(rh, xb_->resp_head_out);
-          xb_->to_client.push(xb_->resp_head_out.data(), xb_->resp_head_out.size());
-          ex().resp_started = true;
-          if (!flush_to_client()) return;
-          break;
-        }
-        ex().resp_head_seen = true;
-        ex().status = rh.status;
-        ex().client_framing = http::choose_client_framing(req, rh);
-        // A final response before the request body ended: the rest of the body will not be
-        // forwarded, so the connection ends after this response (see response_done); say so.
-        if (close_after_ || worker_.draining() || !ex().req_done) ex().client_framing.close_after = true;
-        if (ex().client_framing.close_after) close_after_ = true;
-        if (!rh.keep_alive) ex().backend_reusable = false;
-        xb_->resp_head_out.clear();
-        http::write_response_head(req, rh, ex().client_framing, xb_->resp_head_out);
-        xb_->to_client.push(xb_->resp_head_out.data(), xb_->resp_head_out.size());
-        ex().resp_started = true;
-        ex().conn->arm_timer(ex().pool->config().backend_io_timeout_ms);
-        BackendState& bs = ex().pool->backend(ex().backend);
-        if (rh.status >= 500) {
-          PassiveHealth::note_failure(*ex().pool, ex().backend, worker_.now_ms(), worker_.log());
-        } else {
-          PassiveHealth::note_success(bs);
-        }
-        break;
-      }
-      case http::Event::kBody:
-        if (ex().client_framing.framing == http::Framing::kChunked) {
-          if (!xb_->to_client.room(3) && !flush_to_client()) return;
-          xb_->to_client.push_chunk_header(st.body.size());
-          xb_->to_client.push(st.body.data(), st.body.size());
-          xb_->to_client.push(http::kChunkTrailer.data(), http::kChunkTrailer.size());
-        } else {
-          if (!xb_->to_client.room(1) && !flush_to_client()) return;
-          xb_->to_client.push(st.body.data(), st.body.size());
-        }
-        if (!xb_->to_client.room(3) && !flush_to_client()) return;
-        break;
-      case http::Event::kMessageEnd:
-        if (ex().in_interim) {
-          ex().in_interim = false;
-          xb_->resp_parser.begin(req.is_head);
-          break;
-        }
-        if (ex().client_framing.framing == http::Framing::kChunked) {
-          xb_->to_client.push(http::kLastChunk.data(), http::kLastChunk.size());
-        }
-        ex().resp_complete = true;
-        if (ex().conn->available() > 0) ex().backend_reusable = false;  // bytes after the response
-        ex().conn->expect_no_more();
-        if (flush_to_client()) response_done();
-        return;
-      case http::Event::kError:
-        worker_.log().log_limited(Level::kWarn, worker_.now_ms(), "backend_bad_response",
-                                  "backend=" + ex().pool->backend(ex().backend).id() + " reason=" +
-                                      std::string(xb_->resp_parser.error().reason));
-        ex().backend_reusable = false;
-        if (!ex().resp_head_seen && !ex().resp_started) {
-          fail_exchange(502, Reject::kBackendError, Outcome::kBackendError);
-        } else {
-          fail_exchange(502, Reject::kBackendError, Outcome::kBackendError);
-        }
-        return;
-    }
+void ClientSession::backend_progress() noexcept {
+  if (ex().conn == nullptr || phase_ != Phase::kExchange) return;
+  // Before the response head, once the request is sent, the response-header timeout runs.
+  if (ex().resp_head_seen() || !ex().req_done()) {
+    ex().conn->arm_timer(ex().pool->config().backend_io_timeout_ms);
   }
-}
-
-void ClientSession::response_done() noexcept {
-  if (!in_exchange() || !ex().resp_complete) return;
-  if (!ex().req_done) {
-    // The backend answered before the request body ended: stop forwarding and close. Do not
-    // wait for a pending body write: a backend that answers without reading the body may never
-    // read it, and the write would hold the exchange until the I/O timeout. Closing the backend
-    // connection (finish_exchange) cancels the write; its callback only clears the queue.
-    close_after_ = true;
-    ex().backend_reusable = false;
-  } else if (xb_->to_backend.pending) {
-    return;  // on_backend_written calls back here
-  }
-  finish_exchange(Outcome::kOk);
 }
 
 void ClientSession::fail_exchange(uint16_t status, Reject reason, Outcome outcome) noexcept {
   worker_.stats().rejected[static_cast<size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
   ex().backend_reusable = false;
-  if (!ex().resp_started && !xb_->to_client.pending) {
+  if (!ex().resp_started() && !xb_->to_client.pending) {
     ex().status = status;
     xb_->to_client.clear();
     std::string_view resp = http::canned_response(status);
     xb_->to_client.push(resp.data(), resp.size());
-    ex().resp_started = true;
+    ex().response = ResponseState::kLocal;
     close_after_ = true;
     close_after_flush_ = true;
     finish_exchange(outcome);
@@ -474,18 +354,20 @@ void ClientSession::drop_backend(bool reusable) noexcept {
 
 void ClientSession::finish_exchange(Outcome outcome) noexcept {
   if (!in_exchange()) return;
-  bool reusable = outcome == Outcome::kOk && ex().backend_reusable && ex().req_done && ex().resp_complete;
-  drop_backend(reusable);
+  bool on_backend = counts_on_backend(ex());
   if (ex().backend != core::kNoBackend && ex().pool != nullptr) {
     BackendState& st = ex().pool->backend(ex().backend);
-    st.counters.requests.fetch_add(1, std::memory_order_relaxed);
-    if (ex().status >= 500) st.counters.responses_5xx.fetch_add(1, std::memory_order_relaxed);
-    else if (ex().status >= 400) st.counters.responses_4xx.fetch_add(1, std::memory_order_relaxed);
-    else if (ex().status >= 300) st.counters.responses_3xx.fetch_add(1, std::memory_order_relaxed);
-    else if (ex().status >= 200) st.counters.responses_2xx.fetch_add(1, std::memory_order_relaxed);
-    Router::count_served(*ex().pool, ex().backend, ex().owner);
+    if (on_backend) {
+      st.counters.requests.fetch_add(1, std::memory_order_relaxed);
+      if (ex().status >= 500) st.counters.responses_5xx.fetch_add(1, std::memory_order_relaxed);
+      else if (ex().status >= 400) st.counters.responses_4xx.fetch_add(1, std::memory_order_relaxed);
+      else if (ex().status >= 300) st.counters.responses_3xx.fetch_add(1, std::memory_order_relaxed);
+      else if (ex().status >= 200) st.counters.responses_2xx.fetch_add(1, std::memory_order_relaxed);
+    }
+    Router::count_served(*ex().pool, ex().backend, ex().owner);  // the one spill count
   }
-  release_attempt();
+  if (ex().slot.held()) end_attempt(AttemptEnd::kServed);
+  drop_backend(false);  // a connection with no attempt (none normally; defensive)
   log_access(outcome);
   if (worker_.on_exchange != nullptr && ex().pool != nullptr) {
     ExchangeRecord rec;

@@ -55,12 +55,11 @@ bool ClientSession::take_exchange() noexcept {
   xb_ = worker_.take_exchange(limits_of(listener_cfg_));
   if (xb_ == nullptr) return false;
   xb_->ex = Exchange{};
-  if (peer_.family == 6) {
-    xb_->client_ip_len = static_cast<uint8_t>(peer_.format(xb_->client_ip, sizeof xb_->client_ip));
+  if (tcp_.peer().family == 6) {
+    xb_->client_ip_len =
+        static_cast<uint8_t>(tcp_.peer().format(xb_->client_ip, sizeof xb_->client_ip));
   }
-  xb_->to_client.req.data = this;
   xb_->to_backend.req.data = this;
-  xb_->shutdown_req.data = this;
   size_t words = snap_ ? snap_->max_scratch_words() : 0;
   if (xb_->tried.size() < words) xb_->tried.assign(words, 0);
   return true;
@@ -79,12 +78,10 @@ void ClientSession::accept(Worker& worker, uv_stream_t* server, const std::strin
   s->snap_ = snap;
   s->listener_cfg_ = route.config;
   s->listener_pool_ = route.pool;
-  uv_tcp_init(worker.loop(), &s->tcp_);
-  s->tcp_.data = s;
   worker.add_session(s);
   worker.stats().client_connections_open.fetch_add(1, std::memory_order_relaxed);
   worker.stats().client_connections_total.fetch_add(1, std::memory_order_relaxed);
-  if (uv_accept(server, reinterpret_cast<uv_stream_t*>(&s->tcp_)) != 0) {
+  if (s->tcp_.accept(worker.loop(), server, s) != 0) {
     s->close_now();
     return;
   }
@@ -102,8 +99,6 @@ void ClientSession::accept(Worker& worker, uv_stream_t* server, const std::strin
     s->close_now();
     return;
   }
-  uv_tcp_nodelay(&s->tcp_, 1);
-  s->peer_.read(&s->tcp_);
   s->set_client_reading(true);
   s->arm_client_timer();
 }
@@ -120,10 +115,10 @@ void ClientSession::close_now() noexcept {
   worker_.remove_session(this);
   reading_ = false;
   worker_.timeouts().clear(*this);
-  close_handle(reinterpret_cast<uv_handle_t*>(&tcp_));
+  tcp_.close();
 }
 
-void ClientSession::on_all_closed() noexcept {
+void ClientSession::on_transport_closed() noexcept {
   if (buf_ != nullptr) {
     worker_.buffers().put(buf_);
     buf_ = nullptr;
@@ -142,7 +137,7 @@ void ClientSession::linger_close() noexcept {
   phase_ = Phase::kLinger;
   // Half-close, then read and discard until the client closes (or the linger time), so the
   // response is not destroyed by a reset caused by unread request bytes.
-  if (!take_exchange() || uv_shutdown(&xb_->shutdown_req, reinterpret_cast<uv_stream_t*>(&tcp_), &on_shutdown) != 0) {
+  if (tcp_.shutdown() != 0) {
     close_now();
     return;
   }
@@ -150,8 +145,6 @@ void ClientSession::linger_close() noexcept {
   set_client_reading(true);
   set_timeout(kLingerMs);
 }
-
-void ClientSession::on_shutdown(uv_shutdown_t*, int) noexcept {}
 
 void ClientSession::drain() noexcept {
   close_after_ = true;
@@ -166,11 +159,10 @@ void ClientSession::drain() noexcept {
 void ClientSession::set_client_reading(bool on, bool lazy) noexcept {
   if (closing()) return;
   want_read_ = on;
-  auto* s = reinterpret_cast<uv_stream_t*>(&tcp_);
   if (on && !reading_) {
-    if (uv_read_start(s, &on_alloc, &on_read) == 0) reading_ = true;
+    if (tcp_.start_reading() == 0) reading_ = true;
   } else if (!on && reading_ && !lazy) {
-    uv_read_stop(s);
+    tcp_.stop_reading();
     reading_ = false;
   }
 }
@@ -188,8 +180,8 @@ void ClientSession::arm_client_timer() noexcept {
     } else {
       ms = l.idle_timeout_ms;
     }
-  } else if (phase_ == Phase::kExchange && !ex().req_done) {
-    ms = l.body_timeout_ms;
+  } else if (phase_ == Phase::kExchange && !ex().req_done() && !xb_->to_backend.pending) {
+    ms = l.body_timeout_ms;  // not while the backend is slow to take the body (backpressure)
   }
   set_timeout(ms);
 }
@@ -199,8 +191,8 @@ void ClientSession::set_timeout(uint64_t ms) noexcept {
   if (!worker_.timeouts().set(*this, ms)) close_now();
 }
 
-void ClientSession::on_alloc(uv_handle_t* h, size_t, uv_buf_t* buf) noexcept {
-  auto* s = static_cast<ClientSession*>(h->data);
+void ClientSession::on_transport_alloc(uv_buf_t* buf) noexcept {
+  ClientSession* s = this;
   if (s->buf_ == nullptr) {
     s->buf_ = s->worker_.buffers().get();
     s->rpos_ = s->rlen_ = 0;
@@ -222,8 +214,8 @@ void ClientSession::on_alloc(uv_handle_t* h, size_t, uv_buf_t* buf) noexcept {
   *buf = uv_buf_init(s->buf_ + s->rlen_, static_cast<unsigned>(BufferPool::kSize - s->rlen_));
 }
 
-void ClientSession::on_read(uv_stream_t* st, ssize_t nread, const uv_buf_t*) noexcept {
-  auto* s = static_cast<ClientSession*>(st->data);
+void ClientSession::on_transport_read(ssize_t nread) noexcept {
+  ClientSession* s = this;
   if (nread == 0 || s->closing()) return;
   if (!s->want_read_) {
     // Bytes (a pipelined request) or EOF while an exchange runs: keep the bytes for later and
@@ -247,14 +239,14 @@ void ClientSession::on_read(uv_stream_t* st, ssize_t nread, const uv_buf_t*) noe
   s->bytes_from_client_ += static_cast<uint64_t>(nread);
   if (s->rlen_ == BufferPool::kSize) s->set_client_reading(false);
   if (s->phase_ == Phase::kIdle) s->arm_client_timer();
-  else if (s->phase_ == Phase::kExchange && !s->ex().req_done) s->arm_client_timer();
+  else if (s->phase_ == Phase::kExchange && !s->ex().req_done()) s->arm_client_timer();
   s->pump_request();
 }
 
 void ClientSession::client_eof() noexcept {
   client_eof_ = true;
   set_client_reading(false);
-  if (phase_ == Phase::kExchange && ex().req_done) {
+  if (phase_ == Phase::kExchange && ex().req_done()) {
     // Half-closed after a complete request: finish the response, then close.
     close_after_ = true;
     return;
@@ -266,7 +258,7 @@ void ClientSession::pump_request() noexcept {
   for (;;) {
     if (closing()) return;
     bool want_head = phase_ == Phase::kIdle;
-    bool want_body = phase_ == Phase::kExchange && !ex().req_done && ex().conn != nullptr;
+    bool want_body = phase_ == Phase::kExchange && !ex().req_done() && ex().conn != nullptr;
     if (!want_head && !want_body) {
       set_client_reading(false);
       return;
@@ -307,62 +299,63 @@ void ClientSession::pump_request() noexcept {
           return;
         }
         break;
-      case http::Event::kBody: {
-        const auto& head = xb_->req_parser.head();
-        if (head.framing == http::Framing::kChunked) {
-          if (!xb_->to_backend.room(3) && !flush_to_backend()) return;
-          xb_->to_backend.push_chunk_header(st.body.size());
-          xb_->to_backend.push(st.body.data(), st.body.size());
-          xb_->to_backend.push(http::kChunkTrailer.data(), http::kChunkTrailer.size());
-        } else {
-          if (!xb_->to_backend.room(1) && !flush_to_backend()) return;
-          xb_->to_backend.push(st.body.data(), st.body.size());
+      case http::Event::kBody:
+        ex().body_pushed = true;
+        if (!queue_body(xb_->to_backend,
+                        xb_->req_parser.head().framing == http::Framing::kChunked, st.body,
+                        &ClientSession::flush_to_backend)) {
+          return;
         }
-        if (!xb_->to_backend.room(3) && !flush_to_backend()) return;
         break;
-      }
       case http::Event::kMessageEnd:
         if (xb_->req_parser.head().framing == http::Framing::kChunked) {
           xb_->to_backend.push(http::kLastChunk.data(), http::kLastChunk.size());
         }
-        ex().req_done = true;
+        ex().request = RequestState::kDone;
         set_client_reading(false, /*lazy=*/true);
         worker_.timeouts().clear(*this);
-        if (ex().conn != nullptr && !ex().resp_head_seen) {
+        if (ex().conn != nullptr && !ex().resp_head_seen()) {
           ex().conn->arm_timer(ex().pool->config().response_header_timeout_ms);
         }
         if (!flush_to_backend()) return;
-        if (ex().resp_complete && !xb_->to_client.pending) response_done();
+        if (ex().resp_complete() && !xb_->to_client.pending) response_done();
         return;
-      case http::Event::kError: {
-        const auto& err = xb_->req_parser.error();
-        Reject r = Reject::kBadRequest;
-        switch (err.status) {
-          case 413: r = Reject::kBodyTooLarge; break;
-          case 414: r = Reject::kUriTooLong; break;
-          case 431: r = Reject::kHeaderTooLarge; break;
-          case 501: r = Reject::kUpgrade; break;
-          case 505: r = Reject::kVersion; break;
-          default: break;
-        }
-        if (want_head) {
-          reject(err.status, r, err.reason);
-        } else {
-          // The body broke its own framing: the backend got a partial request. Abort it.
-          worker_.log().log_limited(Level::kWarn, worker_.now_ms(), "request_body_rejected",
-                                    err.reason);
-          fail_exchange(err.status, r, Outcome::kRejected);
-        }
+      case http::Event::kError:
+        request_error(want_head);
         return;
-      }
     }
   }
+}
+
+void ClientSession::request_error(bool in_head) noexcept {
+  const auto& err = xb_->req_parser.error();
+  Reject r = Reject::kBadRequest;
+  switch (err.status) {
+    case 413: r = Reject::kBodyTooLarge; break;
+    case 414: r = Reject::kUriTooLong; break;
+    case 431: r = Reject::kHeaderTooLarge; break;
+    case 501: r = Reject::kUpgrade; break;
+    case 505: r = Reject::kVersion; break;
+    default: break;
+  }
+  if (in_head) {
+    reject(err.status, r, err.reason);
+    return;
+  }
+  // The body broke its own framing: the backend got a partial request. Abort it.
+  worker_.log().log_limited(Level::kWarn, worker_.now_ms(), "request_body_rejected", err.reason);
+  fail_exchange(err.status, r, Outcome::kRejected);
 }
 
 void ClientSession::reject(uint16_t status, Reject reason, std::string_view why) noexcept {
   if (!take_exchange()) {
     close_now();
     return;
+  }
+  if (!head_known_) {
+    // Refused before its head was whole: a request of its own, nothing of the previous one.
+    ex() = Exchange{};
+    ex().start_ns = uv_hrtime();
   }
   worker_.stats().rejected[static_cast<size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
   if (worker_.log().enabled(Level::kWarn)) {
@@ -371,6 +364,7 @@ void ClientSession::reject(uint16_t status, Reject reason, std::string_view why)
     worker_.log().log_limited(Level::kWarn, worker_.now_ms(), "request_rejected", kv);
   }
   ex().status = status;
+  ex().response = ResponseState::kLocal;
   set_client_reading(false);
   std::string_view resp = http::canned_response(status);
   xb_->to_client.push(resp.data(), resp.size());
@@ -381,11 +375,6 @@ void ClientSession::reject(uint16_t status, Reject reason, std::string_view why)
   // close callbacks, so logging after a failed flush is safe.)
   bool head_known = head_known_;
   ex().backend = ex().owner = core::kNoBackend;
-  if (!head_known) {
-    ex().start_ns = uv_hrtime();
-    ex().hops = 0;
-    ex().attempts = 0;
-  }
   bool flushed = flush_to_client();
   log_access(Outcome::kRejected, head_known);
   bytes_from_client_ = bytes_to_client_ = 0;
@@ -396,7 +385,7 @@ bool ClientSession::flush_to_client() noexcept {
   if (xb_ == nullptr) return true;
   if (xb_->to_client.pending) return false;
   size_t bytes = xb_->to_client.bytes;
-  int r = xb_->to_client.flush(reinterpret_cast<uv_stream_t*>(&tcp_), &on_client_written);
+  int r = tcp_.write(xb_->to_client);
   if (r < 0) {
     xb_->to_client.clear();
     close_now();
@@ -410,8 +399,8 @@ bool ClientSession::flush_to_client() noexcept {
   return true;
 }
 
-void ClientSession::on_client_written(uv_write_t* req, int status) noexcept {
-  auto* s = static_cast<ClientSession*>(req->data);
+void ClientSession::on_transport_written(int status) noexcept {
+  ClientSession* s = this;
   s->xb_->to_client.pending = false;
   s->xb_->to_client.clear();
   if (s->closing()) return;
@@ -424,7 +413,7 @@ void ClientSession::on_client_written(uv_write_t* req, int status) noexcept {
     return;
   }
   if (!s->in_exchange()) return;
-  if (s->ex().resp_complete) {
+  if (s->ex().resp_complete()) {
     if (s->ex().conn != nullptr && s->ex().conn->available() > 0) {
       // Bytes after the response: this connection is not reusable.
       s->ex().backend_reusable = false;
@@ -432,7 +421,10 @@ void ClientSession::on_client_written(uv_write_t* req, int status) noexcept {
     s->response_done();
     return;
   }
-  if (s->ex().conn != nullptr) s->pump_response();
+  if (s->ex().conn != nullptr) {
+    s->backend_progress();  // the response moves: the backend I/O timeout starts again
+    s->pump_response();
+  }
 }
 
 void ClientSession::on_timeout(net::Timeout* t) noexcept {
@@ -450,7 +442,7 @@ void ClientSession::on_timeout(net::Timeout* t) noexcept {
       }
       return;
     case Phase::kExchange:
-      if (!s->ex().req_done) {
+      if (!s->ex().req_done()) {
         s->worker_.log().log_limited(Level::kWarn, s->worker_.now_ms(), "client_body_timeout");
         s->fail_exchange(408, Reject::kClientTimeout, Outcome::kClientAbort);
       }

@@ -75,6 +75,11 @@ void Worker::give_exchange(ExchangeBuffers* xb) noexcept {
   xb->req_parser.reset();
   xb->to_backend.clear();
   xb->to_client.clear();
+  // A pooled exchange keeps the capacity of the heads it rewrote; one huge head must not pin
+  // its memory for ever, so strings grown past the bound are given back.
+  for (std::string* s : {&xb->req_head_out, &xb->resp_head_out}) {
+    if (s->capacity() > kMaxPooledStringCapacity) std::string().swap(*s);
+  }
   if (free_exchanges_.size() >= kExchangeReserve) {
     delete xb;
     return;

@@ -4,7 +4,8 @@
 // with the bounded-load rule, streams the request body to it and the response back, with one
 // buffer per direction: a source is not read while a write of its bytes is pending, so memory
 // per connection is bounded whatever the body size. Every in-flight increment made for an
-// attempt is undone exactly once by release_attempt(). Loop thread only.
+// attempt is owned by the attempt's InFlightSlot, released at the attempt's one exit
+// (end_attempt). Loop thread only.
 #pragma once
 
 #include <uv.h>
@@ -19,62 +20,21 @@
 #include "rondel/http/writer.h"
 #include "rondel/net/timeout_queue.h"
 #include "rondel/net/uv_util.h"
+#include "rondel/proxy/exchange.h"
+#include "rondel/proxy/out_queue.h"
+#include "rondel/proxy/response_sink.h"
 #include "rondel/proxy/snapshot.h"
+#include "rondel/proxy/tcp_transport.h"
 #include "rondel/proxy/worker.h"
 
 namespace rondel::proxy {
 
 class BackendConn;
 
-// A batch of buffers for one vectored write, with storage for the chunk-size lines it frames.
-struct OutQueue {
-  static constexpr int kMaxBufs = 12;
-  uv_buf_t bufs[kMaxBufs];
-  int n = 0;
-  size_t bytes = 0;
-  char chunk_heads[kMaxBufs][20];
-  int heads = 0;
-  uv_write_t req{};
-  bool pending = false;
-
-  bool room(int k) const noexcept { return n + k <= kMaxBufs; }
-  void push(const char* p, size_t len) noexcept;
-  void push_chunk_header(uint64_t len) noexcept;
-  void clear() noexcept { n = 0; bytes = 0; heads = 0; }
-  // Writes what is queued: 0 = all written now, 1 = a write is pending (cb will run), <0 = error.
-  int flush(uv_stream_t* s, uv_write_cb cb) noexcept;
-};
-
 // A session's working state while a request is read or served: parsers, output queues, the
 // rewritten heads. Taken from the worker's pool (Worker::take_exchange) when the first byte of a
 // request arrives and given back when the connection is idle again, so an idle keep-alive
 // connection holds only its ClientSession (handles, addresses, flags).
-// The state of the exchange a session is running (reset when the session takes the buffers).
-struct Exchange {
-  const Pool* pool = nullptr;
-  BackendConn* conn = nullptr;
-  core::BackendIndex backend = core::kNoBackend;
-  core::BackendIndex owner = core::kNoBackend;
-  uint64_t hash = 0;
-  std::string_view key;       // the hash key (a view into the request head); empty if none
-  uint64_t start_ns = 0;
-  uint32_t attempts = 0;
-  uint16_t hops = 0;          // backends passed over (full or excluded), all attempts
-  uint16_t status = 0;
-  http::ClientFraming client_framing;
-  uint8_t reason = 0;         // core::RouteReason of the last keyed pick
-  bool counted = false;       // in-flight incremented for the current attempt
-  bool keyed = false;         // the request had its hash key
-  bool req_done = false;      // request fully forwarded
-  bool req_bytes_sent = false;  // some request byte was handed to a backend socket
-  bool resp_started = false;  // some response byte was sent to the client
-  bool resp_head_seen = false;  // the backend's final response head arrived
-  bool resp_complete = false;   // the backend's response is complete (maybe not flushed)
-  bool sent_continue = false;
-  bool in_interim = false;        // parsing a 1xx response
-  bool backend_reusable = true;   // the backend connection may go back to the idle pool
-};
-
 struct ExchangeBuffers {
   explicit ExchangeBuffers(const http::Limits& limits);
   http::Limits limits;  // the request parser's (per listener)
@@ -84,14 +44,14 @@ struct ExchangeBuffers {
   OutQueue to_client;
   std::string req_head_out;
   std::string resp_head_out;
+  http::ClientFraming client_framing;  // how the codec frames the current response to the client
   std::vector<uint64_t> tried;  // backends already tried for this request (bitset)
   Exchange ex;
   char client_ip[46] = {0};  // an IPv6 client's address as text, for this exchange
   uint8_t client_ip_len = 0;
-  uv_shutdown_t shutdown_req{};
 };
 
-class ClientSession final : public net::HandleCloser, private net::Timeout {
+class ClientSession final : private TransportEvents, private ResponseSink, private net::Timeout {
  public:
   // Accepts a connection from `server`. On failure the connection is dropped and counted.
   static void accept(Worker& worker, uv_stream_t* server, const std::string& listener);
@@ -120,10 +80,27 @@ class ClientSession final : public net::HandleCloser, private net::Timeout {
  private:
   enum class Phase : uint8_t { kIdle, kConnecting, kExchange, kLinger };
   enum class Outcome : uint8_t { kOk, kClientAbort, kBackendError, kTimeout, kRejected };
+  // What to do once a cancelled backend write has called back.
+  enum class PendingRetry : uint8_t { kNone, kRepick, kSameBackend };
+  // Where an attempt's backend connection comes from.
+  enum class ConnSource : uint8_t { kIdleOrNew, kNew };
 
   explicit ClientSession(Worker& worker) : worker_(worker) {}
-  ~ClientSession() override;
-  void on_all_closed() noexcept override;
+  ~ClientSession();
+  // The codec's side of the transport.
+  void on_transport_alloc(uv_buf_t* buf) noexcept override;
+  void on_transport_read(ssize_t nread) noexcept override;
+  void on_transport_written(int status) noexcept override;
+  void on_transport_closed() noexcept override;
+  // The HTTP/1 codec's side of the response (HTTP/1 framing, 1xx rules, keep-alive decision).
+  Interim sink_interim(const http::ResponseHead& head) noexcept override;
+  void sink_head(const http::ResponseHead& head) noexcept override;
+  bool sink_body(std::string_view body) noexcept override;
+  void sink_end() noexcept override;
+  bool sink_flush() noexcept override { return flush_to_client(); }
+  bool sink_busy() const noexcept override { return xb_->to_client.pending; }
+  ResponseSink& sink() noexcept { return *this; }
+  bool closing() const noexcept { return tcp_.closing(); }
   // Takes exchange buffers from the worker if the session has none; false if out of memory.
   bool take_exchange() noexcept;
   // Gives them back (connection idle between requests, nothing pending).
@@ -132,7 +109,8 @@ class ClientSession final : public net::HandleCloser, private net::Timeout {
   Exchange& ex() noexcept { return xb_->ex; }
   const Exchange& ex() const noexcept { return xb_->ex; }
   std::string_view client_ip() const noexcept {
-    return peer_.family == 6 ? std::string_view{xb_->client_ip, xb_->client_ip_len} : peer_.ipv4();
+    return tcp_.peer().family == 6 ? std::string_view{xb_->client_ip, xb_->client_ip_len}
+                                   : tcp_.peer().ipv4();
   }
   size_t head_bytes_pending() const noexcept {
     return xb_ != nullptr ? xb_->req_parser.head_bytes_pending() : 0;
@@ -142,6 +120,8 @@ class ClientSession final : public net::HandleCloser, private net::Timeout {
   void pump_request() noexcept;
   void on_request_head() noexcept;
   void reject(uint16_t status, Reject reason, std::string_view why) noexcept;
+  // The request parser failed: in the head, a refusal; in the body, the exchange is aborted.
+  void request_error(bool in_head) noexcept;
   // Starts or stops reading the client. lazy = stop only if a byte or EOF arrives meanwhile (an
   // exchange that starts or ends with nothing more to read then costs no epoll change).
   void set_client_reading(bool on, bool lazy = false) noexcept;
@@ -155,12 +135,30 @@ class ClientSession final : public net::HandleCloser, private net::Timeout {
   bool flush_to_backend() noexcept;
 
   // Exchange.
+  // Picks the backend for the next attempt (the routing decision; kNoBackend: none eligible).
+  core::BackendIndex route_attempt(bool first_pick) noexcept;
   void start_attempt() noexcept;
-  void release_attempt() noexcept;
+  // Takes the in-flight slot on `b` and a connection (idle or new, per `source`).
+  void begin_attempt(core::BackendIndex b, ConnSource source) noexcept;
+  // The attempt's one exit: drops the connection (pooled only when served and clean), then the
+  // backend's counters, the passive-health note and the in-flight slot release, in that order.
+  void end_attempt(AttemptEnd end) noexcept;
+  void note_passive_health(BackendState& st, AttemptEnd end) noexcept;
   void backend_ready() noexcept;
-  void attempt_failed(bool connect_failure, Reject reason, uint16_t status) noexcept;
-  bool may_retry() const noexcept;
+  void attempt_failed(AttemptEnd end, Reject reason, uint16_t status) noexcept;
+  // Progress on the backend connection, in either direction: the I/O inactivity timeout starts
+  // again (while the request is sent, and once the response head arrived).
+  void backend_progress() noexcept;
   void pump_response() noexcept;
+  // The backend's response head (1xx or final) was parsed: forwards it. False: wait for the
+  // client write in progress (pump_response resumes).
+  bool response_head() noexcept;
+  // The backend closed after everything it sent was parsed.
+  void response_eof() noexcept;
+  // Queues one body piece on `q`, chunk-framed if `chunked`, flushing with `flush` when the
+  // queue is full. False: a write is pending (or failed); the caller stops.
+  bool queue_body(OutQueue& q, bool chunked, std::string_view body,
+                  bool (ClientSession::*flush)()) noexcept;
   void response_done() noexcept;
   void finish_exchange(Outcome outcome) noexcept;
   void fail_exchange(uint16_t status, Reject reason, Outcome outcome) noexcept;
@@ -169,11 +167,7 @@ class ClientSession final : public net::HandleCloser, private net::Timeout {
   void log_access(Outcome outcome, bool head_known = true) noexcept;
   void drop_backend(bool reusable) noexcept;
 
-  static void on_alloc(uv_handle_t* h, size_t suggested, uv_buf_t* buf) noexcept;
-  static void on_read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) noexcept;
-  static void on_client_written(uv_write_t* req, int status) noexcept;
   static void on_backend_written(uv_write_t* req, int status) noexcept;
-  static void on_shutdown(uv_shutdown_t* req, int status) noexcept;
 
   Worker& worker_;
   std::shared_ptr<const Snapshot> snap_;
@@ -183,8 +177,9 @@ class ClientSession final : public net::HandleCloser, private net::Timeout {
   const config::ListenerConfig* listener_cfg_ = nullptr;
   const Pool* listener_pool_ = nullptr;
   std::shared_ptr<ListenerState> listener_state_;
-  uv_tcp_t tcp_{};
-  net::PeerAddr peer_;  // the client's address (IPv6: formatted per exchange)
+  // The client connection (its address: IPv6 formatted per exchange). The codec uses only the
+  // Transport interface of it; a TLS transport takes its place later.
+  TcpTransport tcp_;
 
   // Client read buffer: bytes [rpos_, rlen_) are received and not yet consumed.
   char* buf_ = nullptr;
@@ -199,7 +194,7 @@ class ClientSession final : public net::HandleCloser, private net::Timeout {
   bool head_timer_armed_ : 1 = false;   // the header timeout is running for this request
   bool head_known_ : 1 = false;         // the current request's head was parsed whole
   bool close_after_flush_ : 1 = false;  // close (linger) once to_client is written
-  bool retry_after_write_ : 1 = false;  // a cancelled backend write must complete before a retry
+  PendingRetry retry_after_write_ = PendingRetry::kNone;  // retry once the cancelled write calls back
   bool delete_when_written_ : 1 = false;
 };
 

@@ -95,7 +95,9 @@ class Worker {
   // The client connections' timeouts (idle, header, body, linger), on one timer.
   net::TimeoutQueue& timeouts() noexcept { return timeouts_; }
   // Exchange working state for a session whose requests are parsed with `limits`: reused from
-  // the free list (same limits) or allocated. give_exchange keeps a bounded reserve.
+  // the free list (same limits) or allocated. give_exchange keeps a bounded reserve, and frees
+  // the rewritten-head strings of one whose capacity grew past kMaxPooledStringCapacity.
+  static constexpr size_t kMaxPooledStringCapacity = 16 * 1024;
   ExchangeBuffers* take_exchange(const http::Limits& limits) noexcept;
   void give_exchange(ExchangeBuffers* xb) noexcept;
   // A scratch string for formatting one log line (reused; loop thread only).

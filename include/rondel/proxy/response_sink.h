@@ -1,0 +1,39 @@
+// ResponseSink: where an exchange streams the backend's response. The client codec implements it
+// (HTTP/1 framing now; an HTTP/2 stream later), so the exchange's response side never writes
+// client framing itself. Loop thread only; no call allocates.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "rondel/http/message.h"
+
+namespace rondel::proxy {
+
+class ResponseSink {
+ public:
+  // What became of a 1xx response offered to the sink.
+  enum class Interim : uint8_t {
+    kQueued,   // queued for the client
+    kSkipped,  // this client gets none (HTTP/1.0, or the 100 Continue was already sent)
+    kBusy,     // a write is pending: nothing was queued
+  };
+  virtual Interim sink_interim(const http::ResponseHead& head) noexcept = 0;
+  // Queues the final response head; the codec chooses the client framing for it.
+  virtual void sink_head(const http::ResponseHead& head) noexcept = 0;
+  // Queues one body piece, writing when the queue is full. False: a write is pending (or failed);
+  // stop until the sink drains.
+  virtual bool sink_body(std::string_view body) noexcept = 0;
+  // Queues the end of the body (the codec's framing of it).
+  virtual void sink_end() noexcept = 0;
+  // Writes what is queued: true when all of it went out, false when a write is pending (the
+  // codec resumes the exchange once it drains) or the client is gone.
+  virtual bool sink_flush() noexcept = 0;
+  // A write to the client is pending (backpressure: stop reading the backend).
+  virtual bool sink_busy() const noexcept = 0;
+
+ protected:
+  ~ResponseSink() = default;
+};
+
+}  // namespace rondel::proxy

@@ -1,0 +1,55 @@
+// Transport: the byte stream a client codec reads and writes (plain TCP now, TLS later), so the
+// codec and everything behind it (Exchange, routing, backends) never touch a socket directly.
+//
+// One Transport per client connection, driven by one TransportEvents (the codec). Reads go into
+// a buffer the codec supplies; a write takes an OutQueue and reports backpressure (a pending
+// write) and completion. At most one write is pending at a time. Loop thread only.
+#pragma once
+
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "rondel/net/uv_util.h"
+#include "rondel/proxy/out_queue.h"
+
+namespace rondel::proxy {
+
+// What a transport reports to its codec. Callbacks run on the loop thread and must not throw.
+class TransportEvents {
+ public:
+  // The buffer the next read fills (`buf->len` 0: no room, reading stops on its own).
+  virtual void on_transport_alloc(uv_buf_t* buf) noexcept = 0;
+  // `n` > 0 bytes arrived at the start of the last buffer given; `n` < 0: EOF or an error.
+  virtual void on_transport_read(ssize_t n) noexcept = 0;
+  // The pending write finished (status < 0: failed or cancelled by close()).
+  virtual void on_transport_written(int status) noexcept = 0;
+  // close() completed: nothing of the transport is in use any more; the owner may free it.
+  virtual void on_transport_closed() noexcept = 0;
+
+ protected:
+  ~TransportEvents() = default;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  // Starts or stops delivering reads (idempotent). start_reading returns 0 or a libuv error.
+  virtual int start_reading() noexcept = 0;
+  virtual void stop_reading() noexcept = 0;
+  // Writes `q` as far as the peer takes it now: 0 = all written (q is cleared), 1 = the rest is
+  // pending (backpressure: on_transport_written follows; q must stay untouched until then),
+  // < 0 = error. Sets q.sent_now to the bytes written at once.
+  virtual int write(OutQueue& q) noexcept = 0;
+  // Half-closes the sending side after pending writes; 0 or a libuv error.
+  virtual int shutdown() noexcept = 0;
+  // Closes the connection (idempotent); on_transport_closed follows, from the loop.
+  virtual void close() noexcept = 0;
+  virtual bool closing() const noexcept = 0;
+  // The peer's address (read once, at accept).
+  virtual const net::PeerAddr& peer() const noexcept = 0;
+  // The local address the connection arrived on; false if unknown.
+  virtual bool local_address(sockaddr_storage* out) const noexcept = 0;
+};
+
+}  // namespace rondel::proxy
