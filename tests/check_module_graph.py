@@ -10,6 +10,10 @@ rondel_module() declarations and from every executable of the build (rondel_writ
 - A program's files (tools, tests) are its sources and the local headers they include. They may
   include the headers of the modules the program links and of the modules those declare; a
   module's internal headers (src/<m>/*.h, for white-box tests) count as module m.
+- A third-party header (LIBRARY_HEADERS) may be included only where its library is linked: by
+  the module itself (DEPS or PRIVATE_DEPS), or publicly (DEPS) by a module it may include; for a
+  program, by the program or publicly by one of its modules. So yaml-cpp stays in config,
+  prometheus-cpp in server, llhttp in http (and the test backend, which links it).
 - A C or C++ file under src/, include/ or tools/ that belongs to no module or program (say, one
   left out of its CMakeLists.txt) may not include rondel headers at all.
 
@@ -27,10 +31,31 @@ INCLUDE_RX = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 RONDEL_RX = re.compile(r"^rondel/([A-Za-z0-9_]+)/")
 CODE_EXT = (".h", ".hpp", ".c", ".cc", ".cpp")
 
+# Which library a third-party header belongs to: CMake library name -> header names or, ending
+# in '/' or '_', prefixes. Headers of libraries not listed here are not checked.
+LIBRARY_HEADERS = {
+    "PkgConfig::LIBUV": ("uv.h", "uv/"),
+    "PkgConfig::XXHASH": ("xxhash.h",),
+    "PkgConfig::CARES": ("ares.h", "ares_"),
+    "llhttp_strict": ("llhttp.h",),
+    "yaml-cpp": ("yaml-cpp/",),
+    "prometheus-cpp::core": ("prometheus/",),
+    "benchmark::benchmark": ("benchmark/",),
+    "doctest::doctest": ("doctest/",),
+}
+
+
+def library_of(name):
+    for lib, patterns in LIBRARY_HEADERS.items():
+        for p in patterns:
+            if name == p or (p.endswith(("/", "_")) and name.startswith(p)):
+                return lib
+    return None
+
 
 def read_graph(path):
-    """({module: set(deps)}, [program dicts]) from module_graph.txt."""
-    modules, programs = {}, []
+    """({module: set(deps)}, {module: (public libs, private libs)}, [program dicts])."""
+    modules, libs, programs = {}, {}, []
     with open(path) as f:
         for line in f:
             parts = line.rstrip("\n").split("\t")
@@ -42,11 +67,12 @@ def read_graph(path):
                 fields[k] = [x for x in v.split(",") if x]
             if parts[0] == "module":
                 modules[parts[1]] = set(fields.get("deps", []))
+                libs[parts[1]] = (set(fields.get("libs", [])), set(fields.get("private_libs", [])))
             elif parts[0] == "program":
                 fields["name"] = parts[1]
                 fields["dir"] = fields["dir"][0] if fields.get("dir") else ""
                 programs.append(fields)
-    return modules, programs
+    return modules, libs, programs
 
 
 def includes(path):
@@ -68,9 +94,10 @@ def code_files(root):
 
 
 class Checker:
-    def __init__(self, source, modules, programs):
+    def __init__(self, source, modules, programs, libs=None):
         self.source = os.path.realpath(source)
         self.modules = modules
+        self.libs = libs or {}
         self.programs = programs
         self.errors = []
         self.owned = set()
@@ -87,9 +114,16 @@ class Checker:
             return parts[2]
         return None
 
-    def check_edge(self, path, line, name, owner, allowed):
+    def public_libs(self, module):
+        return self.libs.get(module, (set(), set()))[0]
+
+    def check_edge(self, path, line, name, owner, allowed, allowed_libs):
         m = RONDEL_RX.match(name)
         if not m:
+            lib = library_of(name)
+            if lib is not None and lib not in allowed_libs:
+                self.errors.append(f"{self.rel(path)}:{line}: includes {name} of {lib}, which "
+                                   f"{owner} does not link")
             return
         target = m.group(1)
         if target not in self.modules:
@@ -103,13 +137,18 @@ class Checker:
     def check_modules(self):
         for m, deps in sorted(self.modules.items()):
             allowed = {m} | deps
+            own = self.libs.get(m, (set(), set()))
+            allowed_libs = own[0] | own[1]
+            for d in deps:
+                allowed_libs |= self.public_libs(d)
             roots = [os.path.join(self.source, "src", m),
                      os.path.join(self.source, "include", "rondel", m)]
             for root in roots:
                 for path in code_files(root):
                     self.owned.add(os.path.realpath(path))
                     for line, _, name in includes(path):
-                        self.check_edge(path, line, name, f"module rondel_{m}", allowed)
+                        self.check_edge(path, line, name, f"module rondel_{m}", allowed,
+                                        allowed_libs)
                         local = os.path.join(os.path.dirname(path), name)
                         if not RONDEL_RX.match(name) and os.path.exists(local):
                             other = self.module_of_file(os.path.realpath(local))
@@ -125,6 +164,9 @@ class Checker:
             for m in linked:
                 if m in self.modules:
                     allowed |= {m} | self.modules[m]
+            allowed_libs = set(p.get("links", []))
+            for m in allowed:
+                allowed_libs |= self.public_libs(m)
             dirs = [os.path.realpath(d) for d in p.get("includes", [])
                     if os.path.realpath(d).startswith(self.source + os.sep)]
             todo = []
@@ -141,7 +183,8 @@ class Checker:
                 if self.module_of_file(path) is None:
                     self.owned.add(path)
                 for line, kind, name in includes(path):
-                    self.check_edge(path, line, name, f"program {p['name']}", allowed)
+                    self.check_edge(path, line, name, f"program {p['name']}", allowed,
+                                    allowed_libs)
                     if RONDEL_RX.match(name):
                         continue
                     bases = ([os.path.dirname(path)] if kind == '"' else []) + dirs
@@ -180,10 +223,11 @@ def self_test():
     """The checker on a made-up tree: a -> nothing, b -> a; the violations must be found."""
     with tempfile.TemporaryDirectory() as root:
         files = {
-            "include/rondel/a/a.h": '#include <string>\n',
+            "include/rondel/a/a.h": '#include <string>\n#include <uv.h>\n',  # a links uv
             "include/rondel/b/b.h": '#include "rondel/a/a.h"\n',
             "src/a/a.cpp": '#include "rondel/a/a.h"\n#include "rondel/b/b.h"\n',  # a -> b: bad
-            "src/b/b.cpp": '#include "rondel/b/b.h"\n#include "rondel/zz/z.h"\n',  # no module zz
+            "src/b/b.cpp": '#include "rondel/b/b.h"\n#include "rondel/zz/z.h"\n'  # no module zz
+                           '#include <uv.h>\n#include <yaml-cpp/yaml.h>\n',  # yaml: a's, private
             "tools/p/p.cpp": '#include "rondel/a/a.h"\n#include "local.h"\n',  # via b: fine
             "tools/p/local.h": '#include "rondel/b/b.h"\n',
             "tools/q/q.cpp": '#include "rondel/b/b.h"\n',  # q links only a: bad
@@ -199,8 +243,10 @@ def self_test():
             {"name": "q", "dir": os.path.join(root, "tools/q"), "links": ["rondel_a"],
              "sources": ["q.cpp"], "includes": []},
         ]
-        errors = Checker(root, {"a": set(), "b": {"a"}}, programs).run()
-        expected = ["src/a/a.cpp:2:", "src/b/b.cpp:2:", "tools/q/q.cpp:1:", "tools/r/r.cpp:1:"]
+        libs = {"a": ({"PkgConfig::LIBUV"}, {"yaml-cpp"}), "b": (set(), set())}
+        errors = Checker(root, {"a": set(), "b": {"a"}}, programs, libs).run()
+        expected = ["src/a/a.cpp:2:", "src/b/b.cpp:2:", "src/b/b.cpp:4:", "tools/q/q.cpp:1:",
+                    "tools/r/r.cpp:1:"]
         found = sorted(e.split(" ")[0] for e in errors)
         if found != sorted(expected):
             print("self-test FAILED: expected violations at", expected, "got:")
@@ -218,8 +264,8 @@ def main():
     args = ap.parse_args()
     if not args.no_self_test and not self_test():
         return 1
-    modules, programs = read_graph(args.graph)
-    errors = Checker(args.source, modules, programs).run()
+    modules, libs, programs = read_graph(args.graph)
+    errors = Checker(args.source, modules, programs, libs).run()
     for m, deps in sorted(modules.items()):
         print(f"rondel_{m} -> {', '.join('rondel_' + d for d in sorted(deps)) or '(none)'}")
     print(f"{len(programs)} programs checked")

@@ -33,10 +33,6 @@ bool is_fixed_hop_by_hop(std::string_view name) noexcept {
   }
 }
 
-}  // namespace
-
-namespace {
-
 // Up to this many Connection tokens (beyond the fixed names) are looked for by comparing each
 // with every field: at most kDirectTokens x fields compares, cheaper than building a table.
 constexpr size_t kDirectTokens = 4;
@@ -92,15 +88,9 @@ void for_each_named_token(std::span<const Header> headers, Fn&& fn) {
 }  // namespace
 
 void HopByHopMarker::mark(std::span<Header> headers) {
+  for (Header& h : headers) h.hop_by_hop = is_fixed_hop_by_hop(h.name);
   size_t tokens = 0;
-  for (Header& h : headers) {
-    h.hop_by_hop = is_fixed_hop_by_hop(h.name);
-    if (is_connection(h.name)) {
-      rules::for_each_list_token(h.value, [&](std::string_view token) {
-        if (!is_fixed_hop_by_hop(token)) ++tokens;
-      });
-    }
-  }
+  for_each_named_token(headers, [&](std::string_view) { ++tokens; });
   if (tokens == 0) return;
   if (tokens <= kDirectTokens) {
     for_each_named_token(headers, [&](std::string_view token) {

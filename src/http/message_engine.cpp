@@ -293,19 +293,21 @@ Step MessageEngine::finish() noexcept {
 bool MessageEngine::read_method(const char* data, size_t len, size_t& off) noexcept {
   const auto* sp = static_cast<const char*>(std::memchr(data, ' ', len));
   const size_t end = sp != nullptr ? static_cast<size_t>(sp - data) : len;
-  const ScanResult scan = scanner_.scan(data, end);
-  if (scan.failed) {
-    reject(scan.status, scan.reason);
-    off = scan.used;
-    return false;
-  }
   size_t i = 0;
-  // Empty lines before the request line (RFC 9112 2.2; the scanner has checked their CRLFs).
+  // Empty lines before the request line (RFC 9112 2.2; the scanner checks their CRLFs).
   if (method_.len == 0) {
     while (i < end && (data[i] == '\r' || data[i] == '\n')) ++i;
   }
   const size_t start = i;
   while (i < end && rules::is_tchar(static_cast<unsigned char>(data[i]))) ++i;
+  // The scanner sees the bytes up to the first one that is not a token character, and no
+  // further: the verdict then depends on that prefix only, not on where the input was split.
+  const ScanResult scan = scanner_.scan(data, i < end ? i + 1 : end);
+  if (scan.failed) {
+    reject(scan.status, scan.reason);
+    off = scan.used;
+    return false;
+  }
   if (i != end) {
     off = i;
     reject(400, "bad_method");

@@ -119,3 +119,23 @@ TEST_CASE("userinfo: only an '@' in the authority of an absolute-form target") {
     CHECK(parse_request(std::string("GET ") + target + " HTTP/1.1\r\nHost: host\r\n\r\n").ended);
   }
 }
+
+// The fuzz targets require one verdict whatever the split points: a method is judged by its
+// bytes up to the first one that is not a token character, not by what follows in the same read.
+TEST_CASE("a bad method gets the same verdict wherever the input is split") {
+  for (const std::string& wire :
+       {std::string("G(T\n / HTTP/1.1\r\n\r\n"), std::string("GET\r\n\r\n"),
+        std::string("B@N /a HTTP/1.1\r\nHost: a\r\n\r\n"),
+        std::string("\r\nG\x01T / HTTP/1.1\r\n\r\n")}) {
+    INFO(wire);
+    Parsed whole = parse_request(wire);
+    REQUIRE(whole.failed);
+    for (size_t cut = 1; cut < wire.size(); ++cut) {
+      Parsed p = parse_request(wire, Limits{}, {cut});
+      CHECK(p.failed);
+      CHECK(p.status == whole.status);
+      CHECK(p.reason == whole.reason);
+    }
+  }
+  CHECK(parse_request("G(T\n / HTTP/1.1\r\n\r\n").reason == "bad_method");
+}
