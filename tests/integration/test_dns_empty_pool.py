@@ -13,7 +13,7 @@ import tempfile
 import unittest
 
 from harness import Backend, Rondel, http_get, main, metric_sum, scrape, wait_until
-from test_dns_discovery import DNSMASQ, NAME, Dnsmasq, free_port
+from test_dns_discovery import DNSMASQ, NAME, Dnsmasq, backends_on_one_port
 
 GONE = "gone.test"
 P_ADDR, Q_ADDR, Q_ADDR2 = "127.0.0.2", "127.0.0.3", "127.0.0.4"
@@ -40,9 +40,8 @@ class EmptyPool(unittest.TestCase):
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="rondel-it-dns-empty-")
         cls.dns = NamedDnsmasq(cls.dir, INITIAL)
-        cls.port = free_port(hosts=(P_ADDR, Q_ADDR, Q_ADDR2))
-        cls.backends = {a: Backend(n, host=a, port=cls.port)
-                        for a, n in ((P_ADDR, "g"), (Q_ADDR, "q3"), (Q_ADDR2, "q4"))}
+        cls.backends = backends_on_one_port(["g", "q3", "q4"], [P_ADDR, Q_ADDR, Q_ADDR2])
+        cls.port = cls.backends[P_ADDR].port
         cls.text = (
             f"dns: {{ nameservers: [127.0.0.1:{cls.dns.port}], ttl: 1s, jitter: 0% }}\n"
             "listeners:\n"
