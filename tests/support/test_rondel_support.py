@@ -181,6 +181,16 @@ class PortsConfigTest(unittest.TestCase):
                 s.bind(("127.0.0.1", h.port))
         self.assertEqual(ports.nginx_inherit_env([h], {})["NGINX"], f"{h.fd};")
 
+    def test_closed_port_refuses_connects_and_stays_taken_while_held(self):
+        c = ports.closed_port()
+        self.addCleanup(c.close)
+        self.assertEqual(c.address, f"127.0.0.1:{c.port}")
+        with self.assertRaises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", c.port), timeout=5).close()
+        with socket.socket() as s:
+            with self.assertRaises(OSError):  # no other process can bind and then accept on it
+                s.bind(("127.0.0.1", c.port))
+
     def test_read_listening_from_a_log_line(self):
         registry = procs.ProcessRegistry()
         self.addCleanup(registry.kill_all)
@@ -281,6 +291,14 @@ class DaemonsTest(unittest.TestCase):
         g.signal(signal.SIGCONT)
         self.assertEqual(httpio.exchange(g.members[0].port, "GET", "/")[0], 200)
         self.assertTrue(g.stop())
+
+    def test_sanitizer_rx_matches_every_sanitizer_report_start(self):
+        starts = ["==1==ERROR: AddressSanitizer: heap-use-after-free on address 0x1",
+                  "==1==ERROR: LeakSanitizer: detected memory leaks",
+                  "src/proxy/session.cpp:10:5: runtime error: signed integer overflow",
+                  "WARNING: ThreadSanitizer: data race (pid=1)"]
+        self.assertEqual([bool(daemons.SANITIZER_RX.search(l)) for l in starts], [True] * 4)
+        self.assertIsNone(daemons.SANITIZER_RX.search("2026 info started workers=1"))
 
     def test_rondel_on_port_0_in_front_of_a_backend(self):
         b = daemons.TestBackend("b1", binary=BACKEND_BIN, registry=self.registry)

@@ -12,8 +12,9 @@ from . import config, ports, procfs
 from .httpio import http_get
 from .procs import Process, pause, wait_until
 
-# A line that starts an AddressSanitizer / LeakSanitizer / UndefinedBehaviorSanitizer report.
-SANITIZER_RX = re.compile(r"ERROR: AddressSanitizer|LeakSanitizer|runtime error:")
+# A line that starts an AddressSanitizer / LeakSanitizer / UndefinedBehaviorSanitizer /
+# ThreadSanitizer report.
+SANITIZER_RX = re.compile(r"ERROR: AddressSanitizer|LeakSanitizer|runtime error:|WARNING: ThreadSanitizer")
 
 
 class TestBackendProcess:
@@ -177,7 +178,7 @@ class Rondel:
     def stop(self, timeout=15):
         """SIGTERM and wait; returns the exit code. Raises AssertionError when rondel does not
         exit in time (it is killed) or its output holds a sanitizer report (ASan, LeakSanitizer
-        at exit, UBSan): see sanitizer_reports()."""
+        at exit, UBSan, TSan): see sanitizer_reports()."""
         if not self.process.stop(SIGTERM, timeout):
             raise AssertionError("rondel did not exit within %ss of SIGTERM" % timeout)
         reports = self.sanitizer_reports()

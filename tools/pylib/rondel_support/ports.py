@@ -70,9 +70,24 @@ def nginx_inherit_env(listeners, env=None):
     return out
 
 
+class ClosedPort:
+    """A port on `host` (127.0.0.1) where connects are refused for as long as this object is
+    held, for a backend address that must refuse connections: a socket bound to port 0 that
+    never listens keeps the port (bound, then closed, would leave it free for any other process
+    to take, and a connect to it might then succeed). Not for listening on: use port 0."""
+
+    def __init__(self, host="127.0.0.1"):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind((host, 0))
+        self.host = host
+        self.port = self.sock.getsockname()[1]
+        self.address = f"{host}:{self.port}"
+
+    def close(self):
+        """Releases the port (from then on another process may take it)."""
+        self.sock.close()
+
+
 def closed_port(host="127.0.0.1"):
-    """A port on `host` that nothing listens on right now (bound, then closed), for a backend
-    address whose connects must be refused. Not for listening on: use port 0 for that."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    """A ClosedPort on `host`: keep it (its `.port`) for as long as connects must be refused."""
+    return ClosedPort(host)
