@@ -201,7 +201,48 @@ def zipf_keys(n_keys, s=1.1, seed=1):
     return sample
 
 
-class ScriptedBackend:
+class ConnBackend:
+    """A Python backend on 127.0.0.1 (port 0) that hands each accepted connection to
+    serve(sock) in a thread of its own and closes it afterwards (an OSError inside serve ends
+    that connection quietly). Connections are counted in .connections."""
+
+    def __init__(self, serve, timeout=10):
+        self.serve = serve
+        self.timeout = timeout  # per socket operation of a connection
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.address = f"127.0.0.1:{self.port}"
+        self.connections = 0
+        self.stopped = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while not self.stopped:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._run, args=(c,), daemon=True).start()
+
+    def _run(self, c):
+        c.settimeout(self.timeout)
+        try:
+            self.serve(c)
+        except OSError:
+            pass
+        finally:
+            c.close()
+
+    def stop(self):
+        self.stopped = True
+        self.sock.close()
+
+
+class ScriptedBackend(ConnBackend):
     """A tiny Python backend for responses the C++ test backend cannot produce (close-delimited
     bodies, interim 1xx, malformed heads). handler(method, target, head_bytes, body) returns
     (bytes to send, close_after). Requests are read with Content-Length bodies only. Connections
@@ -210,80 +251,52 @@ class ScriptedBackend:
     def __init__(self, handler, read_body=True):
         self.handler = handler
         self.read_body = read_body  # False: answer right after the head, leave the body unread
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        self.address = f"127.0.0.1:{self.port}"
-        self.connections = 0
         self.requests = 0
-        self._stop = False
-        self._t = threading.Thread(target=self._accept, daemon=True)
-        self._t.start()
-
-    def _accept(self):
-        while not self._stop:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            self.connections += 1
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+        super().__init__(self._serve)
 
     def _serve(self, c):
-        c.settimeout(10)
         buf = b""
-        try:
-            while True:
-                while b"\r\n\r\n" not in buf:
-                    d = c.recv(65536)
-                    if not d:
-                        return
-                    buf += d
-                head, _, buf = buf.partition(b"\r\n\r\n")
-                lines = head.decode("latin-1").split("\r\n")
-                method, target = lines[0].split()[:2]
+        while True:
+            while b"\r\n\r\n" not in buf:
+                d = c.recv(65536)
+                if not d:
+                    return
+                buf += d
+            head, _, buf = buf.partition(b"\r\n\r\n")
+            lines = head.decode("latin-1").split("\r\n")
+            method, target = lines[0].split()[:2]
+            n = 0
+            for l in lines[1:]:
+                k, _, v = l.partition(":")
+                if k.strip().lower() == "content-length":
+                    n = int(v)
+            if not self.read_body:
                 n = 0
-                for l in lines[1:]:
-                    k, _, v = l.partition(":")
-                    if k.strip().lower() == "content-length":
-                        n = int(v)
-                if not self.read_body:
-                    n = 0
-                while len(buf) < n:
-                    d = c.recv(65536)
-                    if not d:
-                        return
-                    buf += d
-                body, buf = buf[:n], buf[n:]
-                self.requests += 1
-                out, close = self.handler(method, target, head, body)
-                if out:
-                    c.sendall(out)
-                if not self.read_body and not close:
-                    # Hold the connection without reading anything more (the unread body fills
-                    # the socket buffers), until the peer gives up or 10 s pass.
-                    deadline = time.monotonic() + 10
-                    while time.monotonic() < deadline and not self._stop:
-                        time.sleep(0.05)
+            while len(buf) < n:
+                d = c.recv(65536)
+                if not d:
                     return
-                if close:
-                    # Lingering close: half-close, then drain what the peer still sends, so
-                    # unread input does not turn the FIN into a reset that destroys the answer.
-                    c.shutdown(socket.SHUT_WR)
-                    deadline = time.monotonic() + 2
-                    while time.monotonic() < deadline and c.recv(65536):
-                        pass
-                    return
-        except OSError:
-            pass
-        finally:
-            c.close()
-
-    def stop(self):
-        self._stop = True
-        self.sock.close()
+                buf += d
+            body, buf = buf[:n], buf[n:]
+            self.requests += 1
+            out, close = self.handler(method, target, head, body)
+            if out:
+                c.sendall(out)
+            if not self.read_body and not close:
+                # Hold the connection without reading anything more (the unread body fills
+                # the socket buffers), until the peer gives up or 10 s pass.
+                deadline = time.monotonic() + 10
+                while time.monotonic() < deadline and not self.stopped:
+                    time.sleep(0.05)
+                return
+            if close:
+                # Lingering close: half-close, then drain what the peer still sends, so
+                # unread input does not turn the FIN into a reset that destroys the answer.
+                c.shutdown(socket.SHUT_WR)
+                deadline = time.monotonic() + 2
+                while time.monotonic() < deadline and c.recv(65536):
+                    pass
+                return
 
 
 class Prometheus:

@@ -2,58 +2,32 @@
 as rondel sends the next request on it. A request that fails on a reused backend connection
 before any response byte arrived is retried once on a fresh connection to the same backend: the
 client sees no error, the backend is not counted as failed and no request spills."""
-import socket
-import threading
 import time
 import unittest
 
-from harness import HttpConn, Rondel, main, make_config, metric_sum, scrape
+from harness import ConnBackend, HttpConn, Rondel, main, make_config, metric_sum, scrape
 
 
-class CloseAfterAnswerBackend:
+class CloseAfterAnswerBackend(ConnBackend):
     """Answers one request per connection (keep-alive, without Connection: close), then closes
     the connection 100 ms later without reading what arrived meanwhile: the way a server whose
     keep-alive timeout expires drops a connection rondel already sent a request on."""
 
     def __init__(self, linger=0.1):
         self.linger = linger
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.address = "127.0.0.1:%d" % self.sock.getsockname()[1]
-        self.connections = 0
         self.answered = 0
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            self.connections += 1
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+        super().__init__(self._serve)
 
     def _serve(self, c):
-        c.settimeout(10)
-        try:
-            buf = b""
-            while b"\r\n\r\n" not in buf:
-                d = c.recv(65536)
-                if not d:
-                    return
-                buf += d
-            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-            self.answered += 1
-            time.sleep(self.linger)
-        except OSError:
-            pass
-        finally:
-            c.close()
-
-    def stop(self):
-        self.sock.close()
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            d = c.recv(65536)
+            if not d:
+                return
+            buf += d
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        self.answered += 1
+        time.sleep(self.linger)
 
 
 class KeepAliveRace(unittest.TestCase):

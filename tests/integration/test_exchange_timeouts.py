@@ -5,47 +5,11 @@ slow upload outlive it), while a backend that goes silent is still cut: 504 befo
 head, a close after it. body_timeout does not run while rondel itself stopped reading the client
 because the backend is slow to take the body (backpressure): the client gets the response, not a
 408 for the backend's stall."""
-import socket
 import threading
 import time
 import unittest
 
-from harness import HttpConn, Rondel, main, make_config
-
-
-class ConnBackend:
-    """A Python backend that hands each accepted connection to serve(sock) in its own thread."""
-
-    def __init__(self, serve):
-        self.serve = serve
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.address = "127.0.0.1:%d" % self.sock.getsockname()[1]
-        self.connections = 0
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            self.connections += 1
-            threading.Thread(target=self._run, args=(c,), daemon=True).start()
-
-    def _run(self, c):
-        c.settimeout(20)
-        try:
-            self.serve(c)
-        except OSError:
-            pass
-        finally:
-            c.close()
-
-    def stop(self):
-        self.sock.close()
+from harness import ConnBackend, HttpConn, Rondel, main, make_config
 
 
 def read_head(c, buf):
@@ -114,7 +78,7 @@ def serve(c):
 class BackendIoTimeoutIsInactivity(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.backend = ConnBackend(serve)
+        cls.backend = ConnBackend(serve, timeout=20)
         cls.rondel = Rondel(make_config(
             [{"address": cls.backend.address}],
             pool={"backend_io_timeout": "1s", "response_header_timeout": "1s", "retries": 0}))
@@ -166,7 +130,7 @@ class BackendIoTimeoutIsInactivity(unittest.TestCase):
 class BodyTimeoutPausedByBackpressure(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.backend = ConnBackend(serve)
+        cls.backend = ConnBackend(serve, timeout=20)
         cls.rondel = Rondel(make_config(
             [{"address": cls.backend.address}],
             listener={"body_timeout": "1s"}, pool={"retries": 0}))
