@@ -138,6 +138,13 @@ class Limits(unittest.TestCase):
                 self.assertIn(f"{NOFILE}", [l for l in f if "open files" in l][0])
             with HttpConn(r.port) as c:
                 self.assertEqual(served(c, "/warm"), 200)
+            # Flood only once rondel has closed the warm-up connection (an event, not a sleep).
+            # base_fds must not count it; and under UBSan the first destruction of a session
+            # runs the vptr check's type-cache miss, which probes memory with pipe(): inside the
+            # flood that finds no descriptor and reports "invalid vptr" for a valid object.
+            wait_until(lambda: metric_sum(scrape(r.admin_port)[1],
+                                          "rondel_client_connections_open") == 0,
+                       timeout=5, what="the warm-up connection closed")
             base_fds = r.open_fds()
             for _ in range(FLOOD):
                 s = socket.socket()
