@@ -107,7 +107,8 @@ def access_records(path, timeout=3.0, min_count=0):
         recs = []
         if os.path.exists(path):
             with open(path) as f:
-                recs = [parse_kv(l) for l in f if l.startswith("access ")]
+                # Only whole lines: a line rondel is still writing is not a record yet.
+                recs = [parse_kv(l) for l in f if l.startswith("access ") and l.endswith("\n")]
         if len(recs) >= min_count or time.monotonic() > deadline:
             return recs
         time.sleep(0.05)
