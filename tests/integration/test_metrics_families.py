@@ -19,6 +19,8 @@ import tempfile
 import threading
 import unittest
 
+from test_metrics_scrape import documented_names
+
 from harness import (SOURCE_DIR, Backend, Rondel, access_records, http_get, main, make_config,
                      metric_sum, raw_exchange, scrape, wait_until)
 
@@ -27,14 +29,7 @@ HEALTH = "{ enabled: true, interval: 200ms, timeout: 500ms, rise: 2, fall: 3 }"
 MAX_ROUNDS = 200  # traffic rounds at most (each a few hundred ms)
 
 
-def documented_families():
-    names = {}
-    with open(DOC) as f:
-        for line in f:
-            m = re.match(r"^\| `(rondel_[a-z0-9_]+)` \| (counter|gauge|histogram) \|", line)
-            if m:
-                names[m.group(1)] = m.group(2)
-    return names
+documented_families = documented_names  # the one parser of docs/metrics.md's tables
 
 
 def families_with_samples(samples, doc):
