@@ -147,11 +147,12 @@ void ClientSession::sink_end() noexcept {
   }
 }
 
-bool ClientSession::queue_body(OutQueue& q, bool chunked, std::string_view body,
+bool ClientSession::queue_body(net::OutQueue& q, bool chunked, std::string_view body,
                                bool (ClientSession::*flush)()) noexcept {
   if (chunked) {
     if (!q.room(3) && !(this->*flush)()) return false;
-    q.push_chunk_header(body.size());
+    char* line = q.slot();
+    q.push(line, http::chunk_header(body.size(), line));
     q.push(body.data(), body.size());
     q.push(http::kChunkTrailer.data(), http::kChunkTrailer.size());
   } else {

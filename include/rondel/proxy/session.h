@@ -21,10 +21,10 @@
 #include "rondel/net/timeout_queue.h"
 #include "rondel/net/uv_util.h"
 #include "rondel/proxy/exchange.h"
-#include "rondel/proxy/out_queue.h"
+#include "rondel/net/out_queue.h"
 #include "rondel/proxy/response_sink.h"
 #include "rondel/proxy/snapshot.h"
-#include "rondel/proxy/tcp_transport.h"
+#include "rondel/net/tcp_transport.h"
 #include "rondel/proxy/worker.h"
 
 namespace rondel::proxy {
@@ -40,8 +40,8 @@ struct ExchangeBuffers {
   http::Limits limits;  // the request parser's (per listener)
   http::RequestParser req_parser;
   http::ResponseParser resp_parser;
-  OutQueue to_backend;
-  OutQueue to_client;
+  net::OutQueue to_backend;
+  net::OutQueue to_client;
   std::string req_head_out;
   std::string resp_head_out;
   http::ClientFraming client_framing;  // how the codec frames the current response to the client
@@ -51,7 +51,7 @@ struct ExchangeBuffers {
   uint8_t client_ip_len = 0;
 };
 
-class ClientSession final : private TransportEvents, private ResponseSink, private net::Timeout {
+class ClientSession final : private net::TransportEvents, private ResponseSink, private net::Timeout {
  public:
   // Accepts a connection from `server`. On failure the connection is dropped and counted.
   static void accept(Worker& worker, uv_stream_t* server, const std::string& listener);
@@ -157,7 +157,7 @@ class ClientSession final : private TransportEvents, private ResponseSink, priva
   void response_eof() noexcept;
   // Queues one body piece on `q`, chunk-framed if `chunked`, flushing with `flush` when the
   // queue is full. False: a write is pending (or failed); the caller stops.
-  bool queue_body(OutQueue& q, bool chunked, std::string_view body,
+  bool queue_body(net::OutQueue& q, bool chunked, std::string_view body,
                   bool (ClientSession::*flush)()) noexcept;
   void response_done() noexcept;
   void finish_exchange(Outcome outcome) noexcept;
@@ -179,7 +179,7 @@ class ClientSession final : private TransportEvents, private ResponseSink, priva
   std::shared_ptr<ListenerState> listener_state_;
   // The client connection (its address: IPv6 formatted per exchange). The codec uses only the
   // Transport interface of it; a TLS transport takes its place later.
-  TcpTransport tcp_;
+  net::TcpTransport tcp_;
 
   // Client read buffer: bytes [rpos_, rlen_) are received and not yet consumed.
   char* buf_ = nullptr;

@@ -11,9 +11,9 @@
 #include <uv.h>
 
 #include "rondel/net/uv_util.h"
-#include "rondel/proxy/out_queue.h"
+#include "rondel/net/out_queue.h"
 
-namespace rondel::proxy {
+namespace rondel::net {
 
 // What a transport reports to its codec. Callbacks run on the loop thread and must not throw.
 class TransportEvents {
@@ -47,9 +47,9 @@ class Transport {
   virtual void close() noexcept = 0;
   virtual bool closing() const noexcept = 0;
   // The peer's address (read once, at accept).
-  virtual const net::PeerAddr& peer() const noexcept = 0;
+  virtual const PeerAddr& peer() const noexcept = 0;
   // The local address the connection arrived on; false if unknown.
   virtual bool local_address(sockaddr_storage* out) const noexcept = 0;
 };
 
-}  // namespace rondel::proxy
+}  // namespace rondel::net

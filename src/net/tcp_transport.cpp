@@ -1,7 +1,7 @@
 // TcpTransport: libuv stream calls and callbacks, forwarded to the codec's TransportEvents.
-#include "rondel/proxy/tcp_transport.h"
+#include "rondel/net/tcp_transport.h"
 
-namespace rondel::proxy {
+namespace rondel::net {
 
 int TcpTransport::accept(uv_loop_t* loop, uv_stream_t* server, TransportEvents* events) noexcept {
   events_ = events;
@@ -69,4 +69,4 @@ void TcpTransport::on_closed(uv_handle_t* h) noexcept {
   static_cast<TcpTransport*>(h->data)->events_->on_transport_closed();
 }
 
-}  // namespace rondel::proxy
+}  // namespace rondel::net

@@ -1,19 +1,12 @@
 // OutQueue: try the write at once, queue the rest with libuv.
-#include "rondel/proxy/out_queue.h"
+#include "rondel/net/out_queue.h"
 
-#include "rondel/http/writer.h"
-
-namespace rondel::proxy {
+namespace rondel::net {
 
 void OutQueue::push(const char* p, size_t len) noexcept {
   if (len == 0) return;
   bufs[n++] = uv_buf_init(const_cast<char*>(p), static_cast<unsigned>(len));
   bytes += len;
-}
-
-void OutQueue::push_chunk_header(uint64_t len) noexcept {
-  char* h = chunk_heads[heads++];
-  push(h, http::chunk_header(len, h));
 }
 
 int OutQueue::flush(uv_stream_t* s, uv_write_cb cb) noexcept {
@@ -40,4 +33,4 @@ int OutQueue::flush(uv_stream_t* s, uv_write_cb cb) noexcept {
   return 1;
 }
 
-}  // namespace rondel::proxy
+}  // namespace rondel::net

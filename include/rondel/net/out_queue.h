@@ -1,4 +1,5 @@
-// OutQueue: the buffers of one vectored write, with storage for the chunk-size lines it frames.
+// OutQueue: the buffers of one vectored write, with small slots for the framing lines a codec
+// writes between them (an HTTP/1 chunk-size line, for instance).
 //
 // A queue points into buffers it does not own (a read buffer, a rewritten head); they must stay
 // unchanged until the write completes. Loop thread only; no allocation.
@@ -7,27 +8,29 @@
 #include <uv.h>
 
 #include <cstddef>
-#include <cstdint>
 
-namespace rondel::proxy {
+namespace rondel::net {
 
 struct OutQueue {
   static constexpr int kMaxBufs = 12;
   uv_buf_t bufs[kMaxBufs];
   int n = 0;
   size_t bytes = 0;
-  char chunk_heads[kMaxBufs][20];
-  int heads = 0;
+  static constexpr size_t kSlotSize = 20;
+  char slots[kMaxBufs][kSlotSize];
+  int used_slots = 0;
   size_t sent_now = 0;  // bytes the last flush() wrote synchronously
   uv_write_t req{};
   bool pending = false;
 
   bool room(int k) const noexcept { return n + k <= kMaxBufs; }
   void push(const char* p, size_t len) noexcept;
-  void push_chunk_header(uint64_t len) noexcept;
-  void clear() noexcept { n = 0; bytes = 0; heads = 0; }
+  // A kSlotSize-byte slot that lives as long as the queued write (until clear()); the caller
+  // fills it and pushes it. At most kMaxBufs per write.
+  char* slot() noexcept { return slots[used_slots++]; }
+  void clear() noexcept { n = 0; bytes = 0; used_slots = 0; }
   // Writes what is queued: 0 = all written now, 1 = a write is pending (cb will run), <0 = error.
   int flush(uv_stream_t* s, uv_write_cb cb) noexcept;
 };
 
-}  // namespace rondel::proxy
+}  // namespace rondel::net

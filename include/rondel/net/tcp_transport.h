@@ -4,9 +4,9 @@
 // thread only.
 #pragma once
 
-#include "rondel/proxy/transport.h"
+#include "rondel/net/transport.h"
 
-namespace rondel::proxy {
+namespace rondel::net {
 
 class TcpTransport final : public Transport {
  public:
@@ -25,7 +25,7 @@ class TcpTransport final : public Transport {
   int shutdown() noexcept override;
   void close() noexcept override;
   bool closing() const noexcept override { return closing_; }
-  const net::PeerAddr& peer() const noexcept override { return peer_; }
+  const PeerAddr& peer() const noexcept override { return peer_; }
   bool local_address(sockaddr_storage* out) const noexcept override;
 
  private:
@@ -39,9 +39,9 @@ class TcpTransport final : public Transport {
   uv_tcp_t tcp_{};
   uv_shutdown_t shutdown_req_{};
   TransportEvents* events_ = nullptr;
-  net::PeerAddr peer_;
+  PeerAddr peer_;
   bool reading_ = false;
   bool closing_ = false;
 };
 
-}  // namespace rondel::proxy
+}  // namespace rondel::net
