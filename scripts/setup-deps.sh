@@ -5,9 +5,10 @@
 set -euo pipefail
 
 build_pkgs=(g++ make cmake pkg-config libuv1-dev node-llhttp libyaml-cpp-dev libxxhash-dev
-            prometheus-cpp-dev doctest-dev libbenchmark-dev libc-ares-dev)
+            prometheus-cpp-dev doctest-dev libbenchmark-dev libc-ares-dev
+            libssl-dev libnghttp2-dev libsystemd-dev)
 test_pkgs=(curl wrk python3 procps xxhash varnish dnsmasq-base prometheus chromium slowhttptest
-           stress-ng)
+           stress-ng openssl nghttp2-client testssl.sh clang)
 bench_pkgs=(haproxy nginx-light wrk util-linux)
 
 want=("${build_pkgs[@]}")
