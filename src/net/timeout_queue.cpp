@@ -68,15 +68,19 @@ void TimeoutQueue::on_timer(uv_timer_t* h) noexcept {
 
 void TimeoutQueue::expire() noexcept {
   const uint64_t now = uv_now(loop_);
-  // By index: a callback may add a lane (a new duration) or set timeouts in any lane; what it
-  // sets is due after `now`, so each lane's loop ends.
-  for (size_t i = 0; i < lanes_.size(); ++i) {
-    Timeout& head = lanes_[i]->head;
-    while (head.next_ != &head && head.next_->due_ <= now) {
-      Timeout* t = head.next_;
-      t->unlink();
-      cb_(t);
+  // Everything due fires in due order across the lanes (a timer that woke late finds several
+  // lanes due: the earliest head goes first, so a 10 ms timeout never fires after a 40 ms one).
+  // The lanes are re-scanned after each callback: it may add a lane (a new duration) or set
+  // timeouts in any lane, always due after `now`, so the loop ends.
+  for (;;) {
+    Timeout* first = nullptr;
+    for (auto& l : lanes_) {
+      Timeout* t = l->head.next_;
+      if (t != &l->head && t->due_ <= now && (first == nullptr || t->due_ < first->due_)) first = t;
     }
+    if (first == nullptr) break;
+    first->unlink();
+    cb_(first);
   }
   uint64_t next = 0;
   for (auto& l : lanes_) {

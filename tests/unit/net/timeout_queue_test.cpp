@@ -3,7 +3,9 @@
 #include <doctest/doctest.h>
 #include <uv.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "rondel/net/timeout_queue.h"
@@ -79,6 +81,19 @@ TEST_CASE_FIXTURE(Fixture, "timeouts of several durations fire in due order, on 
   q.set(c, 25);
   q.set(d, 10);
   CHECK(q.lanes() == 3);
+  run_until_quiet(&loop, {&a, &b, &c, &d}, 2000);
+  CHECK(fired == std::vector<std::string>{"b10", "d10", "c25", "a40"});
+}
+
+TEST_CASE_FIXTURE(Fixture, "timeouts all overdue when the timer wakes late still fire in due order") {
+  // A busy machine wakes the loop late: every lane is due at once. Lane order (40 first) must
+  // not decide the firing order.
+  Item a("a40"), b("b10"), c("c25"), d("d10");
+  q.set(a, 40);
+  q.set(b, 10);
+  q.set(c, 25);
+  q.set(d, 10);
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
   run_until_quiet(&loop, {&a, &b, &c, &d}, 2000);
   CHECK(fired == std::vector<std::string>{"b10", "d10", "c25", "a40"});
 }
