@@ -11,12 +11,13 @@
 """
 import json
 import os
+import subprocess
 import tempfile
 import threading
 import unittest
 
-from harness import (Backend, Rondel, http_get, http_request, main, make_config, metric_sum,
-                     scrape, wait_until)
+from harness import (RONDEL_BIN, Backend, Rondel, http_get, http_request, main, make_config,
+                     metric_sum, scrape, wait_until)
 
 TOKEN = "s3cret-token-for-tests"
 
@@ -209,6 +210,43 @@ class Operations(unittest.TestCase):
         status, _, view = put(self.rondel, b, {"weight": None})
         self.assertEqual((status, view["weight"], view["weight_override"]), (200, 1, False))
         self.assertEqual(pool_view(self.rondel)["fingerprint"], before["fingerprint"])
+
+    def ctl(self, *args, token_file=None):
+        r = subprocess.run([RONDEL_BIN, "ctl", "--admin", f"127.0.0.1:{self.rondel.admin_port}",
+                            "--token-file", token_file or self.token_file, *args],
+                           capture_output=True, text=True, timeout=30)
+        return r.returncode, r.stdout, r.stderr
+
+    def test_rondel_ctl_drives_the_same_operations(self):
+        b = self.backends[1].address
+        code, out, _ = self.ctl("drain", "p", b)
+        self.assertEqual((code, json.loads(out)["state"]), (0, "drain"))
+        code, out, _ = self.ctl("show", "p", b)
+        self.assertEqual((code, json.loads(out)["usable"]), (0, False))
+        code, out, _ = self.ctl("weight", "p", b, "3")
+        self.assertEqual((code, json.loads(out)["weight"]), (0, 3))
+        code, out, _ = self.ctl("weight", "p", b, "config")
+        self.assertEqual((code, json.loads(out)["weight"]), (0, 1))
+        code, out, _ = self.ctl("ready", "p", b)
+        self.assertEqual((code, json.loads(out)["state"]), (0, "ready"))
+        code, _, err = self.ctl("maint", "p", "10.1.1.1:9")
+        self.assertEqual(code, 1)
+        self.assertIn("HTTP 404", err)
+        wrong = os.path.join(self.dir, "wrong-token")
+        with open(wrong, "w") as f:
+            f.write("nope\n")
+        code, _, err = self.ctl("drain", "p", b, token_file=wrong)
+        self.assertEqual(code, 1)
+        self.assertIn("HTTP 403", err)
+        self.assertEqual(self.ctl("weight", "p", b, "-4")[0], 2)
+        self.assertEqual(self.ctl("pause", "p", b)[0], 2)
+        self.assertEqual(get(self.rondel, b)[1]["state"], "ready")
+
+    def test_ui_shows_admin_state_and_fingerprint(self):
+        status, _, body = http_get(self.rondel.admin_port, "/ui")
+        self.assertEqual(status, 200)
+        self.assertIn(b"b.admin_state", body)
+        self.assertIn(b"pool.fingerprint", body)
 
 
 class Persistence(unittest.TestCase):
