@@ -291,6 +291,45 @@ class Persistence(unittest.TestCase):
             for b in backends:
                 b.stop()
 
+    def test_maint_pauses_active_health_checks_and_drain_does_not(self):
+        d = tempfile.mkdtemp(prefix="rondel-ops-")
+        token_file = os.path.join(d, "token")
+        with open(token_file, "w") as f:
+            f.write(TOKEN)
+        backends = [Backend(f"h{i}") for i in range(2)]
+        health = "{ enabled: true, interval: 100ms, timeout: 500ms, rise: 1, fall: 2 }"
+        try:
+            rondel = Rondel(make_config(backends, pool={"health_check": health},
+                                        admin={"token_file": token_file}))
+            victim, other = backends[0].address, backends[1].address
+
+            def checks(b):
+                _, samples, _ = scrape(rondel.admin_port)
+                return metric_sum(samples, "rondel_backend_health_checks_total", pool="p",
+                                  backend=b)
+
+            def after_other_checks(n):
+                """Victim's probe count once the other backend had n more (n intervals)."""
+                start = checks(other)
+                wait_until(lambda: checks(other) >= start + n, timeout=10,
+                           what=f"{n} more checks of the other backend")
+                return checks(victim)
+
+            self.assertEqual(put(rondel, victim, {"state": "drain"})[0], 200)
+            v0 = checks(victim)
+            self.assertGreaterEqual(after_other_checks(4), v0 + 2)  # drain: still checked
+            self.assertEqual(put(rondel, victim, {"state": "maint"})[0], 200)
+            v1 = checks(victim)
+            # At most the probe already under way when maint was set completes.
+            self.assertLessEqual(after_other_checks(5), v1 + 1)
+            self.assertEqual(put(rondel, victim, {"state": "ready"})[0], 200)
+            v2 = checks(victim)
+            self.assertGreaterEqual(after_other_checks(4), v2 + 2)  # checked again
+            self.assertEqual(rondel.stop(), 0)
+        finally:
+            for b in backends:
+                b.stop()
+
     def test_without_a_token_file_the_admin_is_read_only(self):
         backends = [Backend("r0")]
         try:
