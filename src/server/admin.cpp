@@ -71,7 +71,7 @@ constexpr std::string_view kBackendPathPrefix = "/api/pools/";
 // The reason phrases the admin endpoint sends.
 constexpr std::pair<int, std::string_view> kReasons[] = {
     {200, "OK"}, {400, "Bad Request"}, {401, "Unauthorized"}, {403, "Forbidden"},
-    {404, "Not Found"}, {405, "Method Not Allowed"}, {413, "Content Too Large"},
+    {404, "Not Found"}, {405, "Method Not Allowed"}, {409, "Conflict"}, {413, "Content Too Large"},
     {431, "Request Header Fields Too Large"}, {500, "Internal Server Error"},
     {503, "Service Unavailable"}};
 

@@ -21,7 +21,6 @@ using admin_detail::url_decode;
 
 constexpr std::string_view kJson = "application/json";
 constexpr std::string_view kAllow = "Allow: GET, HEAD, PUT\r\n";
-constexpr uint64_t kMaxOpWeight = 65535;  // as a configured weight (config schema)
 
 // A JSON error body: {"error": "..."}.
 void json_error(AdminResponse& res, int status, std::string_view message) {
@@ -165,7 +164,7 @@ void Admin::put_backend(const AdminRequest& req, const std::string& pool, const 
       uint64_t w = 0;
       if (v.kind == FlatJson::Kind::kNull) {
         s.weight.reset();
-      } else if (flat_json_uint(v, kMaxOpWeight, w)) {
+      } else if (flat_json_uint(v, kMaxAdminWeight, w)) {
         s.weight = static_cast<uint32_t>(w);
       } else {
         json_error(res, 400, "\"weight\" must be an integer 0..65535 or null");
@@ -181,9 +180,13 @@ void Admin::put_backend(const AdminRequest& req, const std::string& pool, const 
     json_error(res, 400, "nothing to change: give \"state\" and/or \"weight\"");
     return;
   }
-  auto done = daemon_.set_backend_admin(pool, id, s);
-  if (!done) {
-    json_error(res, 500, done.error().message);
+  const Daemon::AdminResult done = daemon_.set_backend_admin(pool, id, s);
+  if (done.outcome == Daemon::AdminOutcome::kRejected) {
+    json_error(res, 409, "rejected, nothing changed: " + done.error);
+    return;
+  }
+  if (done.outcome == Daemon::AdminOutcome::kNotSaved) {
+    json_error(res, 500, "the state file cannot be written, nothing changed: " + done.error);
     return;
   }
   // A weight change published a new snapshot: look the backend up again.

@@ -22,8 +22,6 @@ constexpr std::pair<proxy::AdminState, std::string_view> kStateNames[] = {
     {proxy::AdminState::kMaint, "maint"},
 };
 
-constexpr uint64_t kMaxStateWeight = 65535;  // as a configured weight (config schema)
-
 std::string errno_text() { return std::strerror(errno); }
 
 }  // namespace
@@ -129,7 +127,7 @@ core::Result<bool> AdminStates::load(const std::string& path, std::vector<std::s
     }
     uint64_t w = 0;
     if (weight != nullptr && weight->kind != FlatJson::Kind::kNull) {
-      if (!flat_json_uint(*weight, kMaxStateWeight, w)) {
+      if (!flat_json_uint(*weight, kMaxAdminWeight, w)) {
         warn("weight must be an integer 0..65535");
         continue;
       }

@@ -434,10 +434,10 @@ void Daemon::load_admin_states(const config::Config& cfg) {
            "file=" + path + " entries=" + std::to_string(admin_states_.size()));
 }
 
-core::Result<bool> Daemon::set_backend_admin(const std::string& pool, const std::string& id,
-                                             const AdminSetting& s) {
+Daemon::AdminResult Daemon::set_backend_admin(const std::string& pool, const std::string& id,
+                                              const AdminSetting& s) {
   const AdminSetting before = admin_states_.get(pool, id);
-  if (before == s) return false;
+  if (before == s) return {};
   admin_states_.set(pool, id, s);
   auto old = worker_->snapshot();
   std::shared_ptr<const proxy::Snapshot> next;
@@ -447,7 +447,7 @@ core::Result<bool> Daemon::set_backend_admin(const std::string& pool, const std:
     if (!snap) {
       admin_states_.set(pool, id, before);
       admin_states_.apply_states(*old);
-      return snap.error();
+      return {AdminOutcome::kRejected, snap.error().message};
     }
     next = *snap;
   }
@@ -456,7 +456,7 @@ core::Result<bool> Daemon::set_backend_admin(const std::string& pool, const std:
       admin_states_.set(pool, id, before);
       admin_states_.apply_states(*old);
       log_.log(proxy::Level::kError, "admin_state_write_failed", saved.error().message);
-      return saved.error();
+      return {AdminOutcome::kNotSaved, saved.error().message};
     }
   }
   log_.log(proxy::Level::kInfo, "backend_admin_change",
@@ -466,7 +466,7 @@ core::Result<bool> Daemon::set_backend_admin(const std::string& pool, const std:
                " was=" + std::string(admin_state_name(before.state)));
   if (!next) {
     admin_states_.apply_states(*old);
-    return true;
+    return {AdminOutcome::kChanged, {}};
   }
   ++generation_;
   report_moved(*old, *next, "admin_moved");
@@ -474,7 +474,7 @@ core::Result<bool> Daemon::set_backend_admin(const std::string& pool, const std:
   after_publish(old);
   old.reset();
   registry_.prune();
-  return true;
+  return {AdminOutcome::kChanged, {}};
 }
 
 void Daemon::watch_connect_failures() {

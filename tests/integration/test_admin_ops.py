@@ -135,6 +135,19 @@ class Operations(unittest.TestCase):
         self.assertEqual(status, 413)
         self.assertEqual(get(self.rondel, b)[1]["state"], "ready")
 
+    def test_a_weight_that_leaves_no_placement_is_refused_with_409(self):
+        fp = pool_view(self.rondel)["fingerprint"]
+        for b in self.backends[:2]:
+            self.assertEqual(put(self.rondel, b.address, {"weight": 0})[0], 200)
+        status, _, err = put(self.rondel, self.backends[2].address, {"weight": 0})
+        self.assertEqual(status, 409)
+        self.assertIn("all backend weights are zero", err["error"])
+        self.assertEqual(get(self.rondel, self.backends[2].address)[1]["weight"], 1)  # unchanged
+        self.assertEqual(http_get(self.rondel.port, "/any")[1]["x-backend"], self.backends[2].name)
+        for b in self.backends[:2]:
+            put(self.rondel, b.address, {"weight": None})
+        self.assertEqual(pool_view(self.rondel)["fingerprint"], fp)
+
     def test_drain_lets_in_flight_finish_and_sends_new_requests_to_the_next_backend(self):
         victim = self.backends[1]
         keys = keys_owned_by(self.rondel, victim.address, 20)

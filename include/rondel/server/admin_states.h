@@ -17,6 +17,9 @@
 
 namespace rondel::server {
 
+// Largest weight an operator may set (as a configured weight: the config schema's kMaxWeight).
+inline constexpr uint64_t kMaxAdminWeight = 65535;
+
 // "ready", "drain", "maint".
 std::string_view admin_state_name(proxy::AdminState s) noexcept;
 // The state named `name`, or false when it names none.

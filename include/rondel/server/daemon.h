@@ -72,13 +72,23 @@ class Daemon {
   // listener is then read-only).
   const std::string& admin_token() const noexcept { return admin_token_; }
   const AdminStates& admin_states() const noexcept { return admin_states_; }
+  // What set_backend_admin did.
+  enum class AdminOutcome : uint8_t {
+    kChanged,    // stored, written to the state file and applied
+    kUnchanged,  // the backend already had this setting
+    kRejected,   // the placement cannot be built with it (e.g. every weight 0): nothing changed
+    kNotSaved,   // the state file could not be written: nothing changed
+  };
+  struct AdminResult {
+    AdminOutcome outcome = AdminOutcome::kUnchanged;
+    std::string error;  // kRejected, kNotSaved: why
+  };
   // Gives backend `id` of pool `pool` the operator's setting `s`: stored, written to the state
   // file (when configured) and applied now; a weight change rebuilds the placement (the moved
   // share is logged as admin_moved). The pool and backend must exist in the running snapshot
-  // (the caller checks). Returns false when nothing changed; on error (state file not
-  // writable, build failed) nothing is changed. Loop thread.
-  core::Result<bool> set_backend_admin(const std::string& pool, const std::string& id,
-                                       const AdminSetting& s);
+  // (the caller checks). Loop thread.
+  AdminResult set_backend_admin(const std::string& pool, const std::string& id,
+                                const AdminSetting& s);
 
  private:
   bool apply_listeners(const config::Config& cfg, bool at_start);
