@@ -65,8 +65,10 @@ class Operations(unittest.TestCase):
             f.write(TOKEN + "\n")
         cls.state_file = os.path.join(cls.dir, "state.jsonl")
         cls.backends = [Backend(f"b{i}") for i in range(3)]
-        cls.config = make_config(cls.backends, pool={"hash_key": "path"}, admin={
-            "token_file": cls.token_file, "state_file": cls.state_file})
+        # Two workers: the admin flag set on the daemon's loop must reach the other worker's picks.
+        cls.config = make_config(cls.backends, pool={"hash_key": "path"}, top={"workers": 2},
+                                 admin={"token_file": cls.token_file,
+                                        "state_file": cls.state_file})
         cls.rondel = Rondel(cls.config, workdir=cls.dir)
 
     @classmethod
