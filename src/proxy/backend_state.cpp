@@ -67,6 +67,13 @@ bool BackendState::clear_flag(HealthFlag f) noexcept {
   return true;
 }
 
+bool BackendState::set_admin_state(AdminState s) noexcept {
+  const AdminState before = admin_state_.exchange(s, std::memory_order_acq_rel);
+  if (s == AdminState::kReady) clear_flag(HealthFlag::kAdminDown);
+  else set_flag(HealthFlag::kAdminDown);
+  return before != s;
+}
+
 void BackendState::close_idle(uint32_t w) noexcept {
   while (BackendConn* c = pop_idle(w)) c->close();
 }

@@ -169,6 +169,11 @@ class HealthAttempt final : public net::HandleCloser {
 void HealthProbe::on_timer(uv_timer_t* t) noexcept {
   auto* p = static_cast<HealthProbe*>(t->data);
   if (p->closing() || p->attempt_ != nullptr) return;
+  if (p->state_->admin_state() == AdminState::kMaint) {
+    // Paused while an operator keeps the backend in maintenance: ask again next interval.
+    uv_timer_start(&p->timer_, &on_timer, p->cfg_.interval_ms, 0);
+    return;
+  }
   p->attempt_ = new HealthAttempt(*p);
   p->attempt_->start();  // may report synchronously
 }

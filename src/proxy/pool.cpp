@@ -166,6 +166,32 @@ core::BackendIndex Pool::least_loaded(std::span<const uint64_t> tried) const noe
   return best;
 }
 
+uint64_t Pool::placement_fingerprint() const {
+  // Fixed-width little-endian fields and length-prefixed ids: no two placements share bytes.
+  std::string bytes;
+  auto put = [&bytes](uint64_t v) {
+    for (int k = 0; k < 8; ++k) bytes += static_cast<char>((v >> (8 * k)) & 0xff);
+  };
+  put(static_cast<uint64_t>(cfg_.algorithm));
+  if (cfg_.algorithm == config::Algorithm::kRing) {
+    put(cfg_.points_per_weight);
+    put(cfg_.max_points);
+  } else if (cfg_.algorithm == config::Algorithm::kMaglev) {
+    put(cfg_.maglev_table_size);
+  }
+  if (!empty()) {
+    for (core::BackendIndex i : set_.by_id()) {
+      const std::string& id = set_[i].id;
+      put(id.size());
+      bytes += id;
+      put(set_[i].weight);
+      put(backends_[i]->usable() ? 1 : 0);
+    }
+  }
+  constexpr uint64_t kFingerprintSeed = 0x504c4143454d4e54ull;  // "PLACEMNT"
+  return core::hash64(bytes, kFingerprintSeed);
+}
+
 bool Pool::refresh_weights(uint64_t now_ms) noexcept {
   const uint64_t ramp_ms = cfg_.slow_start_ms;
   bool ramping = false;

@@ -65,11 +65,15 @@ constexpr std::string_view kText = "text/plain; charset=utf-8";
 constexpr std::string_view kJson = "application/json";
 constexpr std::string_view kPrometheus = "text/plain; version=0.0.4; charset=utf-8";
 constexpr std::string_view kHtml = "text/html; charset=utf-8";
+// Paths below this one name a pool's backend (admin_ops.cpp); /api/pools itself is a view.
+constexpr std::string_view kBackendPathPrefix = "/api/pools/";
 
 // The reason phrases the admin endpoint sends.
 constexpr std::pair<int, std::string_view> kReasons[] = {
-    {200, "OK"}, {400, "Bad Request"}, {404, "Not Found"}, {405, "Method Not Allowed"},
-    {431, "Request Header Fields Too Large"}, {503, "Service Unavailable"}};
+    {200, "OK"}, {400, "Bad Request"}, {401, "Unauthorized"}, {403, "Forbidden"},
+    {404, "Not Found"}, {405, "Method Not Allowed"}, {409, "Conflict"}, {413, "Content Too Large"},
+    {431, "Request Header Fields Too Large"}, {500, "Internal Server Error"},
+    {503, "Service Unavailable"}};
 
 std::string_view reason(int status) noexcept {
   for (const auto& [code, text] : kReasons) {
@@ -108,7 +112,7 @@ class AdminConn final : public net::HandleCloser {
     c->received_ += static_cast<size_t>(n);
     const char* p = buf->base;
     size_t len = static_cast<size_t>(n);
-    while (len > 0 && !c->answered_) {
+    while (!c->answered_) {
       http::Step st = c->parser_.feed(p, len);
       p += st.consumed;
       len -= st.consumed;
@@ -118,24 +122,50 @@ class AdminConn final : public net::HandleCloser {
       }
       if (st.event == http::Event::kHead) {
         const auto& h = c->parser_.head();
-        int status = 200;
-        std::string ctype, body;
-        c->admin_.handle(h.method, h.target, status, ctype, body);
-        c->respond(status, ctype, body, h.method == "HEAD");
+        if (h.framing == http::Framing::kLength && h.content_length > Admin::kMaxAdminBody) {
+          c->respond(413, "application/json", "{\"error\":\"request body too large\"}\n");
+          return;
+        }
+        continue;  // the message ends right away (no body) or after its body
+      }
+      if (st.event == http::Event::kBody) {
+        if (c->body_.size() + st.body.size() > Admin::kMaxAdminBody) {
+          c->respond(413, "application/json", "{\"error\":\"request body too large\"}\n");
+          return;
+        }
+        c->body_.append(st.body);
+        continue;
+      }
+      if (st.event == http::Event::kMessageEnd) {
+        c->answer();
         return;
       }
-      if (st.event == http::Event::kNeedMore) break;
+      break;  // kNeedMore
     }
     if (c->received_ > kMaxAdminRequest) c->respond(431, "text/plain", "request too large\n");
   }
 
-  void respond(int status, std::string_view ctype, std::string_view body, bool head_only = false) {
+  // The whole request is in: hand it to the admin.
+  void answer() {
+    const auto& h = parser_.head();
+    AdminRequest req{h.method, h.target, {}, body_};
+    for (const auto& f : h.headers) {
+      if (http::iequals(f.name, "authorization")) req.authorization = f.value;
+    }
+    AdminResponse res;
+    admin_.handle(req, res);
+    respond(res.status, res.content_type, res.body, h.method == "HEAD", res.headers);
+  }
+
+  void respond(int status, std::string_view ctype, std::string_view body, bool head_only = false,
+               std::string_view extra_headers = {}) {
     answered_ = true;
     uv_read_stop(reinterpret_cast<uv_stream_t*>(&tcp));
     out_ = "HTTP/1.1 " + std::to_string(status) + " " + std::string(reason(status)) +
            "\r\nContent-Type: " +
            std::string(ctype) + "\r\nContent-Length: " + std::to_string(body.size()) +
-           "\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n";
+           "\r\n" + std::string(extra_headers) +
+           "Cache-Control: no-store\r\nConnection: close\r\n\r\n";
     if (!head_only) out_ += body;
     uv_buf_t b = uv_buf_init(out_.data(), static_cast<unsigned>(out_.size()));
     if (uv_write(&write_req, reinterpret_cast<uv_stream_t*>(&tcp), &b, 1, &on_written) != 0) {
@@ -153,6 +183,7 @@ class AdminConn final : public net::HandleCloser {
   char rbuf_[4096];
   size_t received_ = 0;
   bool answered_ = false;
+  std::string body_;  // the request body, at most Admin::kMaxAdminBody bytes
   std::string out_;
 };
 
@@ -193,6 +224,14 @@ struct Admin::Route {
 
 void Admin::handle(std::string_view method, std::string_view target, int& status,
                    std::string& ctype, std::string& body) {
+  AdminResponse res;
+  handle(AdminRequest{method, target, {}, {}}, res);
+  status = res.status;
+  ctype = std::move(res.content_type);
+  body = std::move(res.body);
+}
+
+void Admin::handle(const AdminRequest& req, AdminResponse& res) {
   static constexpr Route kRoutes[] = {
       {"/healthz", kText, &Admin::serve_healthz},
       {"/readyz", kText, &Admin::serve_readyz},
@@ -203,12 +242,17 @@ void Admin::handle(std::string_view method, std::string_view target, int& status
       {"/ui", kHtml, &Admin::serve_ui},
       {"/ui/", kHtml, &Admin::serve_ui},
   };
+  const std::string_view target = req.target;
   std::string_view path = target.substr(0, target.find('?'));
   std::string_view query = target.size() > path.size() ? target.substr(path.size() + 1) : "";
-  ctype = kText;
+  res.content_type = kText;
   if (!daemon_.snapshot()) {
-    status = 503;
-    body = "shutting down\n";
+    res.status = 503;
+    res.body = "shutting down\n";
+    return;
+  }
+  if (path.starts_with(kBackendPathPrefix)) {
+    serve_backend(req, path, res);
     return;
   }
   const Route* route = nullptr;
@@ -216,17 +260,18 @@ void Admin::handle(std::string_view method, std::string_view target, int& status
     if (r.path == path) route = &r;
   }
   if (route == nullptr) {
-    status = 404;
-    body = "not found\n";
+    res.status = 404;
+    res.body = "not found\n";
     return;
   }
-  if (method != "GET" && method != "HEAD") {
-    status = 405;
-    body = "method not allowed\n";
+  if (req.method != "GET" && req.method != "HEAD") {
+    res.status = 405;
+    res.body = "method not allowed\n";
+    res.headers = "Allow: GET, HEAD\r\n";
     return;
   }
-  ctype = route->content_type;
-  status = (this->*route->serve)(query, body);
+  res.content_type = route->content_type;
+  res.status = (this->*route->serve)(query, res.body);
 }
 
 int Admin::serve_healthz(std::string_view, std::string& body) {

@@ -9,6 +9,7 @@
 #include "rondel/core/bounded.h"
 #include "rondel/proxy/hash_key.h"
 #include "rondel/server/admin.h"
+#include "rondel/server/admin_states.h"
 #include "rondel/server/daemon.h"
 #include "rondel/server/metrics.h"
 
@@ -35,6 +36,7 @@ void pool_fields(JsonWriter& j, const proxy::Pool& p) {
   const auto& st = p.state();
   j.field("name", p.name());
   j.field("algorithm", algorithm_name(cfg.algorithm));
+  j.field("fingerprint", hex16(p.placement_fingerprint()));
   j.field("balance_factor", cfg.balance_factor);
   j.field("total_in_flight", st.total_in_flight.load());
   j.field("requests", st.requests.load());
@@ -78,6 +80,7 @@ void backend_object(JsonWriter& j, const proxy::Pool& p, core::BackendIndex idx,
   j.field("address", b.addr_text());
   j.field("weight", w);
   j.field("state", health_name(b.health()));
+  j.field("admin_state", admin_state_name(b.admin_state()));
   j.field("in_flight", b.in_flight.load());
   j.field("capacity", core::capacity(total, w, w_total, p.bounded()));
   j.field("key_share", idx < shares.size() ? shares[idx] : 0.0);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "rondel/config/loader.h"
+#include "rondel/server/ctl.h"
 #include "rondel/server/daemon.h"
 
 namespace {
@@ -13,6 +14,7 @@ void usage(FILE* to) {
   std::fputs(
       "usage: rondel -f FILE        serve with the configuration in FILE\n"
       "       rondel -c -f FILE     check FILE: prints OK (exit 0) or every error (exit 1)\n"
+      "       rondel ctl ...        drain / ready / maint / weight a backend (rondel ctl -h)\n"
       "       rondel --version\n"
       "signals: SIGHUP reloads FILE, SIGTERM/SIGINT drain and exit, SIGUSR1 reopens logs\n",
       to);
@@ -21,6 +23,7 @@ void usage(FILE* to) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc >= 2 && std::strcmp(argv[1], "ctl") == 0) return rondel::server::run_ctl(argc - 2, argv + 2);
   std::string file;
   bool check = false;
   for (int i = 1; i < argc; ++i) {

@@ -12,6 +12,7 @@
 
 #include "metrics_shards.h"
 #include "rondel/core/bounded.h"
+#include "rondel/server/admin_states.h"
 #include "rondel/server/daemon.h"
 #include "rondel/server/metrics.h"
 
@@ -139,6 +140,11 @@ constexpr std::array<std::string_view, 3> kAlgorithms = {"ring", "rendezvous", "
 constexpr std::array<config::Algorithm, 3> kAlgorithmValues = {
     config::Algorithm::kRing, config::Algorithm::kRendezvous, config::Algorithm::kMaglev};
 
+constexpr std::array<proxy::AdminState, 3> kAdminStates = {
+    proxy::AdminState::kReady, proxy::AdminState::kDrain, proxy::AdminState::kMaint};
+constexpr Variants kAdminStateV{kAdminStates.size(), [](size_t i) {
+                                  return admin_state_name(kAdminStates[i]);
+                                }};
 constexpr Variants kClassV{kClasses.size(), [](size_t i) { return kClasses[i]; }};
 constexpr Variants kStateV{kStates.size(), [](size_t i) { return kStates[i]; }};
 constexpr Variants kConnStateV{kConnStates.size(), [](size_t i) { return kConnStates[i]; }};
@@ -243,6 +249,16 @@ std::string hex16(uint64_t v) {
 }
 
 void build_info(const Scrape&, FamilyOut& o) { o.sample({RONDEL_VERSION}, 1); }
+
+// One sample per pool, always 1, with the fingerprint (16 hex digits) as a label: instances
+// agree when `count by (pool) (count by (pool, fingerprint) (...))` is 1.
+void placement_fingerprints(const Scrape& s, FamilyOut& o) {
+  for (const auto& p : s.pools) {
+    char hex[24];
+    std::snprintf(hex, sizeof hex, "%016" PRIx64, p.pool->placement_fingerprint());
+    o.sample({p.pool->name(), hex}, 1);
+  }
+}
 
 void moved_shares(const Scrape& s, FamilyOut& o) {
   for (const auto& [pool, share] : s.daemon.reload_stats().last_moved) o.sample({pool}, share);
@@ -402,8 +418,16 @@ constexpr Family kFamilies[] = {
     {"rondel_backend_state", kGauge, {"pool", "backend", "state"}, Scope::kBackend,
      "1 for the backend's current state, else 0.", kStateV,
      [](const Row& r, size_t i) -> Value { return r.backend().health() == kStateHealth[i]; }},
+    {"rondel_backend_admin_state", kGauge, {"pool", "backend", "state"}, Scope::kBackend,
+     "1 for the state an operator set through the admin API (ready, drain, maint), else 0.",
+     kAdminStateV,
+     [](const Row& r, size_t i) -> Value { return r.backend().admin_state() == kAdminStates[i]; }},
+    {"rondel_pool_placement_fingerprint", kGauge, {"pool", "fingerprint"}, Scope::kCustom,
+     "Always 1; the fingerprint label is a 64-bit digest (16 hex digits) of the pool's effective "
+     "placement (backend ids, weights, algorithm, its size, usable backends).", {}, nullptr,
+     placement_fingerprints},
     {"rondel_pool_unusable_backends", kGauge, kP, Scope::kPool,
-     "Backends of a pool that are down or ejected.", {},
+     "Backends of a pool that are down, ejected, drained or in maintenance.", {},
      [](const Row& r, size_t) -> Value { return d(r.ps().unusable); }},
     {"rondel_pool_health_check_enabled", kGauge, kP, Scope::kPool,
      "1 when active health checks are configured for the pool.", {},

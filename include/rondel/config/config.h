@@ -136,6 +136,9 @@ struct AdminConfig {
   bool enabled = false;
   Address bind;
   uint32_t hot_keys = 10;               // top-K hot keys exported; 0 = off
+  // Runtime operations (PUT /api/pools/{pool}/backends/{id}).
+  std::string token_file;               // bearer token for writes; "" = the admin is read-only
+  std::string state_file;               // operators' backend states kept across restarts; "" = none
 };
 
 struct LogConfig {

@@ -24,12 +24,18 @@ namespace rondel::proxy {
 class BackendConn;
 
 // Why a backend is out of rotation: one bit per source, each set and cleared only by its owner
-// (Envoy's HealthFlag). A backend is usable when no bit is set. The type has room for more
-// sources (an operator's drain would be one more bit).
+// (Envoy's HealthFlag). A backend is usable when no bit is set.
 enum class HealthFlag : uint8_t {
   kFailedActiveCheck = 1u << 0,  // `fall` active checks failed in a row (HealthChecker)
   kPassiveEjected = 1u << 1,     // failures on real traffic ejected it (PassiveHealth)
+  kAdminDown = 1u << 2,          // an operator set drain or maint (BackendState::set_admin_state)
 };
+
+// What an operator set through the admin API (PUT /api/pools/{pool}/backends/{id}).
+// kDrain and kMaint both take the backend out of rotation (kAdminDown): no new request goes
+// there, requests in flight finish, and its keys go to the next backend in their preference
+// order. kMaint also pauses its active health checks (the backend may be stopped on purpose).
+enum class AdminState : uint8_t { kReady, kDrain, kMaint };
 
 // The views' summary of the flags (metrics `state` label, admin JSON): kDown when the active
 // check failed, else kEjected when passively ejected, else kUp.
@@ -104,6 +110,11 @@ class BackendState {
   // left.
   bool clear_flag(HealthFlag f) noexcept;
 
+  // The operator's state (any thread reads; only the daemon's loop writes, through
+  // set_admin_state, which also sets or clears kAdminDown). Returns true when it changed.
+  AdminState admin_state() const noexcept { return admin_state_.load(std::memory_order_acquire); }
+  bool set_admin_state(AdminState s) noexcept;
+
   // Passive health bookkeeping, written only by PassiveHealth: failures in a row seen on real
   // traffic (connect failures, I/O errors, timeouts, 5xx heads), and the loop time (ms) at which
   // the current ejection ends (stored before kPassiveEjected is set).
@@ -149,6 +160,7 @@ class BackendState {
   // Moves the pool's count by `delta` (when there is one).
   void count_unusable(int delta) noexcept;
   std::atomic<uint8_t> flags_{0};  // HealthFlag bits
+  std::atomic<AdminState> admin_state_{AdminState::kReady};
   std::atomic<uint32_t> consecutive_failures_{0};
   std::atomic<uint64_t> ejected_until_ms_{0};
   std::shared_ptr<std::atomic<uint32_t>> pool_unusable_;

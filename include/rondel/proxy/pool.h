@@ -124,6 +124,13 @@ class Pool {
   uint32_t effective_weight(core::BackendIndex i) const noexcept {
     return eff_weights_[i].load(std::memory_order_relaxed);
   }
+  // A 64-bit digest of the effective placement: the algorithm and its size parameters (points
+  // per weight and the points budget for ring, the table size for maglev), and per backend, in
+  // id order, its id, its weight and whether it is usable now. Independent of the order of the
+  // configuration and of DNS answers, so instances that route every key alike show the same
+  // value. O(backends); allocates (admin views and metrics only, never a pick). Any thread.
+  uint64_t placement_fingerprint() const;
+
   // Whether the pool is empty because its names resolved to nothing (see the file comment).
   bool empty() const noexcept { return backends_.empty(); }
 

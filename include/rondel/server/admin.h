@@ -1,8 +1,10 @@
 // Admin: the operator's HTTP endpoint on its own listener: health, readiness, Prometheus metrics,
 // JSON views of pools, rings and routing decisions, and a live HTML view of the ring (/ui).
 // Served on the daemon's loop; never proxies; never shows secrets or file paths. GET and HEAD
-// only (405 otherwise), unknown paths 404. The paths are one table (Admin::handle) that a loop
-// walks; every JSON view is written with rondel::util::JsonWriter.
+// (405 otherwise), unknown paths 404. The paths are one table (Admin::handle) that a loop
+// walks; every JSON view is written with rondel::util::JsonWriter. One write operation:
+// PUT /api/pools/{pool}/backends/{id} (admin_ops.cpp), which needs the bearer token of
+// `admin.token_file`.
 #pragma once
 
 #include <uv.h>
@@ -18,6 +20,22 @@ namespace rondel::server {
 
 class Daemon;
 
+// One admin request as the connection read it (views into the connection's buffers).
+struct AdminRequest {
+  std::string_view method;
+  std::string_view target;
+  std::string_view authorization;  // the Authorization field's value, "" when absent
+  std::string_view body;           // the request body (at most kMaxAdminBody bytes)
+};
+
+// The answer to one admin request.
+struct AdminResponse {
+  int status = 200;
+  std::string content_type;
+  std::string body;
+  std::string headers;  // extra header lines, each ending in CRLF (e.g. WWW-Authenticate)
+};
+
 class Admin {
  public:
   Admin(Daemon& daemon) : daemon_(daemon) {}
@@ -29,6 +47,10 @@ class Admin {
   // Answers one request: fills status, content type and body. Exposed for unit tests.
   void handle(std::string_view method, std::string_view target, int& status,
               std::string& content_type, std::string& body);
+  void handle(const AdminRequest& req, AdminResponse& res);
+
+  // Largest request body accepted (larger ones get 413).
+  static constexpr size_t kMaxAdminBody = 4096;
 
  private:
   struct Route;
@@ -40,6 +62,13 @@ class Admin {
   int serve_route(std::string_view query, std::string& body);
   int serve_ring(std::string_view query, std::string& body);
   int serve_ui(std::string_view query, std::string& body);
+
+  // GET/HEAD/PUT /api/pools/{pool}/backends/{id} (admin_ops.cpp).
+  void serve_backend(const AdminRequest& req, std::string_view path, AdminResponse& res);
+  void put_backend(const AdminRequest& req, const std::string& pool, const std::string& id,
+                   AdminResponse& res);
+  // Whether `authorization` carries the configured bearer token; else fills res (401/403).
+  bool authorize(std::string_view authorization, AdminResponse& res);
 
   void api_pools(std::string& body);
   bool api_route(std::string_view query, std::string& body);

@@ -18,6 +18,7 @@
 #include "rondel/proxy/log.h"
 #include "rondel/proxy/snapshot.h"
 #include "rondel/proxy/worker.h"
+#include "rondel/server/admin_states.h"
 #include "rondel/server/worker_thread.h"
 
 namespace rondel::server {
@@ -66,6 +67,29 @@ class Daemon {
   bool draining() const noexcept { return draining_; }
   Metrics* metrics() noexcept { return metrics_.get(); }  // null when admin is off
 
+  // Runtime operations (the admin API's PUT on a backend). The bearer token read from
+  // `admin.token_file` at start and on each reload; empty when none is configured (the admin
+  // listener is then read-only).
+  const std::string& admin_token() const noexcept { return admin_token_; }
+  const AdminStates& admin_states() const noexcept { return admin_states_; }
+  // What set_backend_admin did.
+  enum class AdminOutcome : uint8_t {
+    kChanged,    // stored, written to the state file and applied
+    kUnchanged,  // the backend already had this setting
+    kRejected,   // the placement cannot be built with it (e.g. every weight 0): nothing changed
+    kNotSaved,   // the state file could not be written: nothing changed
+  };
+  struct AdminResult {
+    AdminOutcome outcome = AdminOutcome::kUnchanged;
+    std::string error;  // kRejected, kNotSaved: why
+  };
+  // Gives backend `id` of pool `pool` the operator's setting `s`: stored, written to the state
+  // file (when configured) and applied now; a weight change rebuilds the placement (the moved
+  // share is logged as admin_moved). The pool and backend must exist in the running snapshot
+  // (the caller checks). Loop thread.
+  AdminResult set_backend_admin(const std::string& pool, const std::string& id,
+                                const AdminSetting& s);
+
  private:
   bool apply_listeners(const config::Config& cfg, bool at_start);
   // Publishes `snap` to every worker and to the metrics; marks the backends it dropped retired.
@@ -89,6 +113,10 @@ class Daemon {
   void watch_connect_failures();
   void wait_for_dns(const config::Config& cfg);
   void install_signals();
+  // Reads admin.token_file of `cfg` into admin_token_ (cleared when none is configured).
+  core::Result<bool> read_admin_token(const config::Config& cfg);
+  // Loads admin.state_file of `cfg` (at start), logging what it skipped.
+  void load_admin_states(const config::Config& cfg);
   void check_health() noexcept;
   static void on_signal(uv_signal_t* h, int signum) noexcept;
   static void on_tick(uv_timer_t* t) noexcept;
@@ -126,6 +154,8 @@ class Daemon {
   std::unique_ptr<Admin> admin_;
   std::unique_ptr<Metrics> metrics_;  // with the admin listener; feeds on worker exchanges
   std::string admin_bind_;
+  AdminStates admin_states_;
+  std::string admin_token_;
 
   uv_signal_t sig_hup_{}, sig_term_{}, sig_int_{}, sig_usr1_{};
   uv_timer_t tick_{};

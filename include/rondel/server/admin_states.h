@@ -1,0 +1,65 @@
+// AdminStates: the operators' runtime settings per backend (drain / maint and weight overrides
+// set through PUT /api/pools/{pool}/backends/{id}), applied to every snapshot build and kept in
+// the state file (`admin.state_file`) across restarts. Daemon loop only.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rondel/config/config.h"
+#include "rondel/core/result.h"
+#include "rondel/proxy/backend_state.h"
+#include "rondel/proxy/snapshot.h"
+
+namespace rondel::server {
+
+// Largest weight an operator may set (as a configured weight: the config schema's kMaxWeight).
+inline constexpr uint64_t kMaxAdminWeight = 65535;
+
+// "ready", "drain", "maint".
+std::string_view admin_state_name(proxy::AdminState s) noexcept;
+// The state named `name`, or false when it names none.
+bool parse_admin_state(std::string_view name, proxy::AdminState& out) noexcept;
+
+// One backend's setting; the default (ready, no weight override) is not stored.
+struct AdminSetting {
+  proxy::AdminState state = proxy::AdminState::kReady;
+  std::optional<uint32_t> weight;  // replaces the configured weight while set
+  bool operator==(const AdminSetting&) const = default;
+};
+
+class AdminStates {
+ public:
+  // The setting of (pool, backend id); the default when none is stored.
+  AdminSetting get(std::string_view pool, std::string_view id) const;
+  // Stores `s` (a default setting removes the entry). Returns true when something changed.
+  bool set(std::string_view pool, std::string_view id, const AdminSetting& s);
+  size_t size() const noexcept { return entries_.size(); }
+
+  // Replaces the weight of every backend of `cfg` (DNS names already expanded) that has an
+  // override. Settings for backends `cfg` does not name are kept, for when they come back.
+  void apply_weights(config::Config& cfg) const;
+  // Sets each backend of `snap` to its stored state (ready when none): the kAdminDown flag
+  // follows. Returns the backends whose state changed as "pool/id state" for the log.
+  std::vector<std::string> apply_states(const proxy::Snapshot& snap) const;
+
+  // Reads the state file: one JSON object per line,
+  // {"pool":"P","backend":"ID","state":"drain","weight":3}. A missing file is an empty state
+  // (first start). A line that does not parse is skipped and reported in `warnings` as
+  // "FILE:LINE: reason". Replaces what was stored.
+  core::Result<bool> load(const std::string& path, std::vector<std::string>& warnings);
+  // Writes every entry to `path` atomically: a temporary file in the same directory, fsync,
+  // then rename over `path`, so a crash leaves the old file or the new one, never a mix.
+  core::Result<bool> save(const std::string& path) const;
+
+ private:
+  // Key: pool '\0' id (neither can hold a NUL).
+  static std::string key(std::string_view pool, std::string_view id);
+  std::map<std::string, AdminSetting> entries_;
+};
+
+}  // namespace rondel::server
