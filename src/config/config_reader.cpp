@@ -206,6 +206,7 @@ class ConfigReader {
     if (auto* g = m.get("passive_health")) read_passive(*g, p.passive);
     if (auto* g = m.get("dns")) read_dns(*g, p.dns);
     if (auto* g = r_.require(m, "backends")) read_backends(*g, p);
+    if (auto* g = m.get("range_chunk")) read_range_chunk(*g, p);
 
     // Maglev gives each weighted backend at least one slot of the table (core/maglev.h).
     // The ring needs no such check: every backend keeps at least one point (core/ring.h).
@@ -216,6 +217,17 @@ class ConfigReader {
                "'maglev_table_size' (" + std::to_string(p.maglev_table_size) +
                    ") is less than the " + std::to_string(weighted) +
                    " backends with a positive weight");
+    }
+  }
+
+  // range_chunk: a size; only for keys naming one object (hash_key uri or path).
+  void read_range_chunk(const Field& f, PoolConfig& p) {
+    if (!r_.read_size(f, p.range_chunk, 1)) return;
+    if (p.hash_key.kind != HashKeyKind::kUri && p.hash_key.kind != HashKeyKind::kPath) {
+      r_.error(NodeReader::value_position(f),
+               "'range_chunk' needs 'hash_key: uri' or 'hash_key: path' (a chunk is a byte "
+               "range of the object the key names)");
+      p.range_chunk = 0;
     }
   }
 

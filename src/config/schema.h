@@ -81,7 +81,8 @@ constexpr string_view kPoolKeys[] = {"name",
                                      "health_check",
                                      "passive_health",
                                      "dns",
-                                     "backends"};
+                                     "backends",
+                                     "range_chunk"};
 constexpr string_view kHealthKeys[] = {"enabled",  "method",  "path", "expect_status",
                                        "interval", "timeout", "rise", "fall"};
 constexpr string_view kPassiveKeys[] = {"consecutive_failures", "ejection_time",

@@ -93,7 +93,12 @@ RouteKey route_key(const config::PoolConfig& cfg, const http::RequestHead& head,
                    std::string_view client_ip, uint64_t random) noexcept {
   std::string_view key;
   if (extract_key(cfg.hash_key, head, client_ip, key)) {
-    return RouteKey{RouteKey::Kind::kKey, core::hash64(key), key};
+    uint64_t hash = core::hash64(key);
+    uint64_t chunk = 0;
+    if (cfg.range_chunk > 0 && request_chunk(head, cfg.range_chunk, chunk)) {
+      hash = chunk_hash(hash, chunk);
+    }
+    return RouteKey{RouteKey::Kind::kKey, hash, key};
   }
   switch (cfg.missing_key) {
     case config::MissingKeyPolicy::kHashUri:

@@ -112,6 +112,9 @@ struct PoolConfig {
   DnsConfig dns;                     // used only by backends named by host name
   std::vector<BackendConfig> backends;
   Position position;
+  // Range-chunk keys (docs/routing.md): with hash_key uri or path, a request with one
+  // `Range: bytes=a-...` is placed by its key and chunk index floor(a / range_chunk). 0 = off.
+  uint64_t range_chunk = 0;
 };
 
 struct ListenerConfig {

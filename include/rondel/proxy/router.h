@@ -44,8 +44,10 @@ struct RouteKey {
 
 // The hash policy: the key of `head` under cfg.hash_key (hash_key.h: an empty value counts as
 // missing, absolute-form targets are keyed by their origin form, IPv4-mapped IPv6 sources as
-// IPv4), and when it is missing, cfg.missing_key. `random` seeds the hash of kRandom. No
-// allocation; O(size of the head).
+// IPv4), and when it is missing, cfg.missing_key. With cfg.range_chunk > 0 a request with one
+// single byte range hashes as chunk_hash(hash64(key), first byte / range_chunk) (hash_key.h),
+// so the walk, retries, hot keys, spill memory and counters all see one key per chunk.
+// `random` seeds the hash of kRandom. No allocation; O(size of the head).
 RouteKey route_key(const config::PoolConfig& cfg, const http::RequestHead& head,
                    std::string_view client_ip, uint64_t random) noexcept;
 
