@@ -325,7 +325,7 @@ bool Admin::api_route(std::string_view query, std::string& out) {
     return b != core::kNoBackend ? std::string_view(p->backend(b).id()) : std::string_view();
   };
   std::vector<core::BackendIndex> order(p->size());
-  const size_t n = p->selector().preference(hash, order);
+  const size_t n = p->selector(d.placement).preference(p->placement_hash(d.placement, hash), order);
   const uint64_t total = p->state().total_in_flight.load();
   const uint64_t w_total = p->set().total_weight();
   uint64_t hot_count = 0, hot_total = 0;
@@ -350,6 +350,16 @@ bool Admin::api_route(std::string_view query, std::string& out) {
     w.field("chunk", chunked ? std::to_string(chunk) : std::string());  // "": hashed as a whole
   }
   w.field("owner", id_of(d.owner));
+  if (p->has_previous()) {
+    // Gradual migration: the key's home under each placement, and which one applied.
+    auto home_in = [p, hash](core::PlacementVersion v) {
+      return p->selector(v).owner(p->placement_hash(v, hash));
+    };
+    w.field("placement", proxy::placement_name(d.placement));
+    w.field("migrate_percent", uint64_t{p->config().migrate_percent});
+    w.field("current_home", id_of(home_in(core::PlacementVersion::kCurrent)));
+    w.field("previous_home", id_of(home_in(core::PlacementVersion::kPrevious)));
+  }
   w.field("total_in_flight", total);
   w.begin_array("preference");
   for (size_t i = 0; i < n; ++i) {

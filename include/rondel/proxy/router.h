@@ -70,6 +70,9 @@ struct RouteDecision {
   uint16_t skipped_excluded = 0;  // ... of which excluded or of weight 0
   uint16_t replicas = 1;          // R used (hot keys)
   bool all_full = false;          // every eligible backend at capacity: least loaded taken
+  // Walked requests: the placement that placed the key (gradual migration; kCurrent without a
+  // `previous` placement). owner and home are that placement's.
+  core::PlacementVersion placement = core::PlacementVersion::kCurrent;
 };
 
 // Inputs of one pick.
@@ -102,7 +105,8 @@ class Router {
   Router(const Router&) = delete;
   Router& operator=(const Router&) = delete;
 
-  // Routes one pick of a request through `pool`, with this worker's route state of the pool
+  // Routes one pick of a request through `pool` (through the placement the key's hash selects
+  // when the pool migrates from a `previous` one: Pool::placement_of), with this worker's route state of the pool
   // (created on first use; on the first request under a newer configuration generation it is
   // reset: spills forgotten, replica table rebuilt; a request still on an older snapshot is
   // routed without spill memory). A first pick counts the decision (PoolState::routed, recent);
