@@ -255,8 +255,8 @@ class ConfigReader {
     const Field* list = r_.require(m, "backends");
     if (list == nullptr) return;
     for_each_entry(*list, [&](const YAML::Node& node, Position fallback) {
-      MapFields b = r_.map(node, "each entry of 'previous.backends'", fallback,
-                           kPreviousBackendKeys);
+      MapFields b =
+          r_.map(node, "each entry of 'previous.backends'", fallback, kPreviousBackendKeys);
       if (!b.is_map()) return;
       PlacementConfig::Member mb;
       mb.position = b.position();
@@ -278,16 +278,18 @@ class ConfigReader {
                                   "'backends' with weight 0 while keys migrate off it)");
         return;
       }
-      const bool twice = std::any_of(prev.backends.begin(), prev.backends.end(),
-                                     [&](const PlacementConfig::Member& o) { return o.id == mb.id; });
+      const bool twice =
+          std::any_of(prev.backends.begin(), prev.backends.end(),
+                      [&](const PlacementConfig::Member& o) { return o.id == mb.id; });
       if (twice) {
         r_.error(mb.position, "duplicate previous backend " + quote(mb.id));
         return;
       }
       prev.backends.push_back(std::move(mb));
     });
-    const bool any_weight = std::any_of(prev.backends.begin(), prev.backends.end(),
-                                        [](const PlacementConfig::Member& b) { return b.weight > 0; });
+    const bool any_weight =
+        std::any_of(prev.backends.begin(), prev.backends.end(),
+                    [](const PlacementConfig::Member& b) { return b.weight > 0; });
     if (!any_weight && !prev.backends.empty()) {
       r_.error(NodeReader::position_of(list->key_node),
                "every previous backend has weight 0; at least one needs a positive weight");

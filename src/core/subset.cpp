@@ -28,7 +28,9 @@ Subset Subset::build(const BackendSet& set, std::span<const LabelMask> labels, L
   return s;
 }
 
-bool Subset::contains(BackendIndex i) const noexcept { return bit_test(members_, i); }
+bool Subset::contains(BackendIndex i) const noexcept {
+  return bit_test(members_, i);
+}
 
 BackendIndex subset_owner(const Selector& sel, uint64_t hash, const Subset& subset,
                           std::span<uint64_t> scratch) noexcept {
@@ -50,7 +52,8 @@ BackendIndex subset_owner(const Selector& sel, uint64_t hash, const Subset& subs
   return kNoBackend;
 }
 
-void restrict_to_subset(const Subset& subset, PickInput& in, std::span<uint64_t> excluded) noexcept {
+void restrict_to_subset(const Subset& subset, PickInput& in,
+                        std::span<uint64_t> excluded) noexcept {
   const std::span<const uint64_t> non = subset.non_members();
   const std::span<const uint64_t> before = in.excluded;
   for (size_t w = 0; w < non.size() && w < excluded.size(); ++w) {
@@ -64,7 +67,8 @@ void restrict_to_subset(const Subset& subset, PickInput& in, std::span<uint64_t>
       const size_t i = 64 * w + static_cast<size_t>(__builtin_ctzll(bits));
       weight += i < in.weights.size() ? in.weights[i] : 0;
       if (!in.in_flight_ptrs.empty()) {
-        if (i < in.in_flight_ptrs.size()) in_flight += in.in_flight_ptrs[i]->load(std::memory_order_relaxed);
+        if (i < in.in_flight_ptrs.size())
+          in_flight += in.in_flight_ptrs[i]->load(std::memory_order_relaxed);
       } else if (i < in.in_flight.size()) {
         in_flight += in.in_flight[i].load(std::memory_order_relaxed);
       }

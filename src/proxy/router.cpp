@@ -223,9 +223,9 @@ RouteDecision Router::explain(const Pool& pool, uint64_t hash) {
     core::RoutePolicy scratch_policy(policy_options(pool));  // empty spill memory
     const uint32_t replicas =
         pool.config().hot_keys.share > 0 ? published_replicas(pool.state(), hash) : 1;
-    rr = scratch_policy.pick(sel, placed, in, replicas,
-                             scratch_policy.memory_for(core::PickKind::kFirst, core::Affinity::kKey),
-                             pick_scratch);
+    rr = scratch_policy.pick(
+        sel, placed, in, replicas,
+        scratch_policy.memory_for(core::PickKind::kFirst, core::Affinity::kKey), pick_scratch);
   }
   RouteDecision d = decision_of(rr, RouteKey::Kind::kKey);
   d.placement = version;

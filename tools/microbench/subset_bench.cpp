@@ -109,5 +109,9 @@ void subset_args(benchmark::internal::Benchmark* b) {
 }  // namespace
 }  // namespace rondel::bench
 
-BENCHMARK(rondel::bench::bm_subset_one_ring)->Name("subset/one_ring")->Apply(rondel::bench::subset_args);
-BENCHMARK(rondel::bench::bm_subset_own_ring)->Name("subset/own_ring")->Apply(rondel::bench::subset_args);
+BENCHMARK(rondel::bench::bm_subset_one_ring)
+    ->Name("subset/one_ring")
+    ->Apply(rondel::bench::subset_args);
+BENCHMARK(rondel::bench::bm_subset_own_ring)
+    ->Name("subset/own_ring")
+    ->Apply(rondel::bench::subset_args);

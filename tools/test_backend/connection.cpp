@@ -321,8 +321,8 @@ void Connection::finish_request() noexcept {
 uint64_t Connection::serve_range(Response& r) {
   Backend& b = backend_;
   const Options& o = b.options();
-  const ByteRange range = r.status == 200 && !range_.empty() ? parse_range(range_, r.body_size)
-                                                              : ByteRange{};
+  const ByteRange range =
+      r.status == 200 && !range_.empty() ? parse_range(range_, r.body_size) : ByteRange{};
   if (range.kind != RangeKind::kNone) r.object_size = r.body_size;
   if (range.kind == RangeKind::kUnsatisfiable) {
     r.status = 416;

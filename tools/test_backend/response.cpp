@@ -113,9 +113,9 @@ bool append_body(std::string& out, Response& r, std::string_view pattern, size_t
                  size_t high_water) {
   while (r.body_sent < r.send_limit && out.size() < high_water) {
     size_t n = static_cast<size_t>(std::min<uint64_t>(kBodyPiece, r.send_limit - r.body_sent));
-    std::string_view piece = r.use_text
-                                 ? std::string_view(r.text).substr(r.body_sent, n)
-                                 : pattern.substr(static_cast<size_t>((r.body_offset + r.body_sent) % period), n);
+    std::string_view piece =
+        r.use_text ? std::string_view(r.text).substr(r.body_sent, n)
+                   : pattern.substr(static_cast<size_t>((r.body_offset + r.body_sent) % period), n);
     if (r.chunked) {
       append_number(out, piece.size(), 16);
       out.append("\r\n");

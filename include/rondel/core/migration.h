@@ -24,8 +24,9 @@ enum class PlacementVersion : uint8_t { kCurrent, kPrevious };
 // The hashes below which a key uses the current placement: floor(percent * 2^64 / 100) for
 // percent < 100. Precondition: percent <= 100 (100 means every key; see placement_of).
 constexpr uint64_t migration_threshold(uint32_t percent) noexcept {
-  return percent >= 100 ? UINT64_MAX
-                        : static_cast<uint64_t>((static_cast<unsigned __int128>(percent) << 64) / 100);
+  return percent >= 100
+             ? UINT64_MAX
+             : static_cast<uint64_t>((static_cast<unsigned __int128>(percent) << 64) / 100);
 }
 
 inline constexpr uint64_t kMigrationSalt = 0x4d49475241544531ull;  // "MIGRATE1"
@@ -36,7 +37,7 @@ inline constexpr uint64_t kMigrationSalt = 0x4d49475241544531ull;  // "MIGRATE1"
 inline PlacementVersion placement_of(uint64_t hash, uint32_t percent) noexcept {
   if (percent >= 100) return PlacementVersion::kCurrent;
   return mix64(hash, kMigrationSalt) < migration_threshold(percent) ? PlacementVersion::kCurrent
-                                                                     : PlacementVersion::kPrevious;
+                                                                    : PlacementVersion::kPrevious;
 }
 
 }  // namespace rondel::core

@@ -26,8 +26,8 @@
 #include "rondel/core/hot_keys.h"
 #include "rondel/core/hot_replicas.h"
 #include "rondel/core/migration.h"
-#include "rondel/core/route_policy.h"
 #include "rondel/core/result.h"
+#include "rondel/core/route_policy.h"
 #include "rondel/core/selector.h"
 #include "rondel/proxy/backend_state.h"
 
@@ -175,7 +175,8 @@ class Pool {
   // The placement keys migrate from: built over this pool's backend indices (backend i has the
   // previous weight of its id, 0 when `previous` does not name it).
   struct Previous {
-    Previous(core::BackendSet s, core::Selector sel) : set(std::move(s)), selector(std::move(sel)) {}
+    Previous(core::BackendSet s, core::Selector sel)
+        : set(std::move(s)), selector(std::move(sel)) {}
     core::BackendSet set;
     core::Selector selector;
     std::vector<uint32_t> weights;  // previous weight * kWeightScale, by backend index

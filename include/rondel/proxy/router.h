@@ -106,11 +106,11 @@ class Router {
   Router& operator=(const Router&) = delete;
 
   // Routes one pick of a request through `pool` (through the placement the key's hash selects
-  // when the pool migrates from a `previous` one: Pool::placement_of), with this worker's route state of the pool
-  // (created on first use; on the first request under a newer configuration generation it is
-  // reset: spills forgotten, replica table rebuilt; a request still on an older snapshot is
-  // routed without spill memory). A first pick counts the decision (PoolState::routed, recent);
-  // every pick counts all_full and no_backend. No allocation in steady state (the state's
+  // when the pool migrates from a `previous` one: Pool::placement_of), with this worker's route
+  // state of the pool (created on first use; on the first request under a newer configuration
+  // generation it is reset: spills forgotten, replica table rebuilt; a request still on an older
+  // snapshot is routed without spill memory). A first pick counts the decision (PoolState::routed,
+  // recent); every pick counts all_full and no_backend. No allocation in steady state (the state's
   // creation and the replica rebuild every window/4 allocate); cost O(backends) more only while
   // max_connections_per_backend is set. Loop thread of the owning worker only.
   // Precondition: scratch.size() >= pool.scratch_words().

@@ -1,5 +1,7 @@
 // Gradual migration (core/migration.h): raising P moves P% of the keys whose two homes differ,
 // in steps, and never moves a key back to its old home.
+#include "rondel/core/migration.h"
+
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -7,7 +9,6 @@
 #include <vector>
 
 #include "core_test_util.h"
-#include "rondel/core/migration.h"
 
 namespace rondel::core {
 namespace {
@@ -38,8 +39,8 @@ void check_migration(const Selector& old_sel, const Selector& new_sel, size_t n)
   for (uint32_t p = 0; p <= 100; p += 10) {
     size_t moved = 0, returned = 0;
     for (size_t i = 0; i < n; ++i) {
-      const Selector& sel = placement_of(hashes[i], p) == PlacementVersion::kCurrent ? new_sel
-                                                                                      : old_sel;
+      const Selector& sel =
+          placement_of(hashes[i], p) == PlacementVersion::kCurrent ? new_sel : old_sel;
       const BackendIndex home = sel.owner(hashes[i]);
       moved += home != old_home[i];
       returned += last[i] != old_home[i] && home == old_home[i];

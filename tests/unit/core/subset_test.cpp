@@ -1,5 +1,7 @@
 // Subsets on one ring (core/subset.h): the walk that skips non-members gives exactly the
 // placement, and the bounded pick, of the structure built from the subset's members alone.
+#include "rondel/core/subset.h"
+
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -11,7 +13,6 @@
 #include "core_test_util.h"
 #include "rondel/core/bitset.h"
 #include "rondel/core/bounded.h"
-#include "rondel/core/subset.h"
 
 namespace rondel::core {
 namespace {
@@ -74,8 +75,9 @@ TEST_CASE("subset walk on one ring / rendezvous equals the structure of the subs
   }
 }
 
-TEST_CASE("bounded pick restricted to a subset equals the pick on the subset's own ring, with "
-          "the bound over the members") {
+TEST_CASE(
+    "bounded pick restricted to a subset equals the pick on the subset's own ring, with "
+    "the bound over the members") {
   std::mt19937_64 rng(7);
   const Fleet f = make_fleet(rng);
   SelectorOptions o;

@@ -1,11 +1,12 @@
 // Hash-key extraction: the key of a request does not depend on incidental form (defect 8 of
 // issue 13): IPv4-mapped sources, absolute-form targets, empty values.
+#include "rondel/proxy/hash_key.h"
+
 #include <doctest/doctest.h>
 
 #include <string>
 
 #include "rondel/core/hash.h"
-#include "rondel/proxy/hash_key.h"
 #include "rondel/proxy/router.h"
 #include "router_fixture.h"
 
@@ -126,7 +127,7 @@ TEST_CASE("range_chunk_index: one byte range gives floor(first / size); anything
       {"bytes=4194304-5242879", true, 1},
       {"BYTES = 12582912-", true, 3},
       {" bytes=8388608-8388608 ", true, 2},
-      {"bytes=-500", false, 0},   // suffix: offset unknown without the object's size
+      {"bytes=-500", false, 0},  // suffix: offset unknown without the object's size
       {"bytes=0-1,5-6", false, 0},
       {"items=0-10", false, 0},
       {"bytes=9-3", false, 0},
@@ -145,8 +146,9 @@ TEST_CASE("range_chunk_index: one byte range gives floor(first / size); anything
   CHECK_FALSE(range_chunk_index("bytes=0-1", 0, chunk));  // no chunk size: never a chunk
 }
 
-TEST_CASE("route_key with range_chunk: one hash per chunk of an object, the same for every "
-          "request of that chunk; no single Range hashes as without range_chunk") {
+TEST_CASE(
+    "route_key with range_chunk: one hash per chunk of an object, the same for every "
+    "request of that chunk; no single Range hashes as without range_chunk") {
   config::PoolConfig cfg = test::pool_config({"a", "b", "c", "d"});
   cfg.hash_key.kind = config::HashKeyKind::kPath;
   cfg.range_chunk = 4 << 20;
