@@ -206,6 +206,14 @@ class ConfigReader {
     if (auto* g = m.get("passive_health")) read_passive(*g, p.passive);
     if (auto* g = m.get("dns")) read_dns(*g, p.dns);
     if (auto* g = r_.require(m, "backends")) read_backends(*g, p);
+    if (auto* g = m.get("range_chunk")) read_range_chunk(*g, p);
+    if (auto* g = m.get("seed")) r_.read_u64(*g, p.seed, 0, UINT64_MAX);
+    if (auto* g = m.get("previous")) read_previous(*g, p);
+    if (auto* g = m.get("migrate_percent")) {
+      if (r_.read_unsigned(*g, p.migrate_percent, 0, 100) && !p.previous.present) {
+        r_.error(NodeReader::value_position(*g), "'migrate_percent' needs a 'previous' placement");
+      }
+    }
 
     // Maglev gives each weighted backend at least one slot of the table (core/maglev.h).
     // The ring needs no such check: every backend keeps at least one point (core/ring.h).
@@ -216,6 +224,75 @@ class ConfigReader {
                "'maglev_table_size' (" + std::to_string(p.maglev_table_size) +
                    ") is less than the " + std::to_string(weighted) +
                    " backends with a positive weight");
+    }
+  }
+
+  // range_chunk: a size; only for keys naming one object (hash_key uri or path).
+  void read_range_chunk(const Field& f, PoolConfig& p) {
+    if (!r_.read_size(f, p.range_chunk, 1)) return;
+    if (p.hash_key.kind != HashKeyKind::kUri && p.hash_key.kind != HashKeyKind::kPath) {
+      r_.error(NodeReader::value_position(f),
+               "'range_chunk' needs 'hash_key: uri' or 'hash_key: path' (a chunk is a byte "
+               "range of the object the key names)");
+      p.range_chunk = 0;
+    }
+  }
+
+  // previous: the placement keys migrate from; its backends name the pool's backends by id.
+  void read_previous(const Field& f, PoolConfig& p) {
+    PlacementConfig& prev = p.previous;
+    MapFields m = r_.map(f.value, quote(f.key), NodeReader::value_position(f), kPreviousKeys);
+    if (!m.is_map()) return;
+    prev.present = true;
+    prev.position = m.position();
+    if (auto* g = m.get("algorithm")) r_.read_choice<Algorithm>(*g, kAlgorithms, prev.algorithm);
+    if (auto* g = m.get("points_per_weight")) {
+      r_.read_unsigned(*g, prev.points_per_weight, 1, kMaxPointsPerWeight);
+    }
+    if (auto* g = m.get("max_points")) r_.read_unsigned(*g, prev.max_points, 1, kMaxRingPoints);
+    if (auto* g = m.get("maglev_table_size")) read_table_size(*g, prev.maglev_table_size);
+    if (auto* g = m.get("seed")) r_.read_u64(*g, prev.seed, 0, UINT64_MAX);
+    const Field* list = r_.require(m, "backends");
+    if (list == nullptr) return;
+    for_each_entry(*list, [&](const YAML::Node& node, Position fallback) {
+      MapFields b =
+          r_.map(node, "each entry of 'previous.backends'", fallback, kPreviousBackendKeys);
+      if (!b.is_map()) return;
+      PlacementConfig::Member mb;
+      mb.position = b.position();
+      Address a;
+      if (auto* g = b.get("id")) {
+        r_.read_string(*g, mb.id, false);
+      } else if (auto* g2 = b.get("address"); g2 && r_.read_address(*g2, a, true, false)) {
+        mb.id = a.to_string();
+      } else if (g2 == nullptr) {
+        r_.error(mb.position, "each entry of 'previous.backends' needs 'id' or 'address'");
+      }
+      if (auto* g = b.get("weight")) r_.read_unsigned(*g, mb.weight, 0, kMaxWeight);
+      if (mb.id.empty()) return;
+      const bool known = std::any_of(p.backends.begin(), p.backends.end(),
+                                     [&](const BackendConfig& c) { return c.id == mb.id; });
+      if (!known) {
+        r_.error(mb.position, "previous backend " + quote(mb.id) +
+                                  " is not a backend of the pool (keep a removed backend in "
+                                  "'backends' with weight 0 while keys migrate off it)");
+        return;
+      }
+      const bool twice =
+          std::any_of(prev.backends.begin(), prev.backends.end(),
+                      [&](const PlacementConfig::Member& o) { return o.id == mb.id; });
+      if (twice) {
+        r_.error(mb.position, "duplicate previous backend " + quote(mb.id));
+        return;
+      }
+      prev.backends.push_back(std::move(mb));
+    });
+    const bool any_weight =
+        std::any_of(prev.backends.begin(), prev.backends.end(),
+                    [](const PlacementConfig::Member& b) { return b.weight > 0; });
+    if (!any_weight && !prev.backends.empty()) {
+      r_.error(NodeReader::position_of(list->key_node),
+               "every previous backend has weight 0; at least one needs a positive weight");
     }
   }
 

@@ -81,7 +81,15 @@ constexpr string_view kPoolKeys[] = {"name",
                                      "health_check",
                                      "passive_health",
                                      "dns",
-                                     "backends"};
+                                     "backends",
+                                     "range_chunk",
+                                     "seed",
+                                     "previous",
+                                     "migrate_percent"};
+// Gradual migration (docs/routing.md): the placement keys move from, under `previous`.
+constexpr string_view kPreviousKeys[] = {"algorithm",         "points_per_weight", "max_points",
+                                         "maglev_table_size", "seed",              "backends"};
+constexpr string_view kPreviousBackendKeys[] = {"id", "address", "weight"};
 constexpr string_view kHealthKeys[] = {"enabled",  "method",  "path", "expect_status",
                                        "interval", "timeout", "rise", "fall"};
 constexpr string_view kPassiveKeys[] = {"consecutive_failures", "ejection_time",

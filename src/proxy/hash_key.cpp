@@ -1,6 +1,10 @@
 // Routing-key extraction from a parsed request head.
 #include "rondel/proxy/hash_key.h"
 
+#include <charconv>
+
+#include "rondel/core/hash.h"
+
 namespace rondel::proxy {
 
 namespace {
@@ -39,6 +43,44 @@ std::string_view source_key(std::string_view client_ip) noexcept {
     return client_ip.substr(kMapped.size());
   }
   return client_ip;
+}
+
+bool range_chunk_index(std::string_view range, uint64_t chunk_size, uint64_t& chunk) noexcept {
+  range = trim(range);
+  const size_t eq = range.find('=');
+  if (eq == std::string_view::npos || chunk_size == 0 ||
+      !http::iequals(trim(range.substr(0, eq)), "bytes")) {
+    return false;
+  }
+  const std::string_view spec = trim(range.substr(eq + 1));
+  const size_t dash = spec.find('-');
+  if (dash == std::string_view::npos || dash == 0) return false;  // none, or a suffix range
+  uint64_t first = 0;
+  const char* end = spec.data() + dash;
+  auto [p, ec] = std::from_chars(spec.data(), end, first);
+  if (ec != std::errc{} || p != end) return false;
+  const std::string_view last = spec.substr(dash + 1);
+  if (!last.empty()) {
+    uint64_t b = 0;
+    auto [q, ec2] = std::from_chars(last.data(), last.data() + last.size(), b);
+    if (ec2 != std::errc{} || q != last.data() + last.size() || b < first) return false;
+  }
+  chunk = first / chunk_size;
+  return true;
+}
+
+bool request_chunk(const http::RequestHead& head, uint64_t chunk_size, uint64_t& chunk) noexcept {
+  const http::Header* range = nullptr;
+  for (const auto& h : head.headers) {
+    if (!http::iequals(h.name, "range")) continue;
+    if (range != nullptr) return false;  // two Range fields: not one single range
+    range = &h;
+  }
+  return range != nullptr && range_chunk_index(range->value, chunk_size, chunk);
+}
+
+uint64_t chunk_hash(uint64_t key_hash, uint64_t chunk) noexcept {
+  return core::mix64(key_hash, chunk);
 }
 
 bool find_cookie(std::string_view header, std::string_view name, std::string_view& out) noexcept {

@@ -27,6 +27,10 @@ core::Algorithm to_core(config::Algorithm a) {
 
 }  // namespace
 
+std::string_view placement_name(core::PlacementVersion v) noexcept {
+  return v == core::PlacementVersion::kPrevious ? "previous" : "current";
+}
+
 std::string_view route_reason_name(core::RouteReason r) noexcept {
   switch (r) {
     case core::RouteReason::kHome: return "home";
@@ -94,7 +98,77 @@ core::Result<std::unique_ptr<Pool>> Pool::build(const config::PoolConfig& cfg,
   }
   pool->excluded_words_ = core::bitset_words(pool->backends_.size());
   pool->pick_words_ = core::pick_scratch_words(pool->selector_);
+  if (cfg.previous.present && !cfg.backends.empty()) {
+    auto prev = build_previous(cfg, pool->set_);
+    if (!prev) return core::fail(prev.error().message);
+    pool->previous_ = std::move(*prev);
+    if (pool->previous_) {
+      pool->pick_words_ =
+          std::max(pool->pick_words_, core::pick_scratch_words(pool->previous_->selector));
+    }
+  }
   return pool;
+}
+
+// nullptr when no backend the previous placement names is in the pool with a positive weight
+// (a pool discovered by DNS may not hold them yet): every key then uses the current placement.
+core::Result<std::unique_ptr<Pool::Previous>> Pool::build_previous(const config::PoolConfig& cfg,
+                                                                   const core::BackendSet& set) {
+  std::vector<core::BackendSpec> specs;
+  specs.reserve(set.size());
+  bool any = false;
+  for (const core::BackendSpec& b : set.specs()) {
+    uint32_t w = 0;
+    for (const auto& m : cfg.previous.backends) {
+      if (m.id == b.id) w = m.weight;
+    }
+    any |= w > 0;
+    specs.push_back({b.id, w});
+  }
+  if (!any) return std::unique_ptr<Previous>();
+  auto pset = core::BackendSet::create(std::move(specs));
+  if (!pset) return core::fail("pool " + cfg.name + ": previous: " + pset.error().message);
+  core::SelectorOptions so;
+  so.algorithm = to_core(cfg.previous.algorithm);
+  so.points_per_weight = cfg.previous.points_per_weight;
+  so.max_points = cfg.previous.max_points;
+  so.maglev_table_size = cfg.previous.maglev_table_size;
+  auto sel = core::Selector::build(*pset, so);
+  if (!sel) return core::fail("pool " + cfg.name + ": previous: " + sel.error().message);
+  auto prev = std::make_unique<Previous>(std::move(*pset), std::move(*sel));
+  for (const core::BackendSpec& b : prev->set.specs()) {
+    prev->weights.push_back(b.weight * kWeightScale);
+    prev->total_weight += uint64_t{b.weight} * kWeightScale;
+  }
+  return prev;
+}
+
+core::PlacementVersion Pool::placement_of(uint64_t hash) const noexcept {
+  if (!previous_) return core::PlacementVersion::kCurrent;
+  return core::placement_of(hash, cfg_.migrate_percent);
+}
+
+const core::Selector& Pool::selector(core::PlacementVersion v) const noexcept {
+  return v == core::PlacementVersion::kPrevious && previous_ ? previous_->selector : selector_;
+}
+
+uint64_t Pool::placement_hash(core::PlacementVersion v, uint64_t hash) const noexcept {
+  const uint64_t seed =
+      v == core::PlacementVersion::kPrevious && previous_ ? cfg_.previous.seed : cfg_.seed;
+  return seed == 0 ? hash : core::mix64(hash, seed);
+}
+
+void Pool::previous_input(core::PickInput& in) const noexcept {
+  if (!previous_) return;
+  in.weights = previous_->weights;
+  in.total_weight = previous_->total_weight;
+  if (state_->unusable.load(std::memory_order_acquire) != 0) {
+    uint64_t w_up = 0;
+    for (size_t i = 0; i < backends_.size(); ++i) {
+      if (backends_[i]->usable()) w_up += previous_->weights[i];
+    }
+    in.total_weight = w_up;
+  }
 }
 
 void Pool::pick_input(core::PickInput& in, std::span<const uint64_t> tried,

@@ -93,7 +93,12 @@ RouteKey route_key(const config::PoolConfig& cfg, const http::RequestHead& head,
                    std::string_view client_ip, uint64_t random) noexcept {
   std::string_view key;
   if (extract_key(cfg.hash_key, head, client_ip, key)) {
-    return RouteKey{RouteKey::Kind::kKey, core::hash64(key), key};
+    uint64_t hash = core::hash64(key);
+    uint64_t chunk = 0;
+    if (cfg.range_chunk > 0 && request_chunk(head, cfg.range_chunk, chunk)) {
+      hash = chunk_hash(hash, chunk);
+    }
+    return RouteKey{RouteKey::Kind::kKey, hash, key};
   }
   switch (cfg.missing_key) {
     case config::MissingKeyPolicy::kHashUri:
@@ -160,10 +165,14 @@ RouteDecision Router::route(const Pool& pool, const PickRequest& rq, std::span<u
     d.skipped_excluded = d.hops;
   } else {
     const core::Affinity affinity = affinity_of(rq.key);
+    const core::PlacementVersion version = pool.placement_of(rq.key.hash);
+    const core::Selector& sel = pool.selector(version);
+    const uint64_t hash = pool.placement_hash(version, rq.key.hash);
+    if (version == core::PlacementVersion::kPrevious) pool.previous_input(in);
     core::RouteResult rr;
     if (!stateful(pool.config())) {
-      rr = core::route_pick(pool.selector(), rq.key.hash, in, pool.route_options(),
-                            core::RouteRequest{}, nullptr, pick_scratch);
+      rr = core::route_pick(sel, hash, in, pool.route_options(), core::RouteRequest{}, nullptr,
+                            pick_scratch);
     } else {
       bool current = true;
       PoolRoute* st = state_for(pool, current);
@@ -176,9 +185,13 @@ RouteDecision Router::route(const Pool& pool, const PickRequest& rq, std::span<u
         ps.hot_window_total = st->policy.hot_window_total();
       }
       core::SpillMemory* memory = current ? st->policy.memory_for(rq.kind, affinity) : nullptr;
-      rr = st->policy.pick(pool.selector(), rq.key.hash, in, replicas, memory, pick_scratch);
+      rr = st->policy.pick(sel, hash, in, replicas, memory, pick_scratch);
     }
     d = decision_of(rr, rq.key.kind);
+    d.placement = version;
+    if (rq.kind == core::PickKind::kFirst) {
+      ps.placement_routed[static_cast<size_t>(version)].fetch_add(1, std::memory_order_relaxed);
+    }
     if (rq.kind == core::PickKind::kFirst && rq.key.kind == RouteKey::Kind::kKey) {
       ps.routed[static_cast<size_t>(d.reason)].fetch_add(1, std::memory_order_relaxed);
       record_decision(pool, rq.key.hash, d);
@@ -198,19 +211,25 @@ RouteDecision Router::explain(const Pool& pool, uint64_t hash) {
   core::PickInput in;
   pool.pick_input(in, {}, excluded);
   exclude_at_limit(pool, PickRequest::kAnyWorker, in, excluded);
+  const core::PlacementVersion version = pool.placement_of(hash);
+  const core::Selector& sel = pool.selector(version);
+  const uint64_t placed = pool.placement_hash(version, hash);
+  if (version == core::PlacementVersion::kPrevious) pool.previous_input(in);
   core::RouteResult rr;
   if (!stateful(pool.config())) {
-    rr = core::route_pick(pool.selector(), hash, in, pool.route_options(), core::RouteRequest{},
-                          nullptr, pick_scratch);
+    rr = core::route_pick(sel, placed, in, pool.route_options(), core::RouteRequest{}, nullptr,
+                          pick_scratch);
   } else {
     core::RoutePolicy scratch_policy(policy_options(pool));  // empty spill memory
     const uint32_t replicas =
         pool.config().hot_keys.share > 0 ? published_replicas(pool.state(), hash) : 1;
-    rr = scratch_policy.pick(pool.selector(), hash, in, replicas,
-                             scratch_policy.memory_for(core::PickKind::kFirst, core::Affinity::kKey),
-                             pick_scratch);
+    rr = scratch_policy.pick(
+        sel, placed, in, replicas,
+        scratch_policy.memory_for(core::PickKind::kFirst, core::Affinity::kKey), pick_scratch);
   }
-  return decision_of(rr, RouteKey::Kind::kKey);
+  RouteDecision d = decision_of(rr, RouteKey::Kind::kKey);
+  d.placement = version;
+  return d;
 }
 
 void Router::count_served(const Pool& pool, core::BackendIndex backend,

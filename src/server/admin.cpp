@@ -347,18 +347,30 @@ bool Admin::api_route(std::string_view query, std::string& out) {
   const auto& snap = daemon_.snapshot();
   const proxy::Pool* p = has_pool ? snap->find_pool(url_decode(pool_name)) : nullptr;
   if (p == nullptr || !has_key) {
-    out = "{\"error\":\"usage: /api/route?pool=NAME&key=KEY\"}\n";
+    out = "{\"error\":\"usage: /api/route?pool=NAME&key=KEY[&range=bytes=A-B]\"}\n";
     return false;
   }
   const std::string key = url_decode(key_raw);
-  const uint64_t hash = core::hash64(key);
+  uint64_t hash = core::hash64(key);
+  // range=bytes=A-B (or A-B): the chunk a request with that Range header would be placed by.
+  std::string_view range_raw;
+  std::string range;
+  uint64_t chunk = 0;
+  bool chunked = false;
+  if (proxy::find_query_param(target, "range", range_raw) && !range_raw.empty()) {
+    range = url_decode(range_raw);
+    if (range.find('=') == std::string::npos) range.insert(0, "bytes=");
+    chunked = p->config().range_chunk > 0 &&
+              proxy::range_chunk_index(range, p->config().range_chunk, chunk);
+    if (chunked) hash = proxy::chunk_hash(hash, chunk);
+  }
   const proxy::RouteDecision d = proxy::Router::explain(*p, hash);
   const proxy::LastDecision last = proxy::Router::last_decision(*p, hash);
   auto id_of = [p](core::BackendIndex b) -> std::string_view {
     return b != core::kNoBackend ? std::string_view(p->backend(b).id()) : std::string_view();
   };
   std::vector<core::BackendIndex> order(p->size());
-  const size_t n = p->selector().preference(hash, order);
+  const size_t n = p->selector(d.placement).preference(p->placement_hash(d.placement, hash), order);
   const uint64_t total = p->state().total_in_flight.load();
   const uint64_t w_total = p->set().total_weight();
   uint64_t hot_count = 0, hot_total = 0;
@@ -377,7 +389,22 @@ bool Admin::api_route(std::string_view query, std::string& out) {
   w.field("pool", p->name());
   w.field("key", key);
   w.field("hash", hex);
+  if (!range.empty()) {
+    w.field("range", range);
+    w.field("range_chunk", p->config().range_chunk);
+    w.field("chunk", chunked ? std::to_string(chunk) : std::string());  // "": hashed as a whole
+  }
   w.field("owner", id_of(d.owner));
+  if (p->has_previous()) {
+    // Gradual migration: the key's home under each placement, and which one applied.
+    auto home_in = [p, hash](core::PlacementVersion v) {
+      return p->selector(v).owner(p->placement_hash(v, hash));
+    };
+    w.field("placement", proxy::placement_name(d.placement));
+    w.field("migrate_percent", uint64_t{p->config().migrate_percent});
+    w.field("current_home", id_of(home_in(core::PlacementVersion::kCurrent)));
+    w.field("previous_home", id_of(home_in(core::PlacementVersion::kPrevious)));
+  }
   w.field("total_in_flight", total);
   w.begin_array("preference");
   for (size_t i = 0; i < n; ++i) {

@@ -153,6 +153,9 @@ constexpr Variants kAlgorithmV{kAlgorithms.size(), [](size_t i) { return kAlgori
 constexpr Variants kRejectV{static_cast<size_t>(proxy::Reject::kCount), [](size_t i) {
                               return proxy::reject_name(static_cast<proxy::Reject>(i));
                             }};
+constexpr Variants kPlacementV{2, [](size_t i) {
+  return proxy::placement_name(static_cast<core::PlacementVersion>(i));
+}};
 constexpr Variants kRouteV{proxy::kRouteReasons, [](size_t i) {
                              return proxy::route_reason_name(static_cast<core::RouteReason>(i));
                            }};
@@ -403,6 +406,10 @@ constexpr Family kFamilies[] = {
      "one of its replicas), sticky (remembered spill), spill (home full), all_full, none (no "
      "eligible backend).", kRouteV,
      [](const Row& r, size_t i) -> Value { return d(r.ps().routed[i]); }},
+    {"rondel_placement_requests_total", kCounter, {"pool", "placement"}, Scope::kPool,
+     "First picks of hashed requests by the placement that placed them: current, or previous "
+     "while the pool migrates from a previous placement (migrate_percent).", kPlacementV,
+     [](const Row& r, size_t i) -> Value { return d(r.ps().placement_routed[i]); }},
     {"rondel_hot_keys_replicated", kGauge, kP, Scope::kPool,
      "Hot keys currently spread over more than one backend.", {}, hot_keys_replicated},
     {"rondel_hot_key_replicas", kGauge, {"pool", "hash", "key"}, Scope::kCustom,

@@ -138,11 +138,11 @@ std::string Backend::stats_json() const {
   char numbers[512];
   std::snprintf(numbers, sizeof numbers,
                 ",\"requests\":%" PRIu64 ",\"in_flight\":%" PRIu64 ",\"max_in_flight\":%" PRIu64
-                ",\"bytes_in\":%" PRIu64 ",\"hits\":%" PRIu64 ",\"misses\":%" PRIu64
+                ",\"bytes_in\":%" PRIu64 ",\"hits\":%" PRIu64 ",\"misses\":%" PRIu64 ",\"bytes_out\":%" PRIu64
                 ",\"connections_open\":%" PRIu64 ",\"connections_total\":%" PRIu64
                 ",\"healthy\":%s}\n",
                 stats_.requests, stats_.in_flight, stats_.max_in_flight, stats_.bytes_in,
-                stats_.hits, stats_.misses, stats_.connections_open, stats_.connections_total,
+                stats_.hits, stats_.misses, stats_.bytes_out, stats_.connections_open, stats_.connections_total,
                 healthy_ ? "true" : "false");
   out += numbers;
   return out;

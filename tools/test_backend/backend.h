@@ -26,6 +26,7 @@ struct Stats {
   uint64_t bytes_in = 0;  // Request body bytes received by counted requests.
   uint64_t hits = 0;
   uint64_t misses = 0;
+  uint64_t bytes_out = 0;  // Response body bytes of counted requests.
   uint64_t connections_open = 0;
   uint64_t connections_total = 0;
 };

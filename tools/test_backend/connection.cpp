@@ -9,6 +9,7 @@
 
 #include "backend.h"
 #include "crc32.h"
+#include "range.h"
 
 namespace rondel::test_backend {
 
@@ -196,6 +197,7 @@ void Connection::start_request() noexcept {
   header_name_.clear();
   request_id_.clear();
   expect_.clear();
+  range_.clear();
   header_kind_ = HeaderKind::kOther;
   parsed_ = RequestTarget{};
   body_bytes_ = 0;
@@ -271,12 +273,6 @@ void Connection::finish_request() noexcept {
       r.fail = parsed_.fail.value_or(o.fail_mode);
       r.has_crc = checksum_;
       r.request_crc = body_crc_;
-      if (parsed_.endpoint == Endpoint::kNormal && o.cache_objects > 0) {
-        bool hit = b.cache().lookup(target_);
-        ++(hit ? b.stats().hits : b.stats().misses);
-        r.cache = hit ? CacheResult::kHit : CacheResult::kMiss;
-        if (!hit) delay += o.miss_delay_ms;
-      }
       delay += parsed_.delay_ms.value_or(o.delay_ms);
       r.status = parsed_.status.value_or(r.fail == FailMode::kStatus500 ? 500 : 200);
       r.chunked = parsed_.chunked.value_or(o.chunked);
@@ -285,6 +281,7 @@ void Connection::finish_request() noexcept {
       } else {
         r.use_text = false;
         r.body_size = parsed_.size.value_or(b.default_size());
+        delay += serve_range(r);
       }
       break;
   }
@@ -316,8 +313,39 @@ void Connection::finish_request() noexcept {
   } else {
     r.send_limit = r.fail == FailMode::kTruncateBody ? r.body_size / 2 : r.body_size;
   }
+  if (r.counted) b.stats().bytes_out += r.send_limit;
   r.deadline_ms = uv_now(b.loop()) + delay;
   pending_.push_back(std::move(r));
+}
+
+uint64_t Connection::serve_range(Response& r) {
+  Backend& b = backend_;
+  const Options& o = b.options();
+  const ByteRange range =
+      r.status == 200 && !range_.empty() ? parse_range(range_, r.body_size) : ByteRange{};
+  if (range.kind != RangeKind::kNone) r.object_size = r.body_size;
+  if (range.kind == RangeKind::kUnsatisfiable) {
+    r.status = 416;
+    r.body_size = 0;
+    return 0;
+  }
+  if (range.kind == RangeKind::kSatisfiable) {
+    r.status = 206;
+    r.body_offset = range.first;
+    r.body_size = range.last - range.first + 1;
+  }
+  if (o.cache_objects == 0) return 0;
+  bool hit = false;
+  if (o.cache_block > 0) {
+    if (r.body_size == 0) return 0;
+    hit = lookup_blocks(b.cache(), target_, r.body_offset, r.body_offset + r.body_size - 1,
+                        o.cache_block, b.stats().hits, b.stats().misses);
+  } else {
+    hit = b.cache().lookup(target_);
+    ++(hit ? b.stats().hits : b.stats().misses);
+  }
+  r.cache = hit ? CacheResult::kHit : CacheResult::kMiss;
+  return hit ? 0 : o.miss_delay_ms;
 }
 
 // ---- llhttp callbacks -------------------------------------------------------------------------
@@ -361,6 +389,8 @@ int Connection::on_header_field_complete(llhttp_t* p) noexcept {
     c->header_kind_ = HeaderKind::kRequestId;
   } else if (iequals(c->header_name_, "expect")) {
     c->header_kind_ = HeaderKind::kExpect;
+  } else if (iequals(c->header_name_, "range")) {
+    c->header_kind_ = HeaderKind::kRange;
   } else {
     c->header_kind_ = HeaderKind::kOther;
   }
@@ -372,6 +402,7 @@ int Connection::on_header_value(llhttp_t* p, const char* at, size_t len) noexcep
   auto* c = static_cast<Connection*>(p->data);
   std::string* value = c->header_kind_ == HeaderKind::kRequestId ? &c->request_id_
                        : c->header_kind_ == HeaderKind::kExpect  ? &c->expect_
+                       : c->header_kind_ == HeaderKind::kRange   ? &c->range_
                                                                  : nullptr;
   if (value != nullptr && value->size() < kMaxHeaderValue) {
     value->append(at, std::min(len, kMaxHeaderValue - value->size()));

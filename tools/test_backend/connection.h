@@ -42,6 +42,9 @@ class Connection {
   void finish_request() noexcept;
   void abort_request() noexcept;
   void reject(std::string_view reason) noexcept;
+  // Applies the request's Range to `r` (206 slice, 416, or the whole body) and looks the body up
+  // in the cache model; returns the extra delay of a miss.
+  uint64_t serve_range(Response& r);
   void update_reading() noexcept;
   size_t pending_count() const noexcept { return pending_.size() - front_; }
   void pop_response() noexcept;
@@ -79,7 +82,7 @@ class Connection {
   static int on_message_complete(llhttp_t* p) noexcept;
   static const llhttp_settings_t kParserSettings;
 
-  enum class HeaderKind : uint8_t { kOther, kRequestId, kExpect };
+  enum class HeaderKind : uint8_t { kOther, kRequestId, kExpect, kRange };
 
   Backend& backend_;
   uv_tcp_t tcp_{};
@@ -94,6 +97,7 @@ class Connection {
   std::string header_name_;
   std::string request_id_;
   std::string expect_;
+  std::string range_;            // Range header value.
   std::string head_;             // Raw request head, for /_echo.
   const char* head_start_ = nullptr;  // Where the unsaved part of the head starts in the read.
   RequestTarget parsed_;

@@ -20,12 +20,17 @@ constexpr std::string_view kUsage =
     "                         truncate-body | status-500 | hang | bad-framing | extra-bytes\n"
     "  --cache-objects C      model an LRU cache of C objects keyed by request target\n"
     "  --miss-delay-ms D      extra delay of a cache miss\n"
+    "  --cache-block B        the cache model holds C blocks of B bytes of each target instead\n"
+    "                         of C objects; hits and misses count blocks (a range touches\n"
+    "                         blocks first/B .. last/B)\n"
     "  --ledger FILE          append '<X-Request-Id|-> <method> <target> <body bytes>' per request\n"
     "  --health-fail          /healthz answers 503 from the start\n"
     "  --checksum             add X-Request-Crc32 (CRC-32 of the request body) to responses\n"
     "  --and                  the options that follow are another backend served by this\n"
     "                         process and its event loop (one 'listening' line each)\n"
     "Per request overrides: ?delay=MS ?size=N ?status=CODE ?chunked=0|1 ?fail=MODE ?checksum=1\n"
+    "Range: bytes=a-b | a- | -n (one range) on an ordinary path: 206 with that slice of the body\n"
+    "  (416 past its end); other Range values are ignored. /_stats bytes_out = body bytes sent\n"
     "Control: GET /_stats, /_reset, /healthz, /_health?fail=0|1, /_echo (body = raw request head)\n";
 
 bool parse_u64(std::string_view text, uint64_t& out) noexcept {
@@ -105,12 +110,13 @@ core::Result<Options> parse_options(int argc, char** argv) {
       }
       options.name = std::string(value);
     } else if (arg == "--delay-ms" || arg == "--size" || arg == "--cache-objects" ||
-               arg == "--miss-delay-ms") {
+               arg == "--miss-delay-ms" || arg == "--cache-block") {
       if (!numeric) return core::fail("bad " + std::string(arg) + " '" + std::string(value) + "'");
       if (arg == "--delay-ms") options.delay_ms = number;
       if (arg == "--size") options.size = number;
       if (arg == "--cache-objects") options.cache_objects = number;
       if (arg == "--miss-delay-ms") options.miss_delay_ms = number;
+      if (arg == "--cache-block") options.cache_block = number;
     } else if (arg == "--fail-mode") {
       auto mode = parse_fail_mode(value);
       if (!mode) return core::fail("unknown --fail-mode '" + std::string(value) + "'");

@@ -36,6 +36,7 @@ struct Options {
   FailMode fail_mode = FailMode::kNone;
   uint64_t cache_objects = 0;  // 0 disables the cache model (and the X-Cache header).
   uint64_t miss_delay_ms = 0;
+  uint64_t cache_block = 0;  // >0: the cache model holds blocks of this many bytes (range.h).
   std::string ledger_path;  // Empty: no ledger.
   bool health_fail = false;
   bool checksum = false;  // Compute a CRC-32 of every request body (X-Request-Crc32).

@@ -36,6 +36,7 @@ std::string_view reason_phrase(uint16_t status) noexcept {
     case 408: return "Request Timeout";
     case 409: return "Conflict";
     case 413: return "Content Too Large";
+    case 416: return "Range Not Satisfiable";
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
@@ -70,6 +71,19 @@ void append_head(std::string& out, const Response& r, std::string_view fixed_hea
     out.append(hex, 8);
     out.append("\r\n");
   }
+  if (r.status == 206 || r.status == 416) {
+    out.append("Content-Range: bytes ");
+    if (r.status == 206) {
+      append_number(out, r.body_offset);
+      out.push_back('-');
+      append_number(out, r.body_offset + r.body_size - 1);
+    } else {
+      out.push_back('*');
+    }
+    out.push_back('/');
+    append_number(out, r.object_size);
+    out.append("\r\n");
+  }
   bool bodiless_status = r.status == 204 || r.status == 304;
   if (!bodiless_status) {
     out.append("Content-Type: ");
@@ -99,9 +113,9 @@ bool append_body(std::string& out, Response& r, std::string_view pattern, size_t
                  size_t high_water) {
   while (r.body_sent < r.send_limit && out.size() < high_water) {
     size_t n = static_cast<size_t>(std::min<uint64_t>(kBodyPiece, r.send_limit - r.body_sent));
-    std::string_view piece = r.use_text
-                                 ? std::string_view(r.text).substr(r.body_sent, n)
-                                 : pattern.substr(static_cast<size_t>(r.body_sent % period), n);
+    std::string_view piece =
+        r.use_text ? std::string_view(r.text).substr(r.body_sent, n)
+                   : pattern.substr(static_cast<size_t>((r.body_offset + r.body_sent) % period), n);
     if (r.chunked) {
       append_number(out, piece.size(), 16);
       out.append("\r\n");

@@ -17,6 +17,8 @@ struct Response {
   uint64_t body_size = 0;      // Body bytes advertised (Content-Length) or sent chunked.
   uint64_t send_limit = 0;     // Body bytes actually sent (less than body_size for truncate-body).
   uint64_t body_sent = 0;      // Body bytes serialised so far.
+  uint64_t body_offset = 0;    // Offset of the body in the object (a 206 range slice).
+  uint64_t object_size = 0;    // 206 and 416: the whole object's size, for Content-Range.
   uint64_t request_bytes = 0;  // Request body bytes received, for X-Request-Bytes.
   uint32_t request_crc = 0;
   uint16_t status = 200;

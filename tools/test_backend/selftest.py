@@ -218,6 +218,33 @@ def cache_model():
     check("SIGINT exit 0", b.stop(signal.SIGINT) and b.proc.returncode == 0)
 
 
+def ranges():
+    # One range of a synthetic object: 206, the object's bytes at that offset, Content-Range;
+    # past the end 416; several ranges or another unit: the whole body. Block cache: a range
+    # counts one hit or miss per block it touches; bytes_out counts body bytes sent.
+    b, port = start("--name", "r", "--size", "100", "--cache-objects", "2", "--cache-block", "10")
+    whole = get(port, "/o")[2]
+    st, h, body = get(port, "/o", {"Range": "bytes=15-24"})
+    check("range: 206 slice", st == 206 and body == whole[15:25]
+          and h.get("content-range") == "bytes 15-24/100", (st, h, body))
+    st, h, body = get(port, "/o", {"Range": "bytes=90-"})
+    check("range: open end", st == 206 and body == whole[90:], (st, body))
+    st, h, body = get(port, "/o", {"Range": "bytes=-5"})
+    check("range: suffix", st == 206 and body == whole[95:], (st, body))
+    st, h, _ = get(port, "/o", {"Range": "bytes=100-"})
+    check("range: past the end 416", st == 416 and h.get("content-range") == "bytes */100", (st, h))
+    for value in ("bytes=0-1,5-6", "items=0-1", "bytes=9-3"):
+        st, _, body = get(port, "/o", {"Range": value})
+        check("range: %s ignored" % value, st == 200 and body == whole, (st, body))
+    get(port, "/_reset")
+    get(port, "/p", {"Range": "bytes=5-14"})   # blocks 0, 1: two misses
+    get(port, "/p", {"Range": "bytes=10-19"})  # block 1: a hit
+    st = stats(port)
+    check("range: block cache counts blocks", st["misses"] == 2 and st["hits"] == 1, st)
+    check("range: bytes_out", st["bytes_out"] == 20, st)
+    b.stop()
+
+
 def and_groups():
     # --and: several backends in one process, each with its own name, ledger and counters.
     ledgers = [tempfile.NamedTemporaryFile(delete=False).name for _ in range(2)]
@@ -253,6 +280,7 @@ def main():
         connection_handling(port)
         check("SIGTERM exit 0", b.stop() and b.proc.returncode == 0, output(b))
         cache_model()
+        ranges()
         and_groups()
     finally:
         REGISTRY.kill_all()

@@ -46,6 +46,24 @@ struct BackendConfig {
   Position position;
 };
 
+// A placement a pool migrates from (`previous`, docs/routing.md "Gradual migration"): its own
+// algorithm, sizes, seed and backends; each backend names one of the pool's backends by id.
+struct PlacementConfig {
+  bool present = false;
+  Algorithm algorithm = Algorithm::kRing;
+  uint32_t points_per_weight = 4096;
+  uint32_t max_points = 1u << 20;
+  uint32_t maglev_table_size = 65537;
+  uint64_t seed = 0;                  // 0: the key hash as it is; else mix64(hash, seed)
+  struct Member {
+    std::string id;
+    uint32_t weight = 1;
+    Position position;
+  };
+  std::vector<Member> backends;
+  Position position;
+};
+
 struct HealthCheckConfig {
   bool enabled = false;
   std::string method = "GET";
@@ -112,6 +130,15 @@ struct PoolConfig {
   DnsConfig dns;                     // used only by backends named by host name
   std::vector<BackendConfig> backends;
   Position position;
+  // Range-chunk keys (docs/routing.md): with hash_key uri or path, a request with one
+  // `Range: bytes=a-...` is placed by its key and chunk index floor(a / range_chunk). 0 = off.
+  uint64_t range_chunk = 0;
+  // Placement seed: keys are placed by mix64(hash, seed) when non-zero (a new ring for the same
+  // backends). Gradual migration: keys whose hash is in the lowest migrate_percent % of the
+  // 64-bit space use this pool's placement, the others `previous`.
+  uint64_t seed = 0;
+  PlacementConfig previous;
+  uint32_t migrate_percent = 0;
 };
 
 struct ListenerConfig {

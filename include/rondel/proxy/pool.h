@@ -25,8 +25,9 @@
 #include "rondel/core/bounded.h"
 #include "rondel/core/hot_keys.h"
 #include "rondel/core/hot_replicas.h"
-#include "rondel/core/route_policy.h"
+#include "rondel/core/migration.h"
 #include "rondel/core/result.h"
+#include "rondel/core/route_policy.h"
 #include "rondel/core/selector.h"
 #include "rondel/proxy/backend_state.h"
 
@@ -65,7 +66,13 @@ struct PoolState {
   std::atomic<uint64_t> spilled{0};    // requests not served by their natural owner
   std::atomic<uint64_t> all_full{0};   // picks that found every eligible backend full
   std::atomic<uint64_t> no_backend{0}; // requests answered 503: no eligible backend
+  // First picks of walked requests by the placement that placed them (core::PlacementVersion:
+  // current, previous), for watching a gradual migration.
+  std::array<std::atomic<uint64_t>, 2> placement_routed{};
 };
+
+// Names of core::PlacementVersion values ("current", "previous"), as in metrics and the API.
+std::string_view placement_name(core::PlacementVersion v) noexcept;
 
 class Pool {
  public:
@@ -134,6 +141,21 @@ class Pool {
   // Whether the pool is empty because its names resolved to nothing (see the file comment).
   bool empty() const noexcept { return backends_.empty(); }
 
+  // Gradual migration (config `previous`, `migrate_percent`; core/migration.h). Without a
+  // previous placement every key is kCurrent and the three below describe the current one.
+  bool has_previous() const noexcept { return previous_ != nullptr; }
+  // Which placement the key of `hash` uses. O(1).
+  core::PlacementVersion placement_of(uint64_t hash) const noexcept;
+  // The selector of placement `v`: indices are this pool's backend indices in both.
+  const core::Selector& selector(core::PlacementVersion v) const noexcept;
+  // The hash placement `v` places `hash` by: the hash itself, or mix64(hash, seed) when that
+  // placement has a seed.
+  uint64_t placement_hash(core::PlacementVersion v, uint64_t hash) const noexcept;
+  // Turns a pick_input() result for the previous placement: its weights (configured previous
+  // weights; slow start does not apply to them) and their sum over usable backends as W; the
+  // exclusion set and in-flight counts stay. O(backends) only while some backend is unusable.
+  void previous_input(core::PickInput& in) const noexcept;
+
  private:
   Pool(core::BackendSet set, core::Selector selector)
       : set_(std::move(set)), selector_(std::move(selector)) {}
@@ -157,6 +179,19 @@ class Pool {
   std::shared_ptr<PoolState> state_;
   size_t excluded_words_ = 0;
   size_t pick_words_ = 0;
+  // The placement keys migrate from: built over this pool's backend indices (backend i has the
+  // previous weight of its id, 0 when `previous` does not name it).
+  struct Previous {
+    Previous(core::BackendSet s, core::Selector sel)
+        : set(std::move(s)), selector(std::move(sel)) {}
+    core::BackendSet set;
+    core::Selector selector;
+    std::vector<uint32_t> weights;  // previous weight * kWeightScale, by backend index
+    uint64_t total_weight = 0;
+  };
+  std::unique_ptr<Previous> previous_;
+  static core::Result<std::unique_ptr<Previous>> build_previous(const config::PoolConfig& cfg,
+                                                                const core::BackendSet& set);
 };
 
 }  // namespace rondel::proxy

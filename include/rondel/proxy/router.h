@@ -44,8 +44,10 @@ struct RouteKey {
 
 // The hash policy: the key of `head` under cfg.hash_key (hash_key.h: an empty value counts as
 // missing, absolute-form targets are keyed by their origin form, IPv4-mapped IPv6 sources as
-// IPv4), and when it is missing, cfg.missing_key. `random` seeds the hash of kRandom. No
-// allocation; O(size of the head).
+// IPv4), and when it is missing, cfg.missing_key. With cfg.range_chunk > 0 a request with one
+// single byte range hashes as chunk_hash(hash64(key), first byte / range_chunk) (hash_key.h),
+// so the walk, retries, hot keys, spill memory and counters all see one key per chunk.
+// `random` seeds the hash of kRandom. No allocation; O(size of the head).
 RouteKey route_key(const config::PoolConfig& cfg, const http::RequestHead& head,
                    std::string_view client_ip, uint64_t random) noexcept;
 
@@ -68,6 +70,9 @@ struct RouteDecision {
   uint16_t skipped_excluded = 0;  // ... of which excluded or of weight 0
   uint16_t replicas = 1;          // R used (hot keys)
   bool all_full = false;          // every eligible backend at capacity: least loaded taken
+  // Walked requests: the placement that placed the key (gradual migration; kCurrent without a
+  // `previous` placement). owner and home are that placement's.
+  core::PlacementVersion placement = core::PlacementVersion::kCurrent;
 };
 
 // Inputs of one pick.
@@ -100,11 +105,12 @@ class Router {
   Router(const Router&) = delete;
   Router& operator=(const Router&) = delete;
 
-  // Routes one pick of a request through `pool`, with this worker's route state of the pool
-  // (created on first use; on the first request under a newer configuration generation it is
-  // reset: spills forgotten, replica table rebuilt; a request still on an older snapshot is
-  // routed without spill memory). A first pick counts the decision (PoolState::routed, recent);
-  // every pick counts all_full and no_backend. No allocation in steady state (the state's
+  // Routes one pick of a request through `pool` (through the placement the key's hash selects
+  // when the pool migrates from a `previous` one: Pool::placement_of), with this worker's route
+  // state of the pool (created on first use; on the first request under a newer configuration
+  // generation it is reset: spills forgotten, replica table rebuilt; a request still on an older
+  // snapshot is routed without spill memory). A first pick counts the decision (PoolState::routed,
+  // recent); every pick counts all_full and no_backend. No allocation in steady state (the state's
   // creation and the replica rebuild every window/4 allocate); cost O(backends) more only while
   // max_connections_per_backend is set. Loop thread of the owning worker only.
   // Precondition: scratch.size() >= pool.scratch_words().

@@ -633,6 +633,81 @@ pools:
                       0) == 0);
 }
 
+TEST_CASE("range_chunk: a size for uri and path keys; an error at its value for other keys") {
+  constexpr std::string_view kOk = R"(listeners: [{name: web, bind: 127.0.0.1:0, pool: p}]
+pools:
+  - {name: p, hash_key: path, range_chunk: 4MiB, backends: [{address: 127.0.0.1:9001}]}
+  - {name: q, backends: [{address: 127.0.0.1:9001}]}
+)";
+  const LoadResult ok = load_string(kOk, "ok.yaml");
+  INFO(joined(error_strings(ok)));
+  REQUIRE(ok.ok());
+  CHECK(ok.config.pools.at(0).range_chunk == 4u << 20);
+  CHECK(ok.config.pools.at(1).range_chunk == 0);  // default: off
+  constexpr std::string_view kBad = R"(listeners: [{name: web, bind: 127.0.0.1:0, pool: p}]
+pools:
+  - name: p
+    hash_key: header:X-Id
+    range_chunk: 1MiB
+    backends: [{address: 127.0.0.1:9001}]
+  - {name: q, range_chunk: 0, backends: [{address: 127.0.0.1:9001}]}
+)";
+  const LoadResult r = load_string(kBad, "bad.yaml");
+  const std::vector<std::string> errs = error_strings(r);
+  INFO(joined(errs));
+  REQUIRE(errs.size() == 2);
+  CHECK(errs[0].rfind("bad.yaml:5:18: 'range_chunk' needs 'hash_key: uri' or 'hash_key: path'",
+                      0) == 0);
+  CHECK(errs[1].rfind("bad.yaml:7:28: 'range_chunk'", 0) == 0);
+}
+
+TEST_CASE("previous and migrate_percent: read per pool; unknown ids and a percent alone are errors") {
+  constexpr std::string_view kOk = R"(listeners: [{name: web, bind: 127.0.0.1:0, pool: p}]
+pools:
+  - name: p
+    algorithm: maglev
+    seed: 7
+    migrate_percent: 30
+    previous:
+      algorithm: ring
+      points_per_weight: 160
+      seed: 9
+      backends: [{id: a, weight: 2}, {address: 127.0.0.1:9002}]
+    backends: [{address: 127.0.0.1:9001, id: a}, {address: 127.0.0.1:9002}, {address: 127.0.0.1:9003}]
+)";
+  const LoadResult ok = load_string(kOk, "ok.yaml");
+  INFO(joined(error_strings(ok)));
+  REQUIRE(ok.ok());
+  const PoolConfig& p = ok.config.pools.at(0);
+  CHECK(p.seed == 7);
+  CHECK(p.migrate_percent == 30);
+  CHECK(p.previous.present);
+  CHECK(p.previous.algorithm == Algorithm::kRing);
+  CHECK(p.previous.points_per_weight == 160);
+  CHECK(p.previous.seed == 9);
+  REQUIRE(p.previous.backends.size() == 2);
+  CHECK(p.previous.backends[0].id == "a");
+  CHECK(p.previous.backends[0].weight == 2);
+  CHECK(p.previous.backends[1].id == "127.0.0.1:9002");
+  constexpr std::string_view kBad = R"(listeners: [{name: web, bind: 127.0.0.1:0, pool: p}]
+pools:
+  - name: p
+    migrate_percent: 101
+    previous:
+      backends: [{id: nope}, {id: a}, {id: a}]
+    backends: [{address: 127.0.0.1:9001, id: a}]
+  - {name: q, migrate_percent: 5, backends: [{address: 127.0.0.1:9001}]}
+)";
+  const LoadResult r = load_string(kBad, "bad.yaml");
+  const std::vector<std::string> errs = error_strings(r);
+  INFO(joined(errs));
+  REQUIRE(errs.size() == 4);
+  CHECK(errs[0].rfind("bad.yaml:4:22: 'migrate_percent'", 0) == 0);
+  CHECK(errs[1].rfind("bad.yaml:6:18: previous backend 'nope' is not a backend of the pool", 0) == 0);
+  CHECK(errs[2].rfind("bad.yaml:6:39: duplicate previous backend 'a'", 0) == 0);
+  CHECK(errs[3].rfind("bad.yaml:8:32: 'migrate_percent' needs a 'previous' placement", 0) == 0);
+}
+
 TEST_CASE("load_string names the file it was given in every error") {
   const LoadResult r = load_string("workers: [1]\n", "inline");
   // Errors come sorted by position: the document's own position (1:1) comes first.
