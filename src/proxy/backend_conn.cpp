@@ -4,14 +4,14 @@
 #include <cstring>
 
 #include "rondel/proxy/backend_state.h"
-#include "rondel/proxy/session.h"
+#include "rondel/proxy/exchange.h"
 #include "rondel/proxy/worker.h"
 
 namespace rondel::proxy {
 
 BackendConn::BackendConn(Worker& worker, BackendState& state) : worker_(worker), state_(&state) {}
 
-BackendConn* BackendConn::connect(Worker& worker, BackendState& state, ClientSession* owner,
+BackendConn* BackendConn::connect(Worker& worker, BackendState& state, Exchange* owner,
                                   int* err) {
   auto* c = new BackendConn(worker, state);
   uv_tcp_init(worker.loop(), &c->tcp_);
@@ -39,12 +39,12 @@ BackendConn* BackendConn::connect(Worker& worker, BackendState& state, ClientSes
 void BackendConn::on_connect(uv_connect_t* req, int status) noexcept {
   auto* c = static_cast<BackendConn*>(req->data);
   if (c->closing()) return;  // status is UV_ECANCELED after close()
-  ClientSession* owner = c->owner_;
+  Exchange* owner = c->owner_;
   if (status == 0) c->resume_reading();
   if (owner != nullptr) owner->on_backend_connected(c, status);
 }
 
-void BackendConn::attach(ClientSession* owner) noexcept {
+void BackendConn::attach(Exchange* owner) noexcept {
   owner_ = owner;
   ++exchanges_;
   done_ = false;

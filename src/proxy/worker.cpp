@@ -2,7 +2,8 @@
 #include "rondel/proxy/worker.h"
 
 #include "rondel/proxy/backend_state.h"
-#include "rondel/proxy/session.h"
+#include "rondel/proxy/exchange.h"
+#include "rondel/proxy/http1_session.h"
 
 namespace rondel::proxy {
 
@@ -13,6 +14,17 @@ std::string_view reject_name(Reject r) noexcept {
       "max_connections"};
   static_assert(std::size(kNames) == static_cast<size_t>(Reject::kCount));
   return kNames[static_cast<size_t>(r)];
+}
+
+Reject reject_for_status(uint16_t status) noexcept {
+  switch (status) {
+    case 413: return Reject::kBodyTooLarge;
+    case 414: return Reject::kUriTooLong;
+    case 431: return Reject::kHeaderTooLarge;
+    case 501: return Reject::kUpgrade;
+    case 505: return Reject::kVersion;
+    default: return Reject::kBadRequest;
+  }
 }
 
 BufferPool::~BufferPool() {
@@ -43,52 +55,73 @@ Worker::Worker(uv_loop_t* loop, Logger& log, LogSink& access_log, WorkerStats& s
       log_(log),
       access_log_(access_log),
       stats_(stats),
-      timeouts_(loop, &ClientSession::on_timeout),
+      timeouts_(loop, &Http1Session::on_timeout),
       id_(id) {}
 
 Worker::~Worker() {
-  for (ExchangeBuffers* xb : free_exchanges_) delete xb;
+  for (Exchange* ex : free_exchanges_) delete ex;
+  for (Http1Buffers* cb : free_http1_) delete cb;
 }
 
 namespace {
+
 bool same_limits(const http::Limits& a, const http::Limits& b) noexcept {
   return a.max_request_line == b.max_request_line && a.max_header_bytes == b.max_header_bytes &&
          a.max_headers == b.max_headers && a.max_body_bytes == b.max_body_bytes;
 }
-constexpr size_t kExchangeReserve = 1024;
-}  // namespace
 
-ExchangeBuffers* Worker::take_exchange(const http::Limits& limits) noexcept {
-  // Most recently returned first (warm in cache); a listener with other limits looks further.
-  for (size_t i = free_exchanges_.size(); i-- > 0;) {
-    ExchangeBuffers* xb = free_exchanges_[i];
-    if (same_limits(xb->limits, limits)) {
-      free_exchanges_[i] = free_exchanges_.back();
-      free_exchanges_.pop_back();
-      return xb;
-    }
-  }
-  return new (std::nothrow) ExchangeBuffers(limits);
-}
+constexpr size_t kPoolReserve = 1024;
 
-void Worker::give_exchange(ExchangeBuffers* xb) noexcept {
-  xb->req_parser.reset();
-  xb->to_backend.clear();
-  xb->to_client.clear();
-  // A pooled exchange keeps the capacity of the heads it rewrote; one huge head must not pin
-  // its memory for ever, so strings grown past the bound are given back.
-  for (std::string* s : {&xb->req_head_out, &xb->resp_head_out}) {
-    if (s->capacity() > kMaxPooledStringCapacity) std::string().swap(*s);
-  }
-  if (free_exchanges_.size() >= kExchangeReserve) {
-    delete xb;
+// Keeps `p` in `free` within the reserve, else deletes it.
+template <typename T>
+void keep_or_delete(std::vector<T*>& free, T* p) noexcept {
+  if (free.size() >= kPoolReserve) {
+    delete p;
     return;
   }
   try {
-    free_exchanges_.push_back(xb);  // allocates only when the reserve grows (doubling)
+    free.push_back(p);  // allocates only when the reserve grows (doubling)
   } catch (...) {
-    delete xb;
+    delete p;
   }
+}
+
+}  // namespace
+
+Exchange* Worker::take_exchange() noexcept {
+  if (free_exchanges_.empty()) return new (std::nothrow) Exchange(*this);
+  Exchange* ex = free_exchanges_.back();  // most recently returned first (warm in cache)
+  free_exchanges_.pop_back();
+  return ex;
+}
+
+void Worker::give_exchange(Exchange* ex) noexcept {
+  if (ex->write_pending()) {
+    ex->set_pool_on_written();  // on_backend_written gives it back again
+    return;
+  }
+  ex->recycle();
+  keep_or_delete(free_exchanges_, ex);
+}
+
+Http1Buffers* Worker::take_http1(const http::Limits& limits) noexcept {
+  // Most recently returned first; a listener with other limits looks further.
+  for (size_t i = free_http1_.size(); i-- > 0;) {
+    Http1Buffers* cb = free_http1_[i];
+    if (same_limits(cb->limits, limits)) {
+      free_http1_[i] = free_http1_.back();
+      free_http1_.pop_back();
+      return cb;
+    }
+  }
+  return new (std::nothrow) Http1Buffers(limits);
+}
+
+void Worker::give_http1(Http1Buffers* cb) noexcept {
+  cb->req_parser.reset();
+  cb->to_client.clear();
+  if (cb->resp_head_out.capacity() > kMaxPooledStringCapacity) std::string().swap(cb->resp_head_out);
+  keep_or_delete(free_http1_, cb);
 }
 
 void Worker::publish(std::shared_ptr<const Snapshot> snap) {
@@ -113,14 +146,14 @@ std::span<uint64_t> Worker::scratch(size_t words) {
 }
 
 void Worker::accept(uv_stream_t* server, const std::string& listener_name) {
-  ClientSession::accept(*this, server, listener_name);
+  Http1Session::accept(*this, server, listener_name);
 }
 
 void Worker::drain() {
   draining_ = true;
-  ClientSession* s = sessions_head_;
+  Http1Session* s = sessions_head_;
   while (s != nullptr) {
-    ClientSession* next = s->next_;
+    Http1Session* next = s->next_;
     s->drain();
     s = next;
   }
@@ -133,7 +166,7 @@ void Worker::close_all() {
 }
 
 
-void Worker::add_session(ClientSession* s) noexcept {
+void Worker::add_session(Http1Session* s) noexcept {
   s->prev_ = nullptr;
   s->next_ = sessions_head_;
   if (sessions_head_ != nullptr) sessions_head_->prev_ = s;
@@ -141,7 +174,7 @@ void Worker::add_session(ClientSession* s) noexcept {
   sessions_.fetch_add(1, std::memory_order_relaxed);
 }
 
-void Worker::remove_session(ClientSession* s) noexcept {
+void Worker::remove_session(Http1Session* s) noexcept {
   if (s->prev_ != nullptr) s->prev_->next_ = s->next_;
   else if (sessions_head_ == s) sessions_head_ = s->next_;
   else return;  // not in the list

@@ -7,6 +7,9 @@
 --   BENCH_MODE   "random" (default) or "sweep": request /obj/1, /obj/2, ... /obj/N, /obj/1, ...
 --                in order (used to learn every path's owner)
 --   BENCH_SEED   random seed (default 1)
+--   BENCH_THREADS  if set (wrk -t N with N threads): each thread seeds with BENCH_SEED * 7919 +
+--                its number, and in sweep mode thread t starts at /obj/((t-1)*N/T + 1), so the
+--                threads together touch every path once quickly (primes each key's home cache)
 --   BENCH_DELAY_MS  if set: each connection waits that many milliseconds after a response
 --                before sending its next request (wrk's latency does not include the wait)
 -- done() prints one line "BENCH_RESULT {json}" with the request count, errors and latency
@@ -15,13 +18,27 @@
 local paths = tonumber(os.getenv("BENCH_PATHS") or "10000")
 local s = tonumber(os.getenv("BENCH_ZIPF") or "0")
 local mode = os.getenv("BENCH_MODE") or "random"
-math.randomseed(tonumber(os.getenv("BENCH_SEED") or "1"))
+local seed = tonumber(os.getenv("BENCH_SEED") or "1")
+local nthreads = tonumber(os.getenv("BENCH_THREADS") or "")
+local next_path = 0
+math.randomseed(seed)
+
+-- Numbers the threads (tid 1..T, a global of each thread's state, read in init()).
+local counter = 0
+setup = function(thread)
+  counter = counter + 1
+  thread:set("tid", counter)
+end
 
 -- Pre-formatted requests: request() only indexes a table. Built in init(), after wrk.init()
 -- has added the Host header (a request formatted at load time has none: 400 from nginx).
 local reqs = {}
 
 init = function(args)
+  if nthreads then
+    math.randomseed(seed * 7919 + (tid or 0))
+    next_path = math.floor(((tid or 1) - 1) * paths / nthreads)
+  end
   for i = 1, paths do
     reqs[i] = wrk.format("GET", "/obj/" .. i)
   end
@@ -42,8 +59,6 @@ local delay_ms = tonumber(os.getenv("BENCH_DELAY_MS") or "")
 if delay_ms then
   delay = function() return delay_ms end
 end
-
-local next_path = 0
 
 request = function()
   local i

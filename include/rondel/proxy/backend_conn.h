@@ -1,7 +1,7 @@
 // BackendConn: one TCP connection to a backend, busy with one client's exchange or idle in the
 // backend's keep-alive pool.
 //
-// The connection reports to its owner (a ClientSession) through on_backend_* calls; while idle it
+// The connection reports to its owner (an Exchange) through on_backend_* calls; while idle it
 // has no owner and closes itself on any byte, EOF or its idle timeout. Its read buffer comes from
 // the worker's BufferPool while busy and is returned when idle. Loop thread only.
 #pragma once
@@ -17,7 +17,7 @@
 namespace rondel::proxy {
 
 class BackendState;
-class ClientSession;
+class Exchange;
 class Worker;
 
 class BackendConn final : public net::HandleCloser {
@@ -25,10 +25,10 @@ class BackendConn final : public net::HandleCloser {
   // Starts a non-blocking connect to `state` for `owner`; the owner hears
   // on_backend_connected(conn, status). Returns nullptr (and sets *err) if the socket could not
   // even be created (e.g. out of file descriptors).
-  static BackendConn* connect(Worker& worker, BackendState& state, ClientSession* owner, int* err);
+  static BackendConn* connect(Worker& worker, BackendState& state, Exchange* owner, int* err);
 
   // Takes an idle connection for `owner` and starts reading into a buffer.
-  void attach(ClientSession* owner) noexcept;
+  void attach(Exchange* owner) noexcept;
   // The owner is done and the connection may be reused: back to the idle pool.
   void release_to_idle(uint64_t idle_timeout_ms) noexcept;
   // Closes the connection, detaching any owner silently.
@@ -68,7 +68,7 @@ class BackendConn final : public net::HandleCloser {
 
   Worker& worker_;
   BackendState* state_;
-  ClientSession* owner_ = nullptr;
+  Exchange* owner_ = nullptr;
   uv_tcp_t tcp_{};
   uv_timer_t timer_{};
   uv_connect_t connect_req_{};

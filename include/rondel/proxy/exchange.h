@@ -1,127 +1,154 @@
-// Exchange: one request and its response as the proxy sees them, whatever the client protocol:
-// the request and response states, the current attempt on a backend (its in-flight slot), and
-// the pure decisions taken on them (retry, stale connection, which backend counts the end).
+// Exchange: one request and its response, driven against the backends, knowing nothing of the
+// client's protocol. It takes a parsed request head and a BodySource, routes (Router::route),
+// owns the backend attempt (its connection, its InFlightSlot, its retries and I/O inactivity
+// timeouts), forwards the request re-framed for the backend, and streams the response into a
+// ResponseSink. It reports its end to its ExchangeOwner (the client codec), which writes the
+// access log and decides about the client connection.
+//
+// An HTTP/1 session runs one Exchange at a time; an HTTP/2 session can run one per stream.
+// Exchanges come from the worker's pool (Worker::take_exchange) with their parser, queue and
+// strings, so running one allocates nothing in steady state. Loop thread only.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
 
-#include "rondel/core/backend_set.h"
-#include "rondel/http/message.h"
-#include "rondel/proxy/inflight_slot.h"
+#include "rondel/http/parser.h"
+#include "rondel/http/writer.h"
+#include "rondel/net/out_queue.h"
+#include "rondel/proxy/body_source.h"
+#include "rondel/proxy/exchange_rules.h"
+#include "rondel/proxy/response_sink.h"
+#include "rondel/proxy/worker.h"
 
 namespace rondel::proxy {
 
 class BackendConn;
-class Pool;
+class Exchange;
 
-// The request side of an exchange: how much of the client's request was read and forwarded.
-enum class RequestState : uint8_t {
-  kForwarding,  // head parsed: the body (if any) is read from the client and queued for the backend
-  kDone,        // the whole request was read and queued (the backend may not have taken it all)
+// How an exchange ended, as the access log names it (outcome_name).
+enum class Outcome : uint8_t { kOk, kClientAbort, kBackendError, kTimeout, kRejected };
+std::string_view outcome_name(Outcome o) noexcept;
+
+// Who runs an exchange: hears its end once.
+class ExchangeOwner {
+ public:
+  // The exchange ended with `outcome`; ex.state() is final (status, pool, backend, attempts).
+  // When ex.state().response is kLocal, the sink holds rondel's own status to write out.
+  // Every call chain into the exchange ends with this call: the owner may start the next
+  // exchange on the same object from here.
+  virtual void on_exchange_done(Exchange& ex, Outcome outcome) noexcept = 0;
+
+ protected:
+  ~ExchangeOwner() = default;
 };
 
-// The response side of an exchange, as the client sees it. Only kWaiting allows a retry; only
-// kWaiting and kInterim allow rondel to answer with its own status instead.
-enum class ResponseState : uint8_t {
-  kWaiting,    // nothing sent to the client yet, no final response head from the backend
-  kInterim,    // a 1xx went to the client, no final head yet
-  kStreaming,  // the backend's final head went to the client; the body is being forwarded
-  kComplete,   // the backend's response is whole (perhaps not yet flushed to the client)
-  kLocal,      // rondel's own status (4xx, 5xx) went to the client instead of a backend's
+// What an exchange runs: all must outlive it (until on_exchange_done).
+struct ExchangeRequest {
+  const http::RequestHead* head = nullptr;
+  http::ForwardRequest forward;  // the rewrite inputs (client address, X-Forwarded-* setting)
+  const Pool* pool = nullptr;     // the listener's pool, in the snapshot the owner holds
+  BodySource* body = nullptr;
+  ResponseSink* sink = nullptr;
+  ExchangeOwner* owner = nullptr;
 };
 
-// How one attempt on a backend ended: picks the backend counter and the passive-health note.
-enum class AttemptEnd : uint8_t {
-  kServed,         // the exchange ended on this attempt (response forwarded, or client left)
-  kConnectFailed,  // no connection: socket error, refused or connect timeout
-  kTimedOut,       // no progress within backend_io_timeout or response_header_timeout
-  kFailed,         // the connection broke or the response was malformed or truncated
-  kStale,          // a reused idle connection the backend had closed: not the backend's fault
+class Exchange {
+ public:
+  explicit Exchange(Worker& worker);
+  Exchange(const Exchange&) = delete;
+  Exchange& operator=(const Exchange&) = delete;
+
+  enum class Start : uint8_t {
+    kStarted,  // running: on_exchange_done follows (perhaps already called)
+    kNoKey,    // the pool rejects requests without their hash key: nothing started
+  };
+  // Resets the state by value and starts routing and the first attempt.
+  Start start(const ExchangeRequest& rq) noexcept;
+
+  // The body source has more (after a want_more() that returned false).
+  void on_body_available() noexcept;
+  // The sink's pending write completed: the response moves on (or the exchange ends).
+  void on_sink_drained() noexcept;
+  // Ends the exchange with rondel's `status` while no final response started (else it ends and
+  // the owner closes); counts `reason`. For the owner's own failures (a client body timeout).
+  void fail(uint16_t status, Reject reason, Outcome outcome) noexcept;
+  // The client went away: ends the exchange as a client abort (no response).
+  void abort() noexcept { finish(Outcome::kClientAbort); }
+
+  bool running() const noexcept { return running_; }
+  const ExchangeState& state() const noexcept { return st_; }
+  // The metrics record of a finished exchange; bytes are the client side's, counted by the owner.
+  ExchangeRecord record(uint64_t bytes_in, uint64_t bytes_out) const noexcept;
+
+  // The backend connection's reports (BackendConn calls them on its owner).
+  void on_backend_connected(BackendConn* conn, int status) noexcept;
+  void on_backend_data(BackendConn* conn) noexcept;
+  void on_backend_eof(BackendConn* conn, int status) noexcept;
+  void on_backend_timeout(BackendConn* conn) noexcept;
+
+  // The worker's pool: an exchange with a backend write still pending (a cancelled write calls
+  // back once its connection closed) cannot be reused before that callback.
+  bool write_pending() const noexcept { return to_backend_.pending; }
+  void set_pool_on_written() noexcept { pool_on_written_ = true; }
+  // Forgets the last request; strings grown past Worker::kMaxPooledStringCapacity are freed.
+  void recycle() noexcept;
+  size_t head_capacity() const noexcept { return req_head_out_.capacity(); }
+
+ private:
+  // Where the current attempt's connection stands.
+  enum class Attempt : uint8_t { kNone, kConnecting, kConnected };
+  // What to do once a cancelled backend write has called back.
+  enum class PendingRetry : uint8_t { kNone, kRepick, kSameBackend };
+  // Where an attempt's backend connection comes from.
+  enum class ConnSource : uint8_t { kIdleOrNew, kNew };
+
+  const http::RequestHead& head() const noexcept { return *rq_.head; }
+  // Attempts (exchange.cpp).
+  core::BackendIndex route_attempt(bool first_pick) noexcept;
+  void start_attempt() noexcept;
+  void begin_attempt(core::BackendIndex b, ConnSource source) noexcept;
+  // The attempt's one exit: drops the connection (pooled only when served and clean), then the
+  // backend's counters, the passive-health note and the in-flight slot release, in that order.
+  void end_attempt(AttemptEnd end) noexcept;
+  void note_passive_health(BackendState& st, AttemptEnd end) noexcept;
+  void backend_ready() noexcept;
+  void attempt_failed(AttemptEnd end, Reject reason, uint16_t status) noexcept;
+  // Progress on the backend connection, in either direction: the I/O inactivity timeout starts
+  // again (while the request is sent, and once the response head arrived).
+  void backend_progress() noexcept;
+  void drop_backend(bool reusable) noexcept;
+  void finish(Outcome outcome) noexcept;
+  // The request body (exchange.cpp): pulls from the source into the backend queue.
+  void pump_body() noexcept;
+  // Queues one body piece (consumed from the source), chunk-framed when the request is.
+  // False: a write is pending (or failed); the caller stops.
+  bool queue_body(std::string_view body) noexcept;
+  void body_ended() noexcept;
+  bool flush_to_backend() noexcept;
+  static void on_backend_written(uv_write_t* req, int status) noexcept;
+  // The response (exchange_response.cpp).
+  void pump_response() noexcept;
+  bool response_head() noexcept;
+  void response_eof() noexcept;
+  void response_done() noexcept;
+  // The sink could not take more now: stop reading the backend until it drains.
+  void sink_stalled() noexcept;
+  bool flush_sink() noexcept;
+
+  Worker& worker_;
+  ExchangeRequest rq_;
+  ExchangeState st_;
+  http::ResponseParser resp_parser_;
+  net::OutQueue to_backend_;
+  std::string req_head_out_;
+  std::vector<uint64_t> tried_;  // backends already tried for this request (bitset)
+  Attempt attempt_ = Attempt::kNone;
+  PendingRetry retry_after_write_ = PendingRetry::kNone;
+  bool running_ = false;
+  bool pool_on_written_ = false;  // given back with a write pending: back to the pool on its callback
 };
-
-// What follows a failed attempt.
-enum class AfterFailure : uint8_t {
-  kGiveUp,       // answer the client: a status while none started, else close the connection
-  kSameBackend,  // once, on a fresh connection to the same backend (a stale connection)
-  kNextBackend,  // a retry: the route is walked again with the failed backend excluded
-};
-
-// One request and its response: the state of the exchange a session is running, reset by value
-// (`ex = Exchange{}`) when a request head arrives, so nothing of the previous request (its pool,
-// backend, flags) survives. The decisions below are pure functions of it (unit-tested).
-struct Exchange {
-  const Pool* pool = nullptr;
-  InFlightSlot slot;          // the current attempt's place in the in-flight counts
-  BackendConn* conn = nullptr;
-  core::BackendIndex backend = core::kNoBackend;
-  core::BackendIndex owner = core::kNoBackend;
-  uint64_t hash = 0;
-  std::string_view key;       // the hash key (a view into the request head); empty if none
-  uint64_t start_ns = 0;
-  uint32_t attempts = 0;
-  uint16_t hops = 0;          // backends passed over (full or excluded), all attempts
-  uint16_t status = 0;
-  uint8_t reason = 0;         // core::RouteReason of the last keyed pick
-  RequestState request = RequestState::kForwarding;
-  ResponseState response = ResponseState::kWaiting;
-  bool keyed = false;         // the request had its hash key
-  bool req_bytes_sent = false;  // the backend socket accepted some request byte (this attempt)
-  bool body_pushed = false;   // some request body byte was queued for the backend
-  bool resp_bytes_seen = false;  // some response byte arrived from the backend (this attempt)
-  bool in_interim = false;    // the response parser is inside a 1xx message
-  bool sent_continue = false;   // rondel answered the client's Expect: 100-continue itself
-  bool stale_retried = false;   // the one retry after a reused connection went stale was used
-  bool backend_reusable = true; // the backend connection may go back to the idle pool
-
-  bool req_done() const noexcept { return request == RequestState::kDone; }
-  // The backend's final response head arrived (and went to the client).
-  bool resp_head_seen() const noexcept {
-    return response == ResponseState::kStreaming || response == ResponseState::kComplete;
-  }
-  // A final response (the backend's or rondel's own) started towards the client.
-  bool resp_started() const noexcept {
-    return response != ResponseState::kWaiting && response != ResponseState::kInterim;
-  }
-  bool resp_complete() const noexcept { return response == ResponseState::kComplete; }
-};
-
-// Whether the request can be sent again: no response byte went to the client, and either the
-// backend took no request byte and no body byte was consumed (the head is rewritten from the
-// parsed one), or the request is bodiless, idempotent and whole (RFC 9110 9.2.2).
-inline bool request_resendable(const Exchange& ex, const http::RequestHead& head) noexcept {
-  if (ex.response != ResponseState::kWaiting) return false;
-  if (!ex.req_bytes_sent && !ex.body_pushed) return true;
-  return head.idempotent && head.framing == http::Framing::kNone && ex.req_done();
-}
-
-// The failure `end` seen on a connection that was `reused` from the idle pool: a broken reused
-// connection before any response byte, request still re-sendable, is the keep-alive race (the
-// backend closed it as it went idle; RFC 9112 9.3.1), reported as kStale once per exchange.
-inline AttemptEnd classify_failure(const Exchange& ex, const http::RequestHead& head,
-                                   AttemptEnd end, bool reused) noexcept {
-  if (end == AttemptEnd::kFailed && reused && !ex.resp_bytes_seen && !ex.stale_retried &&
-      request_resendable(ex, head)) {
-    return AttemptEnd::kStale;
-  }
-  return end;
-}
-
-// What follows a failed attempt that ended as `end`, with `retries` allowed for the pool. A
-// stale-connection retry is not counted against `retries`.
-inline AfterFailure after_failure(const Exchange& ex, const http::RequestHead& head,
-                                  AttemptEnd end, uint32_t retries) noexcept {
-  if (end == AttemptEnd::kStale) return AfterFailure::kSameBackend;
-  uint32_t used = ex.attempts - (ex.stale_retried ? 1 : 0);
-  if (request_resendable(ex, head) && used <= retries) return AfterFailure::kNextBackend;
-  return AfterFailure::kGiveUp;
-}
-
-// Whether the end of the exchange counts as one of its backend's responses: it ended on a live
-// attempt, or with that backend's response head. An answer rondel made after the backend failed
-// (502, 503, 504) is not (the failure itself was counted when the attempt ended).
-inline bool counts_on_backend(const Exchange& ex) noexcept {
-  return ex.slot.held() || ex.resp_head_seen();
-}
 
 }  // namespace rondel::proxy

@@ -26,6 +26,10 @@ class ResponseSink {
   virtual bool sink_body(std::string_view body) noexcept = 0;
   // Queues the end of the body (the codec's framing of it).
   virtual void sink_end() noexcept = 0;
+  // Queues rondel's own response with `status` (502, 503, 504, 408, ...) instead of a backend's,
+  // replacing anything queued and not yet written. Called only while no final response started
+  // and no write is pending; the exchange ends right after (the owner writes it out).
+  virtual void sink_local(uint16_t status) noexcept = 0;
   // Writes what is queued: true when all of it went out, false when a write is pending (the
   // codec resumes the exchange once it drains) or the client is gone.
   virtual bool sink_flush() noexcept = 0;

@@ -23,9 +23,10 @@
 
 namespace rondel::proxy {
 
-class ClientSession;
+class Http1Session;
 class BackendConn;
-struct ExchangeBuffers;
+class Exchange;
+struct Http1Buffers;
 
 // Why a request was refused or failed before a full response; indexes Stats::rejected.
 enum class Reject : uint8_t {
@@ -33,6 +34,8 @@ enum class Reject : uint8_t {
   kBackendError, kTimeout, kClientTimeout, kMaxConnections, kCount
 };
 std::string_view reject_name(Reject r) noexcept;
+// The counter of a request refused by a parser with `status` (413: kBodyTooLarge, ...).
+Reject reject_for_status(uint16_t status) noexcept;
 
 struct WorkerStats {
   std::atomic<uint64_t> client_connections_open{0};
@@ -94,12 +97,16 @@ class Worker {
   BufferPool& buffers() noexcept { return buffers_; }
   // The client connections' timeouts (idle, header, body, linger), on one timer.
   net::TimeoutQueue& timeouts() noexcept { return timeouts_; }
-  // Exchange working state for a session whose requests are parsed with `limits`: reused from
-  // the free list (same limits) or allocated. give_exchange keeps a bounded reserve, and frees
-  // the rewritten-head strings of one whose capacity grew past kMaxPooledStringCapacity.
+  // Pooled per-request state, reused from free lists or allocated (null: out of memory). An
+  // Exchange (with its response parser, backend queue and rewritten head); the HTTP/1 codec's
+  // buffers for a listener whose requests are parsed with `limits`. give_* keep a bounded
+  // reserve and free the strings of one whose capacity grew past kMaxPooledStringCapacity; an
+  // Exchange given back with a backend write pending returns to the pool on its callback.
   static constexpr size_t kMaxPooledStringCapacity = 16 * 1024;
-  ExchangeBuffers* take_exchange(const http::Limits& limits) noexcept;
-  void give_exchange(ExchangeBuffers* xb) noexcept;
+  Exchange* take_exchange() noexcept;
+  void give_exchange(Exchange* ex) noexcept;
+  Http1Buffers* take_http1(const http::Limits& limits) noexcept;
+  void give_http1(Http1Buffers* cb) noexcept;
   // A scratch string for formatting one log line (reused; loop thread only).
   std::string& log_line() noexcept { return log_line_; }
   std::span<uint64_t> scratch(size_t words);  // grows once per snapshot, then reused
@@ -119,7 +126,7 @@ class Worker {
   size_t sessions() const noexcept { return sessions_.load(std::memory_order_relaxed); }
   // Exchanges running now; any thread may read it (relaxed).
   size_t active_exchanges() const noexcept { return exchanges_.load(std::memory_order_relaxed); }
-  // Called by sessions as an exchange starts and ends (loop thread; single writer, no RMW).
+  // Called by exchanges as they start and end (loop thread; single writer, no RMW).
   void exchange_started() noexcept {
     exchanges_.store(exchanges_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
@@ -128,8 +135,8 @@ class Worker {
   }
 
   // Session registry (intrusive list) for draining.
-  void add_session(ClientSession* s) noexcept;
-  void remove_session(ClientSession* s) noexcept;
+  void add_session(Http1Session* s) noexcept;
+  void remove_session(Http1Session* s) noexcept;
 
   // Hook for the metrics module; called on the loop thread after each exchange.
   void (*on_exchange)(void* ctx, const ExchangeRecord& rec) = nullptr;
@@ -142,12 +149,13 @@ class Worker {
   WorkerStats& stats_;
   BufferPool buffers_;
   net::TimeoutQueue timeouts_;
-  std::vector<ExchangeBuffers*> free_exchanges_;
+  std::vector<Exchange*> free_exchanges_;
+  std::vector<Http1Buffers*> free_http1_;
   std::string log_line_;
   std::shared_ptr<const Snapshot> snapshot_;
   std::vector<uint64_t> scratch_;
   Router routing_;
-  ClientSession* sessions_head_ = nullptr;
+  Http1Session* sessions_head_ = nullptr;
   std::atomic<size_t> sessions_{0};
   std::atomic<size_t> exchanges_{0};
   uint32_t id_ = 0;

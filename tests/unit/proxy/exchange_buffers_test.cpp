@@ -8,7 +8,8 @@
 
 #include "rondel/proxy/inflight_slot.h"
 #include "rondel/proxy/log.h"
-#include "rondel/proxy/session.h"
+#include "rondel/proxy/exchange.h"
+#include "rondel/proxy/http1_session.h"
 #include "rondel/proxy/worker.h"
 
 using rondel::proxy::InFlightSlot;
@@ -42,16 +43,16 @@ TEST_CASE("InFlightSlot raises both counts once and lowers them exactly once") {
 TEST_CASE("InFlightSlot: resetting an exchange by value releases its slot") {
   std::atomic<uint32_t> backend{0};
   std::atomic<uint64_t> pool{0};
-  rondel::proxy::Exchange ex;
+  rondel::proxy::ExchangeState ex;
   ex.slot = InFlightSlot::take(backend, pool);
   CHECK(backend.load() == 1);
-  ex = rondel::proxy::Exchange{};
+  ex = rondel::proxy::ExchangeState{};
   CHECK_FALSE(ex.slot.held());
   CHECK(backend.load() == 0);
   CHECK(pool.load() == 0);
 }
 
-TEST_CASE("a pooled exchange does not keep the capacity of one huge rewritten head") {
+TEST_CASE("pooled codec buffers do not keep the capacity of one huge rewritten head") {
   uv_loop_t loop;
   REQUIRE(uv_loop_init(&loop) == 0);
   {
@@ -60,17 +61,25 @@ TEST_CASE("a pooled exchange does not keep the capacity of one huge rewritten he
     rondel::proxy::WorkerStats stats;
     rondel::proxy::Worker worker(&loop, log, sink, stats);
     rondel::http::Limits limits;
-    rondel::proxy::ExchangeBuffers* xb = worker.take_exchange(limits);
-    REQUIRE(xb != nullptr);
-    xb->req_head_out.assign(1 << 20, 'x');   // a 1 MiB request head rewritten once
-    xb->resp_head_out.assign(200, 'y');      // an ordinary response head
-    size_t small_capacity = xb->resp_head_out.capacity();
-    worker.give_exchange(xb);
-    rondel::proxy::ExchangeBuffers* again = worker.take_exchange(limits);
-    REQUIRE(again == xb);  // the same pooled object comes back
-    CHECK(again->req_head_out.capacity() <= rondel::proxy::Worker::kMaxPooledStringCapacity);
-    CHECK(again->resp_head_out.capacity() == small_capacity);  // small ones stay warm
-    worker.give_exchange(again);
+    rondel::proxy::Http1Buffers* cb = worker.take_http1(limits);
+    REQUIRE(cb != nullptr);
+    cb->resp_head_out.assign(1 << 20, 'x');  // a 1 MiB response head rewritten once
+    worker.give_http1(cb);
+    rondel::proxy::Http1Buffers* again = worker.take_http1(limits);
+    REQUIRE(again == cb);  // the same pooled object comes back
+    CHECK(again->resp_head_out.capacity() <= rondel::proxy::Worker::kMaxPooledStringCapacity);
+    again->resp_head_out.assign(200, 'y');  // an ordinary one stays warm
+    size_t small_capacity = again->resp_head_out.capacity();
+    worker.give_http1(again);
+    again = worker.take_http1(limits);
+    CHECK(again->resp_head_out.capacity() == small_capacity);
+    worker.give_http1(again);
+    // Exchanges are pooled too: the one given back is the next one taken.
+    rondel::proxy::Exchange* ex = worker.take_exchange();
+    REQUIRE(ex != nullptr);
+    worker.give_exchange(ex);
+    CHECK(worker.take_exchange() == ex);
+    worker.give_exchange(ex);
     worker.close_all();
   }
   uv_run(&loop, UV_RUN_DEFAULT);

@@ -5,7 +5,7 @@
 
 #include <atomic>
 
-#include "rondel/proxy/exchange.h"
+#include "rondel/proxy/exchange_rules.h"
 
 using namespace rondel::proxy;
 using rondel::http::Framing;
@@ -31,8 +31,8 @@ RequestHead post_head() {
 }
 
 // An exchange whose first attempt just failed after its request was sent whole.
-Exchange sent_get() {
-  Exchange ex;
+ExchangeState sent_get() {
+  ExchangeState ex;
   ex.attempts = 1;
   ex.request = RequestState::kDone;
   ex.req_bytes_sent = true;
@@ -42,7 +42,7 @@ Exchange sent_get() {
 }  // namespace
 
 TEST_CASE("a reused connection that breaks before any response byte is stale: same backend, once") {
-  Exchange ex = sent_get();
+  ExchangeState ex = sent_get();
   RequestHead head = get_head();
   AttemptEnd end = classify_failure(ex, head, AttemptEnd::kFailed, /*reused=*/true);
   CHECK(end == AttemptEnd::kStale);
@@ -58,7 +58,7 @@ TEST_CASE("a reused connection that breaks before any response byte is stale: sa
 
 TEST_CASE("not stale: a fresh connection, a response byte seen, a timeout, a connect failure") {
   RequestHead head = get_head();
-  Exchange ex = sent_get();
+  ExchangeState ex = sent_get();
   CHECK(classify_failure(ex, head, AttemptEnd::kFailed, /*reused=*/false) == AttemptEnd::kFailed);
   CHECK(classify_failure(ex, head, AttemptEnd::kTimedOut, true) == AttemptEnd::kTimedOut);
   CHECK(classify_failure(ex, head, AttemptEnd::kConnectFailed, true) ==
@@ -69,7 +69,7 @@ TEST_CASE("not stale: a fresh connection, a response byte seen, a timeout, a con
 
 TEST_CASE("a POST is stale-retried only while the backend took none of it") {
   RequestHead head = post_head();
-  Exchange ex;
+  ExchangeState ex;
   ex.attempts = 1;
   CHECK(classify_failure(ex, head, AttemptEnd::kFailed, true) == AttemptEnd::kStale);
   ex.req_bytes_sent = true;  // the socket took a byte: it may have been processed
@@ -83,7 +83,7 @@ TEST_CASE("a POST is stale-retried only while the backend took none of it") {
 
 TEST_CASE("retries: budget, and never once the client saw part of a response") {
   RequestHead head = get_head();
-  Exchange ex = sent_get();
+  ExchangeState ex = sent_get();
   CHECK(after_failure(ex, head, AttemptEnd::kConnectFailed, 2) == AfterFailure::kNextBackend);
   ex.attempts = 3;
   CHECK(after_failure(ex, head, AttemptEnd::kConnectFailed, 2) == AfterFailure::kGiveUp);
@@ -97,7 +97,7 @@ TEST_CASE("retries: budget, and never once the client saw part of a response") {
 }
 
 TEST_CASE("response states: what the client has seen") {
-  Exchange ex;
+  ExchangeState ex;
   CHECK_FALSE(ex.resp_started());
   CHECK_FALSE(ex.resp_head_seen());
   ex.response = ResponseState::kInterim;  // a 1xx went out: a final status can still follow
@@ -116,7 +116,7 @@ TEST_CASE("response states: what the client has seen") {
 TEST_CASE("an exchange's end counts on its backend only for a live attempt or its response") {
   std::atomic<uint32_t> backend{0};
   std::atomic<uint64_t> pool{0};
-  Exchange ex;
+  ExchangeState ex;
   ex.slot = InFlightSlot::take(backend, pool);
   CHECK(counts_on_backend(ex));  // e.g. the client left mid-exchange
   ex.slot.release();             // the attempt failed (its failure counted then)

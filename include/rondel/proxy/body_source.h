@@ -1,0 +1,72 @@
+// BodySource: a request body as an Exchange pulls it, whatever carries it: the HTTP/1 codec (its
+// read buffer, de-chunked by http::RequestParser), later an HTTP/2 stream (DATA frames and flow
+// control) or a splice path. The Exchange only sees body bytes; it re-frames them for the backend
+// itself. Loop thread only; no call allocates.
+//
+// The protocol, pull-based so that backpressure needs no extra signal:
+//   peek()       the body bytes available now (a view), and whether the body ended or failed;
+//   consume(n)   the exchange took the first n bytes of the view (it queued them for the
+//                backend). Consumed bytes stay valid and unchanged until the exchange's next
+//                want_more(): the exchange calls it only once its writes of them completed;
+//   want_more()  the exchange took everything peek() offered and wrote it out: true means more
+//                is available already (peek again); false means the source calls the exchange's
+//                on_body_available() when more arrives. The source reads (and runs its body
+//                timeout) only between want_more() and that call: an exchange that does not
+//                consume (the backend is slow) stops the client's reading, and the client is not
+//                blamed for the stall.
+// A request without a body uses EmptyBody. A later splice source (Content-Length bodies) can
+// offer a socket and a byte count instead of bytes through an extension of this interface; the
+// bytes path stays the default.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace rondel::proxy {
+
+// Where the body stands after what peek() offered.
+enum class BodyState : uint8_t {
+  kMore,    // more body may follow (the view may be empty: nothing available now)
+  kEnd,     // the view is the last of the body (often empty): the request is whole
+  kFailed,  // the body broke its framing or a limit; failure() says how
+};
+
+struct BodyView {
+  std::string_view bytes;
+  BodyState state = BodyState::kMore;
+};
+
+// Why a body failed: the status the client should get (400, 413, ...) and a reason for the log.
+struct BodyFailure {
+  uint16_t status = 400;
+  std::string_view why;
+};
+
+class BodySource {
+ public:
+  virtual BodyView peek() noexcept = 0;
+  virtual void consume(size_t n) noexcept = 0;
+  virtual bool want_more() noexcept = 0;
+  // Valid after peek() returned kFailed.
+  virtual BodyFailure failure() const noexcept = 0;
+
+ protected:
+  ~BodySource() = default;
+};
+
+// The body of a request that has none: ended from the start. Stateless, so one instance serves
+// every exchange of every thread.
+class EmptyBody final : public BodySource {
+ public:
+  BodyView peek() noexcept override { return BodyView{{}, BodyState::kEnd}; }
+  void consume(size_t) noexcept override {}
+  bool want_more() noexcept override { return false; }
+  BodyFailure failure() const noexcept override { return {}; }
+  static EmptyBody& instance() noexcept {
+    static EmptyBody body;
+    return body;
+  }
+};
+
+}  // namespace rondel::proxy

@@ -1,0 +1,174 @@
+// Http1Session: one HTTP/1 client connection, the codec that drives Exchanges one at a time.
+//
+// The session reads into one buffer, parses request heads (pipelined bytes wait in the buffer),
+// runs each request as an Exchange (which routes, talks to the backends and owns the in-flight
+// slot), and is that exchange's BodySource (the de-chunked request body, read only while the
+// exchange asks for more: memory per connection stays bounded) and its ResponseSink (HTTP/1
+// framing, 1xx rules, the keep-alive decision). It owns the client timeouts (idle, header, body,
+// linger) and writes the access-log line. It reads and writes through a net::Transport, chosen in
+// accept() (plain TCP here). Loop thread only.
+#pragma once
+
+#include <uv.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "rondel/http/parser.h"
+#include "rondel/http/writer.h"
+#include "rondel/net/out_queue.h"
+#include "rondel/net/tcp_transport.h"
+#include "rondel/net/timeout_queue.h"
+#include "rondel/proxy/body_source.h"
+#include "rondel/proxy/exchange.h"
+#include "rondel/proxy/response_sink.h"
+#include "rondel/proxy/snapshot.h"
+#include "rondel/proxy/worker.h"
+
+namespace rondel::proxy {
+
+// The codec's working state while a request is read or served: the request parser (with its
+// listener's limits), the client output queue and the rewritten response head. Taken from the
+// worker's pool (Worker::take_http1) when the first byte of a request arrives and given back when
+// the connection is idle again, with the Exchange, so an idle keep-alive connection holds only its
+// Http1Session (handles, addresses, flags).
+struct Http1Buffers {
+  explicit Http1Buffers(const http::Limits& limits);
+  http::Limits limits;  // the request parser's (per listener)
+  http::RequestParser req_parser;
+  net::OutQueue to_client;
+  std::string resp_head_out;
+  http::ClientFraming client_framing;  // how the current response is framed to the client
+  char client_ip[46] = {0};  // an IPv6 client's address as text, for this connection's requests
+  uint8_t client_ip_len = 0;
+};
+
+class Http1Session final : private net::TransportEvents,
+                           private ResponseSink,
+                           private BodySource,
+                           private ExchangeOwner,
+                           private net::Timeout {
+ public:
+  // Accepts a connection from `server`. On failure the connection is dropped and counted. The
+  // one place the client transport is chosen.
+  static void accept(Worker& worker, uv_stream_t* server, const std::string& listener);
+
+  // Closes the connection now if it is between requests; otherwise after the current exchange.
+  void drain() noexcept;
+  // Closes the connection now, ending any exchange as a client abort.
+  void close_now_public() noexcept { close_now(); }
+  bool in_exchange() const noexcept { return phase_ == Phase::kExchange; }
+  // Test/diagnostic view: whether the session holds pooled exchange state.
+  bool holds_exchange() const noexcept { return ex_ != nullptr; }
+  // The worker's TimeoutQueue callback: the session's client timeout (idle, header, body or
+  // linger, by phase) expired.
+  static void on_timeout(net::Timeout* t) noexcept;
+
+  // Intrusive list links (Worker owns the list).
+  Http1Session* prev_ = nullptr;
+  Http1Session* next_ = nullptr;
+
+ private:
+  enum class Phase : uint8_t {
+    kIdle,      // between requests, or reading a request head (no exchange runs)
+    kExchange,  // an Exchange runs for the parsed head
+    kLinger,    // half-closed: reading and discarding until the client closes
+  };
+
+  explicit Http1Session(Worker& worker) : worker_(worker) {}
+  ~Http1Session();
+  // The codec's side of the transport.
+  void on_transport_alloc(uv_buf_t* buf) noexcept override;
+  void on_transport_read(ssize_t nread) noexcept override;
+  void on_transport_written(int status) noexcept override;
+  void on_transport_closed() noexcept override;
+  // The response sink: HTTP/1 framing, 1xx rules, keep-alive decision (http1_response.cpp).
+  Interim sink_interim(const http::ResponseHead& head) noexcept override;
+  void sink_head(const http::ResponseHead& head) noexcept override;
+  bool sink_body(std::string_view body) noexcept override;
+  void sink_end() noexcept override;
+  void sink_local(uint16_t status) noexcept override;
+  bool sink_flush() noexcept override { return flush_to_client(); }
+  bool sink_busy() const noexcept override { return cb_->to_client.pending; }
+  // The body source: the request body from the read buffer (http1_response.cpp).
+  BodyView peek() noexcept override;
+  void consume(size_t n) noexcept override { piece_.remove_prefix(n); }
+  bool want_more() noexcept override;
+  BodyFailure failure() const noexcept override;
+  // The exchange's end: access log, metrics, then keep-alive or close.
+  void on_exchange_done(Exchange& ex, Outcome outcome) noexcept override;
+
+  net::Transport& transport() noexcept { return tcp_; }
+  const net::Transport& transport() const noexcept { return tcp_; }
+  bool closing() const noexcept { return transport().closing(); }
+  // Takes the codec buffers and an Exchange from the worker if the session has none; false if
+  // out of memory.
+  bool take_state() noexcept;
+  // Gives them back (connection idle between requests, nothing pending).
+  void give_state() noexcept;
+  std::string_view client_ip() const noexcept {
+    return transport().peer().family == 6 ? std::string_view{cb_->client_ip, cb_->client_ip_len}
+                                          : transport().peer().ipv4();
+  }
+  size_t head_bytes_pending() const noexcept {
+    return cb_ != nullptr ? cb_->req_parser.head_bytes_pending() : 0;
+  }
+
+  void pump_request() noexcept;
+  void on_request_head() noexcept;
+  // The listener's forwarding settings and pool for the request just parsed.
+  ExchangeRequest exchange_request() noexcept;
+  void reject(uint16_t status, Reject reason, std::string_view why) noexcept;
+  // Starts or stops reading the client. lazy = stop only if a byte or EOF arrives meanwhile (an
+  // exchange that starts or ends with nothing more to read then costs no epoll change).
+  void set_client_reading(bool on, bool lazy = false) noexcept;
+  void arm_client_timer() noexcept;
+  // The one client timeout in force (idle, header, body, linger): `ms` from now; 0 clears.
+  void set_timeout(uint64_t ms) noexcept;
+  void client_eof() noexcept;
+  void close_now() noexcept;
+  void linger_close() noexcept;
+  bool flush_to_client() noexcept;
+  // Queues one response body piece, chunk-framed if the client framing is; false: a write is
+  // pending (or failed).
+  bool queue_client_body(std::string_view body) noexcept;
+  // Answers Expect: 100-continue the first time the exchange asks for the body.
+  void send_continue() noexcept;
+  // One access-log line for the request that `st` describes; head_known = false (a request
+  // refused before its head was complete) writes "-" for method and target.
+  void log_access(Outcome outcome, const ExchangeState& st, bool head_known = true) noexcept;
+
+  Worker& worker_;
+  std::shared_ptr<const Snapshot> snap_;
+  // The listener in `snap_` (config and pool; null when a reload removed it) and this
+  // connection's slot in the listener's shared open count (max_connections), kept until the
+  // connection closes even if the listener goes. The slot also names the listener, for reloads.
+  const config::ListenerConfig* listener_cfg_ = nullptr;
+  const Pool* listener_pool_ = nullptr;
+  std::shared_ptr<ListenerState> listener_state_;
+  // The client connection. The codec uses only the Transport interface of it (transport()).
+  net::TcpTransport tcp_;
+
+  // Client read buffer: bytes [rpos_, rlen_) are received and not yet parsed.
+  char* buf_ = nullptr;
+  uint32_t rpos_ = 0, rlen_ = 0;
+  Http1Buffers* cb_ = nullptr;  // null while idle
+  Exchange* ex_ = nullptr;      // null while idle
+  std::string_view piece_;      // body bytes parsed and offered to the exchange, not consumed
+  uint64_t req_start_ns_ = 0;
+  uint64_t bytes_from_client_ = 0, bytes_to_client_ = 0;  // for the access log and metrics
+  Phase phase_ = Phase::kIdle;
+  BodyState body_state_ = BodyState::kMore;
+  bool reading_ : 1 = false;            // the libuv read watcher is on
+  bool want_read_ : 1 = false;          // the session wants bytes (false with reading_: lazily paused)
+  bool body_wanted_ : 1 = false;        // the exchange waits for body bytes (want_more)
+  bool client_eof_ : 1 = false;
+  bool close_after_ : 1 = false;
+  bool head_timer_armed_ : 1 = false;   // the header timeout is running for this request
+  bool head_known_ : 1 = false;         // the current request's head was parsed whole
+  bool close_after_flush_ : 1 = false;  // close (linger) once to_client is written
+  bool sent_continue_ : 1 = false;      // rondel answered this request's Expect: 100-continue
+};
+
+}  // namespace rondel::proxy

@@ -1,0 +1,177 @@
+// Http1Session, the codec's side of its exchange: the ResponseSink (HTTP/1 client framing, the
+// 1xx rules, the keep-alive decision, rondel's own statuses), the BodySource (the de-chunked
+// request body from the read buffer, Expect: 100-continue) and the access-log line.
+#include <cstdio>
+
+#include "rondel/http/writer.h"
+#include "rondel/proxy/http1_session.h"
+
+namespace rondel::proxy {
+
+namespace {
+
+constexpr std::string_view k100Continue = "HTTP/1.1 100 Continue\r\n\r\n";
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// The response sink
+
+ResponseSink::Interim Http1Session::sink_interim(const http::ResponseHead& rh) noexcept {
+  if (rh.status == 100 && sent_continue_) return Interim::kSkipped;  // rondel said it
+  // An HTTP/1.0 client gets no 1xx (RFC 9110 15.2).
+  if (cb_->req_parser.head().version_minor == 0) return Interim::kSkipped;
+  if (!flush_to_client()) return Interim::kBusy;  // the interim head string is reused
+  cb_->resp_head_out.clear();
+  http::write_interim_head(rh, cb_->resp_head_out);
+  cb_->to_client.push(cb_->resp_head_out.data(), cb_->resp_head_out.size());
+  return Interim::kQueued;
+}
+
+void Http1Session::sink_head(const http::ResponseHead& rh) noexcept {
+  const auto& req = cb_->req_parser.head();
+  http::ClientFraming& framing = cb_->client_framing;
+  framing = http::choose_client_framing(req, rh);
+  // A final response before the request body ended: the rest of the body will not be
+  // forwarded, so the connection ends after this response (on_exchange_done); say so.
+  if (close_after_ || worker_.draining() || !ex_->state().req_done()) framing.close_after = true;
+  if (framing.close_after) close_after_ = true;
+  cb_->resp_head_out.clear();
+  http::write_response_head(req, rh, framing, cb_->resp_head_out);
+  cb_->to_client.push(cb_->resp_head_out.data(), cb_->resp_head_out.size());
+}
+
+bool Http1Session::sink_body(std::string_view body) noexcept { return queue_client_body(body); }
+
+void Http1Session::sink_end() noexcept {
+  if (cb_->client_framing.framing == http::Framing::kChunked) {
+    cb_->to_client.push(http::kLastChunk.data(), http::kLastChunk.size());
+  }
+}
+
+void Http1Session::sink_local(uint16_t status) noexcept {
+  cb_->to_client.clear();
+  std::string_view resp = http::canned_response(status);
+  cb_->to_client.push(resp.data(), resp.size());
+}
+
+bool Http1Session::queue_client_body(std::string_view body) noexcept {
+  net::OutQueue& q = cb_->to_client;
+  if (cb_->client_framing.framing == http::Framing::kChunked) {
+    if (!q.room(3) && !flush_to_client()) return false;
+    char* line = q.slot();
+    q.push(line, http::chunk_header(body.size(), line));
+    q.push(body.data(), body.size());
+    q.push(http::kChunkTrailer.data(), http::kChunkTrailer.size());
+  } else {
+    if (!q.room(1) && !flush_to_client()) return false;
+    q.push(body.data(), body.size());
+  }
+  return q.room(3) || flush_to_client();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The body source
+
+BodyView Http1Session::peek() noexcept {
+  if (!piece_.empty() || body_state_ != BodyState::kMore) return BodyView{piece_, body_state_};
+  http::Step st = cb_->req_parser.feed(buf_ != nullptr ? buf_ + rpos_ : nullptr, rlen_ - rpos_);
+  rpos_ += st.consumed;
+  switch (st.event) {
+    case http::Event::kBody:
+      piece_ = st.body;
+      break;
+    case http::Event::kMessageEnd:
+      // The request is whole: pipelined bytes wait for the next one (reading pauses lazily).
+      body_state_ = BodyState::kEnd;
+      set_client_reading(false, /*lazy=*/true);
+      worker_.timeouts().clear(*this);
+      break;
+    case http::Event::kError:
+      body_state_ = BodyState::kFailed;
+      break;
+    case http::Event::kNeedMore:  // everything received is parsed
+    case http::Event::kHead:      // not inside a body
+      break;
+  }
+  return BodyView{piece_, body_state_};
+}
+
+bool Http1Session::want_more() noexcept {
+  if (closing()) return false;
+  send_continue();
+  if (closing()) return false;
+  if (rpos_ < rlen_) return true;  // bytes arrived while reading was lazily paused
+  rpos_ = rlen_ = 0;               // every consumed byte is written: the buffer is free again
+  body_wanted_ = true;
+  set_client_reading(true);
+  set_timeout(listener_cfg_->body_timeout_ms);  // the client's stall, from now
+  return false;
+}
+
+BodyFailure Http1Session::failure() const noexcept {
+  const http::ParseError& err = cb_->req_parser.error();
+  return BodyFailure{err.status, err.reason};
+}
+
+void Http1Session::send_continue() noexcept {
+  const auto& head = cb_->req_parser.head();
+  if (sent_continue_ || !head.expect_continue || head.framing == http::Framing::kNone ||
+      head.version_minor < 1 || cb_->to_client.pending) {
+    return;
+  }
+  sent_continue_ = true;
+  cb_->to_client.push(k100Continue.data(), k100Continue.size());
+  flush_to_client();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The access log
+
+void Http1Session::log_access(Outcome outcome, const ExchangeState& st, bool head_known) noexcept {
+  LogSink& sink = worker_.access_log();
+  if (!sink.enabled() || cb_ == nullptr) return;
+  std::string_view method = "-", target = "-";
+  if (head_known) {
+    method = cb_->req_parser.head().method;
+    target = cb_->req_parser.head().target;
+  }
+  std::string& l = worker_.log_line();
+  l.clear();
+  char num[32];
+  auto add_num = [&](std::string_view k, uint64_t v) {
+    l += ' ';
+    l += k;
+    l += '=';
+    int n = std::snprintf(num, sizeof num, "%llu", static_cast<unsigned long long>(v));
+    l.append(num, static_cast<size_t>(n));
+  };
+  l += "access client=";
+  l += client_ip();
+  l += " method=";
+  l += method;
+  l += " target=";
+  l += target;
+  add_num("status", st.status);
+  add_num("bytes_in", bytes_from_client_);
+  add_num("bytes_out", bytes_to_client_);
+  l += " pool=";
+  if (st.pool != nullptr) l += st.pool->name();
+  else if (listener_pool_ != nullptr) l += listener_pool_->name();  // refused before any exchange
+  l += " backend=";
+  if (st.backend != core::kNoBackend) l += st.pool->backend(st.backend).id();
+  else l += '-';
+  l += " owner=";
+  if (st.owner != core::kNoBackend && st.keyed) l += st.pool->backend(st.owner).id();
+  else l += '-';
+  add_num("hops", st.hops);
+  add_num("attempts", st.attempts);
+  add_num("duration_us", (uv_hrtime() - st.start_ns) / 1000);
+  l += " outcome=";
+  l += outcome_name(outcome);
+  add_num("worker", worker_.id());
+  l += '\n';
+  sink.write(l);
+}
+
+}  // namespace rondel::proxy

@@ -1,0 +1,463 @@
+// Http1Session, connection side: accepting (the one place the transport is chosen), reading and
+// parsing request heads, starting each request's Exchange, the client timeouts, writing to the
+// client, closing and lingering, and what follows an exchange (keep-alive or close). The response
+// sink, the body source and the access log are http1_response.cpp; the exchange itself is
+// exchange.cpp and exchange_response.cpp.
+//
+// Flow: read -> RequestParser (head) -> Exchange::start (route, connect or reuse, forward the head
+// and pull the body from this session) -> the response streams into this session's sink ->
+// on_exchange_done: access log, metrics -> next (pipelined) request or close.
+#include "rondel/proxy/http1_session.h"
+
+#include <cstring>
+
+#include "rondel/http/writer.h"
+
+namespace rondel::proxy {
+
+namespace {
+
+constexpr uint64_t kLingerMs = 2000;
+
+http::Limits limits_of(const config::ListenerConfig* l) {
+  http::Limits lim;
+  if (l != nullptr) {
+    lim.max_request_line = l->max_request_line;
+    lim.max_header_bytes = l->max_header_bytes;
+    lim.max_headers = l->max_headers;
+    lim.max_body_bytes = l->max_body_bytes;
+  }
+  return lim;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Life cycle
+
+Http1Buffers::Http1Buffers(const http::Limits& lim) : limits(lim), req_parser(lim) {}
+
+Http1Session::~Http1Session() {
+  if (cb_ != nullptr) worker_.give_http1(cb_);
+  if (ex_ != nullptr) worker_.give_exchange(ex_);  // kept until a pending backend write calls back
+}
+
+bool Http1Session::take_state() noexcept {
+  if (cb_ == nullptr) {
+    cb_ = worker_.take_http1(limits_of(listener_cfg_));
+    if (cb_ == nullptr) return false;
+    if (transport().peer().family == 6) {
+      cb_->client_ip_len = static_cast<uint8_t>(
+          transport().peer().format(cb_->client_ip, sizeof cb_->client_ip));
+    }
+  }
+  if (ex_ == nullptr) ex_ = worker_.take_exchange();
+  return ex_ != nullptr;
+}
+
+void Http1Session::give_state() noexcept {
+  if (cb_ == nullptr || cb_->to_client.pending) return;
+  worker_.give_http1(cb_);
+  cb_ = nullptr;
+  if (ex_ != nullptr) worker_.give_exchange(ex_);
+  ex_ = nullptr;
+}
+
+void Http1Session::accept(Worker& worker, uv_stream_t* server, const std::string& listener) {
+  const auto& snap = worker.snapshot();
+  ListenerRoute route = snap ? snap->route(listener) : ListenerRoute{};
+  auto* s = new Http1Session(worker);
+  s->snap_ = snap;
+  s->listener_cfg_ = route.config;
+  s->listener_pool_ = route.pool;
+  worker.add_session(s);
+  worker.stats().client_connections_open.fetch_add(1, std::memory_order_relaxed);
+  worker.stats().client_connections_total.fetch_add(1, std::memory_order_relaxed);
+  // The client transport: plain TCP (a TLS listener would wrap it here).
+  if (s->tcp_.accept(worker.loop(), server, s) != 0) {
+    s->close_now();
+    return;
+  }
+  if (route.config == nullptr || worker.draining()) {
+    s->close_now();
+    return;
+  }
+  // max_connections is per listener across every worker: one shared count per listener, kept
+  // by the session until it closes (even if a reload removes the listener meanwhile).
+  s->listener_state_ = route.state;
+  if (s->listener_state_->open.fetch_add(1, std::memory_order_relaxed) >=
+      route.config->max_connections) {
+    worker.stats().rejected[static_cast<size_t>(Reject::kMaxConnections)].fetch_add(
+        1, std::memory_order_relaxed);
+    s->close_now();
+    return;
+  }
+  s->set_client_reading(true);
+  s->arm_client_timer();
+}
+
+void Http1Session::close_now() noexcept {
+  if (closing()) return;
+  if (in_exchange()) ex_->abort();  // on_exchange_done closes (back here)
+  if (closing()) return;
+  worker_.stats().client_connections_open.fetch_sub(1, std::memory_order_relaxed);
+  if (listener_state_) {
+    listener_state_->open.fetch_sub(1, std::memory_order_relaxed);
+    listener_state_.reset();
+  }
+  worker_.remove_session(this);
+  reading_ = false;
+  worker_.timeouts().clear(*this);
+  transport().close();
+}
+
+void Http1Session::on_transport_closed() noexcept {
+  if (buf_ != nullptr) {
+    worker_.buffers().put(buf_);
+    buf_ = nullptr;
+  }
+  delete this;
+}
+
+void Http1Session::linger_close() noexcept {
+  if (closing() || phase_ == Phase::kLinger) return;
+  phase_ = Phase::kLinger;
+  // Half-close, then read and discard until the client closes (or the linger time), so the
+  // response is not destroyed by a reset caused by unread request bytes.
+  if (transport().shutdown() != 0) {
+    close_now();
+    return;
+  }
+  rpos_ = rlen_ = 0;
+  set_client_reading(true);
+  set_timeout(kLingerMs);
+}
+
+void Http1Session::drain() noexcept {
+  close_after_ = true;
+  if (phase_ == Phase::kIdle && rpos_ == rlen_ && head_bytes_pending() == 0) {
+    close_now();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading and timeouts
+
+void Http1Session::set_client_reading(bool on, bool lazy) noexcept {
+  if (closing()) return;
+  want_read_ = on;
+  if (on && !reading_) {
+    if (transport().start_reading() == 0) reading_ = true;
+  } else if (!on && reading_ && !lazy) {
+    transport().stop_reading();
+    reading_ = false;
+  }
+}
+
+void Http1Session::arm_client_timer() noexcept {
+  if (closing() || listener_cfg_ == nullptr || phase_ != Phase::kIdle) return;
+  bool head_started = rlen_ > rpos_ || head_bytes_pending() > 0;
+  if (head_started) {
+    if (head_timer_armed_) return;  // the header timeout runs from the head's first byte
+    head_timer_armed_ = true;
+    set_timeout(listener_cfg_->header_timeout_ms);
+  } else {
+    set_timeout(listener_cfg_->idle_timeout_ms);
+  }
+}
+
+void Http1Session::set_timeout(uint64_t ms) noexcept {
+  // Without memory for a new lane the connection would have no timeout: close it instead.
+  if (!worker_.timeouts().set(*this, ms)) close_now();
+}
+
+void Http1Session::on_transport_alloc(uv_buf_t* buf) noexcept {
+  if (buf_ == nullptr) {
+    buf_ = worker_.buffers().get();
+    rpos_ = rlen_ = 0;
+  }
+  if (!want_read_) {
+    // Lazily paused: append after what is held (parsed bytes may still be in a pending write).
+    // A full buffer gives libuv no room: on_read then stops reading for real.
+    *buf = uv_buf_init(buf_ + rlen_, static_cast<unsigned>(BufferPool::kSize - rlen_));
+    return;
+  }
+  // Reading is wanted: no byte the exchange consumed is still in a pending write (BodySource).
+  if (rpos_ == rlen_) {
+    rpos_ = rlen_ = 0;
+  } else if (rlen_ == BufferPool::kSize && rpos_ > 0) {
+    std::memmove(buf_, buf_ + rpos_, rlen_ - rpos_);
+    rlen_ -= rpos_;
+    rpos_ = 0;
+  }
+  *buf = uv_buf_init(buf_ + rlen_, static_cast<unsigned>(BufferPool::kSize - rlen_));
+}
+
+void Http1Session::on_transport_read(ssize_t nread) noexcept {
+  if (nread == 0 || closing()) return;
+  if (!want_read_) {
+    // Bytes (a pipelined request) or EOF while an exchange runs: keep the bytes for later and
+    // stop reading for real. libuv reports EOF or an error again once reading restarts.
+    if (nread > 0) {
+      rlen_ += static_cast<size_t>(nread);
+      bytes_from_client_ += static_cast<uint64_t>(nread);
+    }
+    set_client_reading(false);
+    return;
+  }
+  if (nread < 0) {
+    client_eof();
+    return;
+  }
+  if (phase_ == Phase::kLinger) {
+    rpos_ = rlen_ = 0;
+    return;
+  }
+  rlen_ += static_cast<size_t>(nread);
+  bytes_from_client_ += static_cast<uint64_t>(nread);
+  if (rlen_ == BufferPool::kSize) set_client_reading(false);
+  if (phase_ == Phase::kIdle) {
+    arm_client_timer();
+    pump_request();
+    return;
+  }
+  if (!body_wanted_) {
+    set_client_reading(false);
+    return;
+  }
+  // Body bytes the exchange asked for: it pulls them (peek); reading pauses lazily meanwhile.
+  body_wanted_ = false;
+  worker_.timeouts().clear(*this);
+  set_client_reading(false, /*lazy=*/true);
+  ex_->on_body_available();
+}
+
+void Http1Session::client_eof() noexcept {
+  client_eof_ = true;
+  set_client_reading(false);
+  if (phase_ == Phase::kExchange && ex_->state().req_done()) {
+    // Half-closed after a complete request: finish the response, then close.
+    close_after_ = true;
+    return;
+  }
+  close_now();
+}
+
+void Http1Session::on_timeout(net::Timeout* t) noexcept {
+  auto* s = static_cast<Http1Session*>(t);
+  if (s->closing()) return;
+  switch (s->phase_) {
+    case Phase::kLinger:
+      s->close_now();
+      return;
+    case Phase::kIdle:
+      if (s->rlen_ > s->rpos_ || s->head_bytes_pending() > 0) {
+        s->reject(408, Reject::kClientTimeout, "header_timeout");
+      } else {
+        s->close_now();
+      }
+      return;
+    case Phase::kExchange:
+      // Armed only while the exchange waits for body bytes (want_more).
+      if (!s->ex_->state().req_done()) {
+        s->worker_.log().log_limited(Level::kWarn, s->worker_.now_ms(), "client_body_timeout");
+        s->ex_->fail(408, Reject::kClientTimeout, Outcome::kClientAbort);
+      }
+      return;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request heads
+
+void Http1Session::pump_request() noexcept {
+  if (closing()) return;
+  if (phase_ != Phase::kIdle) {
+    set_client_reading(false);
+    return;
+  }
+  if (rpos_ == rlen_ && cb_ == nullptr) {
+    set_client_reading(true);  // idle, nothing to parse: stay without exchange state
+    return;
+  }
+  if (!take_state()) {
+    close_now();
+    return;
+  }
+  http::Step st = cb_->req_parser.feed(buf_ != nullptr ? buf_ + rpos_ : nullptr, rlen_ - rpos_);
+  rpos_ += st.consumed;
+  switch (st.event) {
+    case http::Event::kNeedMore:
+      // Everything received so far is consumed.
+      rpos_ = rlen_ = 0;
+      if (cb_->req_parser.head_bytes_pending() == 0) {
+        // An idle keep-alive connection holds no read buffer and no exchange state.
+        if (buf_ != nullptr) {
+          worker_.buffers().put(buf_);
+          buf_ = nullptr;
+        }
+        give_state();
+      }
+      set_client_reading(true);
+      return;
+    case http::Event::kHead:
+      on_request_head();
+      return;
+    case http::Event::kBody:
+    case http::Event::kMessageEnd:  // not before a head
+    case http::Event::kError: {
+      const auto& err = cb_->req_parser.error();
+      reject(err.status, reject_for_status(err.status), err.reason);
+      return;
+    }
+  }
+}
+
+ExchangeRequest Http1Session::exchange_request() noexcept {
+  ExchangeRequest rq;
+  rq.head = &cb_->req_parser.head();
+  rq.forward.client_ip = client_ip();
+  rq.forward.forwarded = listener_cfg_->forwarded_headers;
+  rq.pool = listener_pool_;
+  rq.body = this;
+  rq.sink = this;
+  rq.owner = this;
+  return rq;
+}
+
+void Http1Session::on_request_head() noexcept {
+  if (worker_.snapshot() != snap_) {
+    // Between requests: move to the newest configuration.
+    snap_ = worker_.snapshot();
+    ListenerRoute r = listener_state_ ? snap_->route(listener_state_->name) : ListenerRoute{};
+    listener_cfg_ = r.config;
+    listener_pool_ = r.pool;
+  }
+  set_client_reading(false, /*lazy=*/true);
+  worker_.timeouts().clear(*this);
+  head_timer_armed_ = false;
+  head_known_ = true;
+  req_start_ns_ = uv_hrtime();
+  sent_continue_ = false;
+  body_wanted_ = false;
+  piece_ = {};
+  body_state_ = BodyState::kMore;
+  worker_.stats().requests.fetch_add(1, std::memory_order_relaxed);
+  if (listener_cfg_ == nullptr || listener_pool_ == nullptr) {
+    reject(503, Reject::kNoBackend, "listener_removed");
+    return;
+  }
+  ExchangeRequest rq = exchange_request();
+  if (rq.head->framing == http::Framing::kNone) {
+    // A bodiless request ends right after its head: the exchange gets the empty body.
+    http::Step st = cb_->req_parser.feed(nullptr, 0);
+    if (st.event == http::Event::kMessageEnd) {
+      body_state_ = BodyState::kEnd;
+      rq.body = &EmptyBody::instance();
+    } else if (st.event == http::Event::kError) {
+      body_state_ = BodyState::kFailed;
+    }
+  }
+  phase_ = Phase::kExchange;
+  if (ex_->start(rq) == Exchange::Start::kNoKey) {
+    phase_ = Phase::kIdle;
+    reject(400, Reject::kBadRequest, "missing_hash_key");
+  }
+}
+
+void Http1Session::reject(uint16_t status, Reject reason, std::string_view why) noexcept {
+  if (!take_state()) {
+    close_now();
+    return;
+  }
+  worker_.stats().rejected[static_cast<size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
+  if (worker_.log().enabled(Level::kWarn)) {
+    std::string kv = "status=" + std::to_string(status) + " reason=" + std::string(why) +
+                     " client=" + std::string(client_ip());
+    worker_.log().log_limited(Level::kWarn, worker_.now_ms(), "request_rejected", kv);
+  }
+  // A request of its own for the access log: it reached no backend; before a complete head
+  // there is no method or target to show.
+  ExchangeState st;
+  st.status = status;
+  st.response = ResponseState::kLocal;
+  st.start_ns = head_known_ ? req_start_ns_ : uv_hrtime();
+  set_client_reading(false);
+  sink_local(status);
+  close_after_ = true;
+  close_after_flush_ = true;
+  // (The session object lives on until its handles' close callbacks, so logging after a failed
+  // flush is safe.)
+  bool head_known = head_known_;
+  bool flushed = flush_to_client();
+  log_access(Outcome::kRejected, st, head_known);
+  bytes_from_client_ = bytes_to_client_ = 0;
+  if (flushed) linger_close();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writing, and the end of an exchange
+
+bool Http1Session::flush_to_client() noexcept {
+  if (cb_ == nullptr) return true;
+  if (cb_->to_client.pending) return false;
+  size_t bytes = cb_->to_client.bytes;
+  int r = transport().write(cb_->to_client);
+  if (r < 0) {
+    cb_->to_client.clear();
+    close_now();
+    return false;
+  }
+  bytes_to_client_ += bytes;
+  return r == 0;
+}
+
+void Http1Session::on_transport_written(int status) noexcept {
+  cb_->to_client.pending = false;
+  cb_->to_client.clear();
+  if (closing()) return;
+  if (status < 0) {
+    close_now();
+    return;
+  }
+  if (close_after_flush_) {
+    linger_close();
+    return;
+  }
+  if (in_exchange()) ex_->on_sink_drained();
+}
+
+void Http1Session::on_exchange_done(Exchange& ex, Outcome outcome) noexcept {
+  const ExchangeState& st = ex.state();
+  log_access(outcome, st);
+  if (worker_.on_exchange != nullptr && st.pool != nullptr) {
+    worker_.on_exchange(worker_.on_exchange_ctx, ex.record(bytes_from_client_, bytes_to_client_));
+  }
+  bytes_from_client_ = bytes_to_client_ = 0;
+  phase_ = Phase::kIdle;
+  body_wanted_ = false;
+  if (outcome != Outcome::kOk) {
+    close_after_ = true;
+    if (st.response != ResponseState::kLocal) {
+      close_now();  // part of the response went out: closing is the only signal left
+      return;
+    }
+    close_after_flush_ = true;  // rondel's own status, then close
+    if (!closing() && flush_to_client()) linger_close();
+    return;
+  }
+  // A response before the request body ended: the rest of the body was not read.
+  if (!st.req_done()) close_after_ = true;
+  if (close_after_ || client_eof_ || worker_.draining()) {
+    close_after_flush_ = true;
+    if (flush_to_client()) linger_close();
+    return;
+  }
+  // Keep-alive: parse the next (possibly already pipelined) request.
+  head_known_ = false;
+  cb_->req_parser.reset();
+  arm_client_timer();
+  pump_request();
+}
+
+}  // namespace rondel::proxy
