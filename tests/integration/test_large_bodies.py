@@ -2,7 +2,9 @@
 same at both ends, with Content-Length and chunked framing, a slow client, a slow backend and a
 client that stops reading; a backend that resets mid-body gives a truncated response and a close
 (a prefix of the right bytes, never a wrong one, never a hang); a client that aborts mid-body
-gets its backend connection closed, not reused, and the in-flight counts back to 0.
+gets its backend connection closed, not reused, and the in-flight counts back to 0. A
+Content-Length download is spliced: its bytes never pass through rondel's user space
+(/proc/PID/io), while chunked ones take the copy path and must be just as exact.
 
 The backend is a Python one (StreamBackend) so that both ends hash what they actually sent or
 received: its body is a random block of 1 MiB + 7 bytes repeated (no period that divides a
@@ -242,6 +244,14 @@ class Received:
             self.hook(self)
 
 
+def io_bytes(pid):
+    """Bytes the process moved through read()/write()-family calls so far (/proc/PID/io rchar +
+    wchar): what passed through its user space. splice(2) counts in neither."""
+    with open(f"/proc/{pid}/io") as f:
+        fields = dict(line.split(":") for line in f)
+    return int(fields["rchar"]) + int(fields["wchar"])
+
+
 def socket_buffer_bytes():
     """Largest kernel buffers a loopback TCP socket may autotune to: (rmem max, wmem max)."""
     with open("/proc/sys/net/ipv4/tcp_rmem") as f:
@@ -347,6 +357,15 @@ class LargeBodies(unittest.TestCase):
     def test_download_chunked(self):
         self.download(chunked=True)
 
+    def test_download_content_length_never_enters_user_space(self):
+        # Content-Length to Content-Length is spliced: of 256 MiB, rondel reads and writes
+        # only the heads itself (the copy path reads and writes every byte: 512 MiB).
+        before = io_bytes(self.rondel.pid)
+        self.download(chunked=False)
+        copied = io_bytes(self.rondel.pid) - before
+        print(f"  bytes through rondel's user space: {copied}")
+        self.assertLess(copied, 1 << 20)
+
     def test_download_slow_client(self):
         # The first 32 MiB read with a 2 ms pause after every read (at most 1.5 s of pauses).
         paused = [0.0]
@@ -394,6 +413,20 @@ class LargeBodies(unittest.TestCase):
         def first(got):
             self.backend.client_got_first.set()
         self.download(chunked=True, hook=first, extra=f"&drip={4 << 20}&gate={1 << 20}")
+
+    def test_spliced_responses_keep_both_connections_alive(self):
+        # Three 4 MiB responses on one client connection: each exact, and all from the same
+        # backend connection, so the splice stopped at each body's end and left the connection
+        # clean for the next exchange.
+        n = 4 << 20
+        conns = []
+        with HttpConn(self.rondel.port, timeout=TIMEOUT) as c:
+            for _ in range(3):
+                got = Received()
+                status, h = self.get(f"size={n}", got, conn=c)
+                self.assertEqual((status, got.n, got.h.hexdigest()), (200, n, stream_sha256(n)))
+                conns.append(h["x-conn"])
+        self.assertEqual(len(set(conns)), 1, f"backend connections used: {conns}")
 
     # ---- uploads ----
 
