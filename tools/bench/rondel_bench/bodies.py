@@ -37,7 +37,8 @@ WORKLOADS = (
 )
 
 # rondel moves a body through 16 KiB pooled buffers: at most one read buffer and one pending
-# write per side of an exchange, so 4 × 16 KiB per transfer in flight, none when idle.
+# write per side of an exchange, so 4 × 16 KiB per transfer in flight, none when idle. A spliced
+# body holds none of them; its pipe (up to 1 MiB) is kernel memory, not in the RSS.
 RONDEL_BYTES_PER_TRANSFER = 4 * 16 * 1024
 
 STATIC_SERVER = """
@@ -242,7 +243,8 @@ def bodies_section(results, args):
            "(heads included). Proxy CPU is its process tree's user + system time. Peak RSS is "
            "VmHWM over the warm-up and the run; RSS growth per connection is (peak − RSS at "
            f"start) ÷ connections: rondel's budget is {budget} KiB per transfer in flight "
-           "(4 × 16 KiB pooled buffers). Medians, (min–max) over reps; ratios to the medians "
+           "(4 × 16 KiB pooled buffers; a spliced body's pipe, up to 1 MiB, is kernel memory "
+           "outside the RSS). Medians, (min–max) over reps; ratios to the medians "
            "of the same run. \"none\" is wrk straight at one backend: the ceiling of the client "
            "core.", ""]
     out += TABLE_HEAD
