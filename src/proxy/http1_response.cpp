@@ -82,12 +82,14 @@ bool Http1Session::queue_client_body(std::string_view body) noexcept {
 // The body source
 
 BodyView Http1Session::peek() noexcept {
-  if (!piece_.empty() || body_state_ != BodyState::kMore) return BodyView{piece_, body_state_};
+  if (!cb_->piece.empty() || body_state_ != BodyState::kMore) {
+    return BodyView{cb_->piece, body_state_};
+  }
   http::Step st = cb_->req_parser.feed(buf_ != nullptr ? buf_ + rpos_ : nullptr, rlen_ - rpos_);
   rpos_ += st.consumed;
   switch (st.event) {
     case http::Event::kBody:
-      piece_ = st.body;
+      cb_->piece = st.body;
       break;
     case http::Event::kMessageEnd:
       // The request is whole: pipelined bytes wait for the next one (reading pauses lazily).
@@ -102,7 +104,7 @@ BodyView Http1Session::peek() noexcept {
     case http::Event::kHead:      // not inside a body
       break;
   }
-  return BodyView{piece_, body_state_};
+  return BodyView{cb_->piece, body_state_};
 }
 
 bool Http1Session::want_more() noexcept {

@@ -337,10 +337,10 @@ void Http1Session::on_request_head() noexcept {
   worker_.timeouts().clear(*this);
   head_timer_armed_ = false;
   head_known_ = true;
-  req_start_ns_ = uv_hrtime();
+  cb_->req_start_ns = uv_hrtime();
   sent_continue_ = false;
   body_wanted_ = false;
-  piece_ = {};
+  cb_->piece = {};
   body_state_ = BodyState::kMore;
   worker_.stats().requests.fetch_add(1, std::memory_order_relaxed);
   if (listener_cfg_ == nullptr || listener_pool_ == nullptr) {
@@ -381,7 +381,7 @@ void Http1Session::reject(uint16_t status, Reject reason, std::string_view why) 
   ExchangeState st;
   st.status = status;
   st.response = ResponseState::kLocal;
-  st.start_ns = head_known_ ? req_start_ns_ : uv_hrtime();
+  st.start_ns = head_known_ ? cb_->req_start_ns : uv_hrtime();
   set_client_reading(false);
   sink_local(status);
   close_after_ = true;

@@ -28,7 +28,7 @@ HEADER_TIMEOUT = 2.0
 BODY_TIMEOUT = 2.0
 ATTACK_S = 10
 RATE = 100
-LINGER_S = 2.0  # kLingerMs in src/proxy/session.cpp
+LINGER_S = 2.0  # kLingerMs in src/proxy/http1_session.cpp
 P99_MAX_S = 1.0 if sanitized_build() else 0.25
 
 

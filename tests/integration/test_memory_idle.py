@@ -4,7 +4,7 @@
 divided by 1,000 is the cost of one idle connection. Bound: an idle keep-alive connection holds
 no I/O buffer and no exchange state (both go back to the worker's pools when the exchange ends;
 its timeout is a node in the worker's TimeoutQueue), so what remains is the session object
-(libuv's TCP handle, the client address, list links; sizeof(ClientSession) is 432 bytes) and
+(libuv's TCP handle, the client address, list links; sizeof(Http1Session) is 552 bytes) and
 allocator overhead: about 430 bytes measured. We assert under 8 KiB, half of one 16 KiB buffer:
 holding a buffer per idle connection, or any per-connection leak of that size, fails (the
 tighter 700-byte bound is test_perf_idle_memory.py's). (Kernel socket buffers are not in RSS.)

@@ -40,6 +40,8 @@ struct Http1Buffers {
   net::OutQueue to_client;
   std::string resp_head_out;
   http::ClientFraming client_framing;  // how the current response is framed to the client
+  std::string_view piece;  // body bytes parsed and offered to the exchange, not yet consumed
+  uint64_t req_start_ns = 0;  // when the current request's head was parsed
   char client_ip[46] = {0};  // an IPv6 client's address as text, for this connection's requests
   uint8_t client_ip_len = 0;
 };
@@ -95,7 +97,7 @@ class Http1Session final : private net::TransportEvents,
   void sink_spliced(uint64_t bytes) noexcept override { bytes_to_client_ += bytes; }
   // The body source: the request body from the read buffer (http1_response.cpp).
   BodyView peek() noexcept override;
-  void consume(size_t n) noexcept override { piece_.remove_prefix(n); }
+  void consume(size_t n) noexcept override { cb_->piece.remove_prefix(n); }
   bool want_more() noexcept override;
   BodyFailure failure() const noexcept override;
   // The exchange's end: access log, metrics, then keep-alive or close.
@@ -157,8 +159,6 @@ class Http1Session final : private net::TransportEvents,
   uint32_t rpos_ = 0, rlen_ = 0;
   Http1Buffers* cb_ = nullptr;  // null while idle
   Exchange* ex_ = nullptr;      // null while idle
-  std::string_view piece_;      // body bytes parsed and offered to the exchange, not consumed
-  uint64_t req_start_ns_ = 0;
   uint64_t bytes_from_client_ = 0, bytes_to_client_ = 0;  // for the access log and metrics
   Phase phase_ = Phase::kIdle;
   BodyState body_state_ = BodyState::kMore;
