@@ -41,6 +41,11 @@ class MessageEngine {
   const ResponseHead& response() const noexcept { return response_; }
   const ParseError& error() const noexcept { return error_; }
   size_t head_bytes_pending() const noexcept;
+  // Responses: body bytes left of a Content-Length body being parsed (llhttp's count), else 0.
+  uint64_t length_body_left() const noexcept {
+    return phase_ == Phase::kBody && response_.framing == Framing::kLength ? parser_.content_length
+                                                                            : 0;
+  }
 
  private:
   enum class Phase : uint8_t { kHead, kBody, kTrailers, kEnded, kFailed };

@@ -49,6 +49,12 @@ bool TcpTransport::local_address(sockaddr_storage* out) const noexcept {
   return uv_tcp_getsockname(&tcp_, reinterpret_cast<sockaddr*>(out), &len) == 0;
 }
 
+int TcpTransport::splice_fd() const noexcept {
+  uv_os_fd_t fd = -1;
+  if (closing_ || uv_fileno(reinterpret_cast<const uv_handle_t*>(&tcp_), &fd) != 0) return -1;
+  return fd;
+}
+
 void TcpTransport::on_alloc(uv_handle_t* h, size_t, uv_buf_t* buf) noexcept {
   static_cast<TcpTransport*>(h->data)->events_->on_transport_alloc(buf);
 }

@@ -103,6 +103,12 @@ void BackendConn::drop_buffer() noexcept {
   }
 }
 
+int BackendConn::fd() const noexcept {
+  uv_os_fd_t fd = -1;
+  if (closing() || uv_fileno(reinterpret_cast<const uv_handle_t*>(&tcp_), &fd) != 0) return -1;
+  return fd;
+}
+
 void BackendConn::consume(size_t n) noexcept {
   rpos_ += n;
   if (rpos_ == rlen_) rpos_ = rlen_ = 0;

@@ -282,6 +282,7 @@ void Exchange::fail(uint16_t status, Reject reason, Outcome outcome) noexcept {
 }
 
 void Exchange::drop_backend(bool reusable) noexcept {
+  cancel_splice();  // its dup would keep the connection open
   if (st_.conn == nullptr) return;
   BackendConn* c = st_.conn;
   st_.conn = nullptr;

@@ -45,7 +45,7 @@ bool Exchange::flush_sink() noexcept {
 
 void Exchange::pump_response() noexcept {
   for (;;) {
-    if (!running_ || st_.conn == nullptr) return;
+    if (!running_ || st_.conn == nullptr || relay_ != nullptr) return;  // a relay has the body
     if (rq_.sink->sink_busy()) {
       st_.conn->pause_reading();
       return;
@@ -59,6 +59,7 @@ void Exchange::pump_response() noexcept {
         // Everything received so far is parsed: write it out, then read more (or end on EOF).
         if (!flush_sink()) return;
         if (!st_.conn->eof()) {
+          if (try_splice()) return;
           st_.conn->resume_reading();
           return;
         }

@@ -43,6 +43,14 @@ void Http1Session::sink_head(const http::ResponseHead& rh) noexcept {
 
 bool Http1Session::sink_body(std::string_view body) noexcept { return queue_client_body(body); }
 
+int Http1Session::sink_splice_fd() noexcept {
+  if (cb_ == nullptr || closing() || cb_->to_client.pending || cb_->to_client.n > 0 ||
+      cb_->client_framing.framing != http::Framing::kLength) {
+    return -1;
+  }
+  return transport().splice_fd();
+}
+
 void Http1Session::sink_end() noexcept {
   if (cb_->client_framing.framing == http::Framing::kChunked) {
     cb_->to_client.push(http::kLastChunk.data(), http::kLastChunk.size());

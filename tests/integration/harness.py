@@ -378,3 +378,24 @@ def percentile(values, p):
         return float("nan")
     k = max(0, min(len(v) - 1, int(round(p / 100.0 * len(v) + 0.5)) - 1))
     return v[k]
+
+
+class RssWatch:
+    """Samples a process's VmRSS (`rss_kib`, a callable) every 20 ms in a thread from its
+    creation until stop(), which returns the peak seen (KiB)."""
+
+    def __init__(self, rss_kib):
+        self.rss_kib = rss_kib
+        self.peak = rss_kib()
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    def _run(self):
+        while not self._stop.wait(0.02):
+            self.peak = max(self.peak, self.rss_kib())
+
+    def stop(self):
+        self._stop.set()
+        self._t.join(timeout=2)
+        return self.peak

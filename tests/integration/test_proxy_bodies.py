@@ -11,31 +11,10 @@ import time
 import unittest
 import zlib
 
-from harness import Backend, HttpConn, Rondel, main, make_config
+from harness import Backend, HttpConn, Rondel, RssWatch, main, make_config
 
 BIG = 128 * 1024 * 1024
 RSS_GROWTH_KIB = 8 * 1024
-
-
-class RssWatch:
-    """Samples rondel's VmRSS every 20 ms in a thread; .peak is the maximum seen."""
-
-    def __init__(self, rondel):
-        self.rondel = rondel
-        self.peak = rondel.rss_kib()
-        self._stop = threading.Event()
-        self._t = threading.Thread(target=self._run, daemon=True)
-        self._t.start()
-
-    def _run(self):
-        while not self._stop.is_set():
-            self.peak = max(self.peak, self.rondel.rss_kib())
-            time.sleep(0.02)
-
-    def stop(self):
-        self._stop.set()
-        self._t.join(timeout=2)
-        return self.peak
 
 
 def pattern(n):
@@ -81,7 +60,7 @@ class ProxyBodies(unittest.TestCase):
         self.assertLess(growth, RSS_GROWTH_KIB, f"{what}: rondel's RSS grew by {growth} KiB")
 
     def upload(self, chunked):
-        watch = RssWatch(self.rondel)
+        watch = RssWatch(self.rondel.rss_kib)
         with HttpConn(self.rondel.port, timeout=60) as c:
             if chunked:
                 c.send(b"PUT /up HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
@@ -103,7 +82,7 @@ class ProxyBodies(unittest.TestCase):
         self.check_rss(peak, "upload chunked" if chunked else "upload length")
 
     def download(self, chunked, slow=False):
-        watch = RssWatch(self.rondel)
+        watch = RssWatch(self.rondel.rss_kib)
         total = [0]
         slept = [0.0]
 
@@ -159,7 +138,7 @@ class ProxyBodies(unittest.TestCase):
             except Exception as e:  # noqa: BLE001 - reported below
                 errors.append((i, repr(e)))
 
-        watch = RssWatch(self.rondel)
+        watch = RssWatch(self.rondel.rss_kib)
         threads = [threading.Thread(target=worker, args=(i,)) for i in range(16)]
         for t in threads:
             t.start()

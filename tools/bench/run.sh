@@ -6,6 +6,7 @@
 #                      [--idle 10000] [--idle-only] [--profile-only] [--nice N]
 #                      [--workers-pass] [--workers-only] [--batch-pass]
 #                      [--latency-pass] [--latency-only] [--latency-conns 100] [--latency-delay-ms 1]
+#                      [--bodies-pass] [--bodies-only] [--bodies-baseline RONDEL]
 #
 # Installs haproxy, nginx-light, wrk, util-linux (taskset) and linux-perf on Debian when they are
 # missing (with a policy-rc.d that keeps the packages from starting services), builds rondel in

@@ -90,6 +90,14 @@ class ResponseParser {
   // or reports a truncated message (kError).
   Step finish() noexcept;
 
+  // Body bytes still to come of a Content-Length body the parser is inside (0 otherwise: no
+  // body yet, chunked, close-delimited, or ended). What a splice path may move itself.
+  uint64_t length_body_left() const noexcept;
+  // Advances over `n` (<= length_body_left()) body bytes that went to the client without the
+  // parser seeing them (spliced), as if they had been fed: no kBody event is left over for them;
+  // the next feed() reports what follows (kMessageEnd when they were the last).
+  void skip_body(uint64_t n) noexcept;
+
   const ResponseHead& head() const noexcept;
   const ParseError& error() const noexcept;
 

@@ -27,6 +27,7 @@ class TcpTransport final : public Transport {
   bool closing() const noexcept override { return closing_; }
   const PeerAddr& peer() const noexcept override { return peer_; }
   bool local_address(sockaddr_storage* out) const noexcept override;
+  int splice_fd() const noexcept override;
 
  private:
   uv_stream_t* stream() noexcept { return reinterpret_cast<uv_stream_t*>(&tcp_); }

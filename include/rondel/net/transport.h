@@ -50,6 +50,9 @@ class Transport {
   virtual const PeerAddr& peer() const noexcept = 0;
   // The local address the connection arrived on; false if unknown.
   virtual bool local_address(sockaddr_storage* out) const noexcept = 0;
+  // The socket's fd when bytes written to it straight (splice) reach the peer as they are; -1
+  // otherwise (TLS: the bytes must be encrypted). Default: -1.
+  virtual int splice_fd() const noexcept { return -1; }
 };
 
 }  // namespace rondel::net

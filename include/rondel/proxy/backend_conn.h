@@ -35,6 +35,8 @@ class BackendConn final : public net::HandleCloser {
   void close() noexcept;
 
   uv_stream_t* stream() noexcept { return reinterpret_cast<uv_stream_t*>(&tcp_); }
+  // The socket's fd (for splice), -1 while closing.
+  int fd() const noexcept;
   BackendState* state() const noexcept { return state_; }
   bool reused() const noexcept { return exchanges_ > 1; }
 

@@ -18,6 +18,7 @@
 #include "rondel/http/parser.h"
 #include "rondel/http/writer.h"
 #include "rondel/net/out_queue.h"
+#include "rondel/net/splice_relay.h"
 #include "rondel/proxy/body_source.h"
 #include "rondel/proxy/exchange_rules.h"
 #include "rondel/proxy/response_sink.h"
@@ -55,7 +56,7 @@ struct ExchangeRequest {
   ExchangeOwner* owner = nullptr;
 };
 
-class Exchange {
+class Exchange final : private net::SpliceEvents {
  public:
   explicit Exchange(Worker& worker);
   Exchange(const Exchange&) = delete;
@@ -137,6 +138,15 @@ class Exchange {
   // The sink could not take more now: stop reading the backend until it drains.
   void sink_stalled() noexcept;
   bool flush_sink() noexcept;
+  // The rest of a Content-Length body of at least kSpliceMinBytes, with nothing buffered,
+  // goes backend socket -> pipe -> client socket when the sink offers its socket: true when a
+  // relay took it over (exchange_splice.cpp).
+  bool try_splice() noexcept;
+  void cancel_splice() noexcept;
+  void on_splice_progress(size_t in, size_t out) noexcept override;
+  void on_splice_end(net::SpliceStop stop, int error) noexcept override;
+  // Below this, setting up a relay (two dups, two polls) costs more than copying.
+  static constexpr uint64_t kSpliceMinBytes = 64 * 1024;
 
   Worker& worker_;
   ExchangeRequest rq_;
@@ -145,6 +155,7 @@ class Exchange {
   net::OutQueue to_backend_;
   std::string req_head_out_;
   std::vector<uint64_t> tried_;  // backends already tried for this request (bitset)
+  net::SpliceRelay* relay_ = nullptr;  // moving the response body, when it is spliced
   Attempt attempt_ = Attempt::kNone;
   PendingRetry retry_after_write_ = PendingRetry::kNone;
   bool running_ = false;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "rondel/http/parser.h"
+#include "rondel/net/splice_pipe.h"
 #include "rondel/net/timeout_queue.h"
 #include "rondel/proxy/log.h"
 #include "rondel/proxy/router.h"
@@ -95,6 +96,8 @@ class Worker {
   LogSink& access_log() noexcept { return access_log_; }
   WorkerStats& stats() noexcept { return stats_; }
   BufferPool& buffers() noexcept { return buffers_; }
+  // The pipes that spliced bodies go through (net/splice_pipe.h).
+  net::PipePool& pipes() noexcept { return pipes_; }
   // The client connections' timeouts (idle, header, body, linger), on one timer.
   net::TimeoutQueue& timeouts() noexcept { return timeouts_; }
   // Pooled per-request state, reused from free lists or allocated (null: out of memory). An
@@ -148,6 +151,7 @@ class Worker {
   LogSink& access_log_;
   WorkerStats& stats_;
   BufferPool buffers_;
+  net::PipePool pipes_;
   net::TimeoutQueue timeouts_;
   std::vector<Exchange*> free_exchanges_;
   std::vector<Http1Buffers*> free_http1_;

@@ -225,3 +225,54 @@ TEST_CASE("property: any split of a response gives the same head and body as one
     CHECK(split.body == whole.body);
   }
 }
+
+// Feeds `wire` until the parser needs more; returns the body bytes it reported.
+static std::string feed_all(ResponseParser& parser, std::string_view wire, Event* last) {
+  std::string body;
+  size_t off = 0;
+  for (int i = 0; i < 100; ++i) {
+    Step s = parser.feed(wire.data() + off, wire.size() - off);
+    off += s.consumed;
+    *last = s.event;
+    if (s.event == Event::kBody) body.append(s.body);
+    if (s.event == Event::kNeedMore || s.event == Event::kMessageEnd || s.event == Event::kError)
+      break;
+  }
+  return body;
+}
+
+TEST_CASE("skip_body advances a Content-Length body the parser never saw (splice)") {
+  ResponseParser parser(Limits{});
+  parser.begin(false);
+  Event last{};
+  std::string seen =
+      feed_all(parser, "HTTP/1.1 200 OK\r\nContent-Length: 300000\r\n\r\n0123456789", &last);
+  CHECK(last == Event::kNeedMore);
+  CHECK(seen == "0123456789");
+  CHECK(parser.length_body_left() == 300000 - 10);
+  parser.skip_body(100000);
+  CHECK(parser.length_body_left() == 300000 - 10 - 100000);
+  parser.skip_body(parser.length_body_left());
+  CHECK(parser.length_body_left() == 0);
+  // No body event is left over for the skipped bytes: the message just ends, and the next
+  // response parses as usual.
+  Step s = parser.feed(nullptr, 0);
+  CHECK(s.event == Event::kMessageEnd);
+  parser.begin(false);
+  seen = feed_all(parser, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", &last);
+  CHECK(last == Event::kMessageEnd);
+  CHECK(seen == "ok");
+}
+
+TEST_CASE("length_body_left is 0 outside a Content-Length body") {
+  ResponseParser parser(Limits{});
+  parser.begin(false);
+  CHECK(parser.length_body_left() == 0);  // no head yet
+  Event last{};
+  feed_all(parser, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab", &last);
+  CHECK(parser.length_body_left() == 0);  // chunked: the chunk lines must be parsed
+  ResponseParser head_resp(Limits{});
+  head_resp.begin(true);
+  feed_all(head_resp, "HTTP/1.1 200 OK\r\nContent-Length: 99999\r\n\r\n", &last);
+  CHECK(head_resp.length_body_left() == 0);  // a response to HEAD has no body
+}

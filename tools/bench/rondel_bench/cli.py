@@ -13,6 +13,7 @@ import time
 from rondel_support import procfs
 
 from .backends import NginxBackends, TestBackends
+from .bodies import bodies_pass, bodies_section
 from .context import BENCH_DIR, CLIENT_CORE, ROOT, SCHED_BATCH, Bench, log
 from .distribution import distribution
 from .idle import idle_pass, idle_section
@@ -60,6 +61,13 @@ def parser():
     ap.add_argument("--latency-only", action="store_true", help="only the latency pass")
     ap.add_argument("--latency-conns", type=int, default=100)
     ap.add_argument("--latency-delay-ms", type=int, default=1)
+    ap.add_argument("--bodies-pass", action="store_true",
+                    help="add the large-body pass (32 B .. 4 MiB, mixed, 100 x 4 MiB; static "
+                         "sendfile backends; HAProxy splice-auto and nginx unbuffered too)")
+    ap.add_argument("--bodies-only", action="store_true", help="only the large-body pass")
+    ap.add_argument("--bodies-baseline", default=None, metavar="RONDEL",
+                    help="another rondel binary (e.g. main's build) measured beside this one in "
+                         "the large-body pass, for the 32 B no-regression check")
     ap.add_argument("--calib-duration", type=int, default=5)
     ap.add_argument("--sweep-duration", type=int, default=4)
     ap.add_argument("--nice", type=int, default=0,
@@ -80,8 +88,10 @@ def parse_args(argv=None):
         args.reps, args.duration, args.calib_duration, args.sweep_duration = 1, 3, 2, 3
     if args.idle is None:
         args.idle = 2000 if args.quick else 10000
-    if sum([args.idle_only, args.profile_only, args.workers_only]) > 1:
-        ap.error("--idle-only, --profile-only and --workers-only exclude each other")
+    if sum([args.idle_only, args.profile_only, args.workers_only, args.bodies_only]) > 1:
+        ap.error("--idle-only, --profile-only, --workers-only and --bodies-only exclude each other")
+    if args.bodies_baseline and not os.access(args.bodies_baseline, os.X_OK):
+        ap.error(f"--bodies-baseline {args.bodies_baseline}: not an executable file")
     if args.idle_only and args.idle <= 0:
         ap.error("--idle-only needs --idle N > 0")
     return args
@@ -153,6 +163,7 @@ ONLY_PASSES = (
      latency_pass, latency_section),
     ("workers_only", "workers pass (unpinned) ...", "workers", "workers",
      workers_pass, lambda r, args: workers_section(r)),
+    ("bodies_only", "large-body pass ...", "bodies", "bodies", bodies_pass, bodies_section),
 )
 
 
@@ -174,7 +185,7 @@ def run_full(ctx, make_backends, meta, calib, out, workloads, kind):
     """The throughput pass and every other pass the options add; one report."""
     args = ctx.opts
     results = throughput_pass(ctx, make_backends, workloads)
-    batch = lat = idle = workers = None
+    batch = lat = idle = workers = bodies = None
     if args.batch_pass:
         log("throughput pass with wrk and the backends under SCHED_BATCH ...")
         batch_ctx = ctx.with_client_sched(SCHED_BATCH)
@@ -192,10 +203,14 @@ def run_full(ctx, make_backends, meta, calib, out, workloads, kind):
     if args.workers_pass:
         log("workers pass (unpinned) ...")
         workers = workers_pass(ctx, make_backends)
+    if args.bodies_pass:
+        log("large-body pass ...")
+        bodies = bodies_pass(ctx)
     meta["load_after"] = procfs.loadavg()
     text = tables(results, dist_rows, calib, args, meta)
     for section in (batch and batch_section(batch, args), lat and latency_section(lat, args),
-                    idle and idle_section(idle), workers and workers_section(workers)):
+                    idle and idle_section(idle), workers and workers_section(workers),
+                    bodies and bodies_section(bodies, args)):
         if section:
             text += "\n" + section
     if args.profile:
@@ -206,7 +221,8 @@ def run_full(ctx, make_backends, meta, calib, out, workloads, kind):
                               "runs": {wl: dict(v) for wl, v in results.items()},
                               "batch_runs": {wl: dict(v) for wl, v in batch.items()} if batch else None,
                               "latency_runs": lat,
-                              "distribution": dist_rows, "idle": idle, "workers": workers})
+                              "distribution": dist_rows, "idle": idle, "workers": workers,
+                              "bodies": bodies})
 
 
 def run(ctx, meta, out):
@@ -214,7 +230,8 @@ def run(ctx, meta, out):
     args = ctx.opts
     calib = None
     kind = args.backend
-    if kind == "auto" and (args.profile_only or args.idle_only or args.workers_only or args.latency_only):
+    if kind == "auto" and (args.profile_only or args.idle_only or args.workers_only or args.latency_only
+                           or args.bodies_only):
         kind = "test"
     if kind == "auto":
         log("calibrating backends ...")

@@ -14,18 +14,21 @@ from .proxies import HAProxy, Nginx, NoProxy, Rondel
 
 
 def run_wrk(ctx, url, duration, zipf, mode="random", seed=1, conns=None, core=CLIENT_CORE,
-            delay_ms=None):
+            delay_ms=None, lua=LUA, lua_env=None):
     """wrk -t1 for `duration` s on `url`; load.lua's BENCH_RESULT as a dict.
     delay_ms: each connection waits that long after a response before its next request
     (load.lua's delay(); wrk's latency does not include the wait), which caps the request rate
-    at about conns / (delay + latency) whatever the target."""
+    at about conns / (delay + latency) whatever the target.
+    lua, lua_env: another wrk script (it prints the same BENCH_RESULT line) and the extra
+    environment it reads (the large-body pass: bodies.lua, BENCH_SIZES)."""
     opts = ctx.opts
     env = dict(os.environ, BENCH_PATHS=str(opts.paths), BENCH_ZIPF=str(zipf),
                BENCH_MODE=mode, BENCH_SEED=str(seed))
     if delay_ms:
         env["BENCH_DELAY_MS"] = str(delay_ms)
+    env.update(lua_env or {})
     argv = ctx.prefix(core) + ["wrk", "-t1", f"-c{conns or opts.conns}", f"-d{duration}s",
-                               "--timeout", "2s", "-s", LUA, url]
+                               "--timeout", "2s", "-s", lua, url]
     out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=duration + 30)
     for line in out.stdout.splitlines():
         if line.startswith("BENCH_RESULT "):
@@ -51,17 +54,18 @@ def _cpu_figures(r, busy_s, wall, pinned, backend_ticks, ipis):
 
 
 def measured_run(ctx, target, zipf, duration, seed, pinned=True, backend_pids=(), conns=None,
-                 delay_ms=None):
+                 delay_ms=None, lua=LUA, lua_env=None):
     """One warm-up, then one measured wrk run with the target's CPU time around it.
     pinned: wrk on CLIENT_CORE; busy time of PROXY_CORE and CLIENT_CORE (core0_*, core1_*), and
     what the client core spends per request: the backends' CPU (backend_pids) and the rest (wrk,
     interrupts), with the wake-up IPIs each core received.
     Unpinned (the workers pass): wrk on any core; busy time of the whole machine instead
-    (machine_busy: share of all cores; machine_us_per_req)."""
+    (machine_busy: share of all cores; machine_us_per_req). lua, lua_env: as in run_wrk."""
+    script = {"lua": lua, "lua_env": lua_env}
     wrk_core = CLIENT_CORE if pinned else None
     cores = (PROXY_CORE, CLIENT_CORE) if pinned else (None,)
     run_wrk(ctx, target.url(), 1, zipf, seed=seed + 1000, core=wrk_core, conns=conns,
-            delay_ms=delay_ms)
+            delay_ms=delay_ms, **script)
     la = procfs.loadavg()
     pids = target.pids()
     t0 = procfs.cpu_ticks(pids) if pids else 0
@@ -71,7 +75,7 @@ def measured_run(ctx, target, zipf, duration, seed, pinned=True, backend_pids=()
     i0 = procfs.ipi_counts()
     w0 = time.time()
     r = run_wrk(ctx, target.url(), duration, zipf, seed=seed, core=wrk_core, conns=conns,
-                delay_ms=delay_ms)
+                delay_ms=delay_ms, **script)
     wall = time.time() - w0
     i1 = procfs.ipi_counts()
     bk1 = procfs.cpu_ticks(backend_pids)

@@ -15,7 +15,7 @@ from .context import PROXY_CORE
 # nginx 1.22 with `hash $request_uri consistent`, one worker, keep-alive to the backends.
 # The idle-connection pass raises worker_connections and adds worker_rlimit_nofile; with the
 # defaults the text is the throughput configuration documented in docs/benchmarks.md.
-def nginx_conf(port, ports_, d, worker_connections=4096, rlimit_nofile=None):
+def nginx_conf(port, ports_, d, worker_connections=4096, rlimit_nofile=None, extra_location=""):
     servers = "\n".join(f"        server 127.0.0.1:{p};" for p in ports_)
     rlimit = f"worker_rlimit_nofile {rlimit_nofile};\n" if rlimit_nofile else ""
     return f"""worker_processes 1;
@@ -42,18 +42,20 @@ http {{
         location / {{
             proxy_pass http://up;
             proxy_http_version 1.1;
-            proxy_set_header Connection "";
+            proxy_set_header Connection "";{extra_location}
         }}
     }}
 }}
 """
 
 
-def haproxy_conf(bind, servers, balance, factor=None, nbthread=1, maxconn="4096"):
+def haproxy_conf(bind, servers, balance, factor=None, nbthread=1, maxconn="4096",
+                 extra_defaults=""):
     """The HAProxy configuration of bench.py and routing_bench.py: keep-alive on both sides,
     `http-reuse always`, consistent hashing with `balance`. bind: the frontend's bind address
     (e.g. "fd@3" for a held socket); servers: (name, port) pairs; factor: the
-    hash-balance-factor line (None: unbounded, no line)."""
+    hash-balance-factor line (None: unbounded, no line); extra_defaults: lines appended to the
+    defaults section (e.g. "    option splice-auto\n")."""
     lines = "\n".join(f"    server {n} 127.0.0.1:{p}" for n, p in servers)
     bound = f"    hash-balance-factor {factor}" if factor is not None else ""
     return f"""global
@@ -69,7 +71,7 @@ defaults
     timeout server 60s
     timeout http-request 10s
     timeout http-keep-alive 60s
-
+{extra_defaults}
 frontend fe
     bind {bind}
     default_backend be
@@ -156,13 +158,16 @@ class Rondel(Proxy):
                   "balance_factor": 125 if bounded else 0},
             admin=admin, log={"access_log": "", "level": "info"})
 
+    def binary(self):
+        return self.ctx.rondel_bin
+
     def start(self, backends, bounded, admin, prefix):
         if self.idle:
             # prlimit execs rondel, so the pid stays rondel's.
             prefix = prefix + ["prlimit", f"--nofile={self.idle + 1000}", "--"]
         try:
             self.daemon = daemons.Rondel(self.config_text(backends, bounded, admin),
-                                         binary=self.ctx.rondel_bin, registry=self.ctx.registry,
+                                         binary=self.binary(), registry=self.ctx.registry,
                                          workdir=self.dir, prefix=prefix)
         except AssertionError as e:
             raise RuntimeError(f"rondel did not start: {e}") from None
@@ -178,6 +183,7 @@ class Rondel(Proxy):
 
 class HAProxy(Proxy):
     name = "haproxy"
+    extra_defaults = ""
 
     def argv(self, backends, bounded, held):
         # HAProxy sets its own RLIMIT_NOFILE from maxconn: maxsock = 2 x maxconn + a few (a
@@ -188,13 +194,15 @@ class HAProxy(Proxy):
         # idle client connections hold no server connection, so N + a few hundred fds suffice.
         maxconn = f"{max(4096, self.idle + 100)}\n    no strict-limits" if self.idle else "4096"
         conf = haproxy_conf(f"fd@{held.fd}", zip(backends.names, backends.ports), "uri",
-                            factor=125 if bounded else None, nbthread=self.workers, maxconn=maxconn)
+                            factor=125 if bounded else None, nbthread=self.workers, maxconn=maxconn,
+                            extra_defaults=self.extra_defaults)
         return ["haproxy", "-db", "-f", self.write("haproxy.cfg", conf)], None
 
 
 class Nginx(Proxy):
     name = "nginx"
     stop_signal = signal.SIGQUIT
+    extra_location = ""
 
     def argv(self, backends, bounded, held):
         d = self.dir
@@ -203,9 +211,33 @@ class Nginx(Proxy):
             conf = nginx_conf(held.port, backends.ports, d, worker_connections=wc,
                               rlimit_nofile=wc + 1000)
         else:
-            conf = nginx_conf(held.port, backends.ports, d)
+            conf = nginx_conf(held.port, backends.ports, d, extra_location=self.extra_location)
         argv = ["nginx", "-p", d, "-e", f"{d}/error.log", "-c", self.write("nginx.conf", conf)]
         return argv, ports.nginx_inherit_env([held])
+
+
+class HAProxySplice(HAProxy):
+    """HAProxy with `option splice-auto`: it splices between its sockets when it judges it pays
+    (the large-body pass's second HAProxy anchor)."""
+    name = "haproxy-splice"
+    extra_defaults = "    option splice-auto\n"
+
+
+class NginxUnbuffered(Nginx):
+    """nginx with `proxy_buffering off`: the response goes to the client as it arrives, never
+    to a temporary file (the large-body pass)."""
+    name = "nginx-nobuf"
+    extra_location = "\n            proxy_buffering off;"
+
+
+class RondelBaseline(Rondel):
+    """Another rondel binary (e.g. main's build) beside the one under test: `baseline_bin` is set by
+    the large-body pass's --bodies-baseline."""
+    name = "rondel-base"
+    baseline_bin = ""
+
+    def binary(self):
+        return self.baseline_bin
 
 
 class NoProxy:
