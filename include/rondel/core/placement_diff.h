@@ -37,7 +37,9 @@ PlacementDiff diff_placements(const BackendSet& old_set, const Selector& old_sel
                               const BackendSet& new_set, const Selector& new_sel,
                               uint64_t samples = kDiffSamples);
 
-// The least share of the key space any placement must move for this change: the total
+// The least share of the key space a placement whose shares equal the weights exactly must move
+// for this change (a ring's actual shares differ by its point noise, so it may move a little
+// less or more): the total
 // variation distance between the old and new weight shares w / W, matching backends by id
 // (sum over ids of max(0, old share - new share)). One backend added to N equal ones:
 // 1 / (N + 1). Callers that know two ids are the same machine pass them renamed to one id.
