@@ -124,7 +124,7 @@ class AdminConn final : public net::HandleCloser {
         c->post_target_ = c->parser_.head().target;  // the head ends with the message
         continue;
       }
-      if (c->post_target_.empty() ? false : c->collect_post(st)) return;
+      if (!c->post_target_.empty() && c->collect_post(st)) return;
       if (st.event == http::Event::kHead) {
         const auto& h = c->parser_.head();
         int status = 200;

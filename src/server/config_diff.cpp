@@ -176,7 +176,9 @@ std::string diff_text(const std::vector<PoolDiff>& diffs, size_t max_rows) {
 std::string diff_json(const std::vector<PoolDiff>& diffs) {
   util::JsonWriter j;
   j.begin();
-  j.field("samples", diffs.empty() ? uint64_t{0} : diffs.front().diff.samples);
+  uint64_t samples = 0;
+  for (const PoolDiff& d : diffs) samples = std::max(samples, d.diff.samples);
+  j.field("samples", samples);
   j.begin_array("pools");
   for (const PoolDiff& d : diffs) {
     j.begin();
