@@ -105,7 +105,9 @@ constexpr uint64_t kMaxDnsAttempts = 16;
 
 constexpr Choice<Algorithm> kAlgorithms[] = {{"ring", Algorithm::kRing},
                                              {"rendezvous", Algorithm::kRendezvous},
-                                             {"maglev", Algorithm::kMaglev}};
+                                             {"maglev", Algorithm::kMaglev},
+                                             {"skeleton_rendezvous",
+                                              Algorithm::kSkeletonRendezvous}};
 constexpr Choice<ProbeOrder> kProbeOrders[] = {{"clockwise", ProbeOrder::kClockwise},
                                                {"random", ProbeOrder::kRandom}};
 constexpr Choice<ReplicaChoice> kReplicaChoices[] = {

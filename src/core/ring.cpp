@@ -11,11 +11,11 @@
 namespace rondel::core {
 
 namespace {
-
 using u128 = unsigned __int128;
+}  // namespace
 
 // Points for each backend: w * ppw, scaled down to max(1, floor(w * max / W)) over budget.
-std::vector<uint64_t> point_counts(const BackendSet& set, uint32_t ppw, uint32_t max_points) {
+std::vector<uint64_t> ring_point_counts(const BackendSet& set, uint32_t ppw, uint32_t max_points) {
   u128 wanted = 0;
   uint64_t weight_sum = 0;
   for (const BackendSpec& b : set.specs()) {
@@ -36,14 +36,12 @@ std::vector<uint64_t> point_counts(const BackendSet& set, uint32_t ppw, uint32_t
   return counts;
 }
 
-}  // namespace
-
 Result<Ring> Ring::build(const BackendSet& set, uint32_t points_per_weight, uint32_t max_points) {
   if (points_per_weight == 0) return fail("points_per_weight must be > 0");
   if (max_points == 0) return fail("max_points must be > 0");
   if (set.eligible_count() == 0) return fail("all backend weights are zero");
 
-  const std::vector<uint64_t> counts = point_counts(set, points_per_weight, max_points);
+  const std::vector<uint64_t> counts = ring_point_counts(set, points_per_weight, max_points);
   uint64_t total = 0;
   for (uint64_t c : counts) total += c;
   if (total > 0xFFFFFFFFull) return fail("ring would have more than 4294967295 points");

@@ -29,6 +29,11 @@ Result<Selector> Selector::build(const BackendSet& set, const SelectorOptions& o
       if (!r) return r.error();
       return Selector(std::move(r).value(), opts.algorithm, n, e);
     }
+    case Algorithm::kSkeletonRendezvous: {
+      auto r = SkeletonRendezvous::build(set, opts.points_per_weight, opts.max_points);
+      if (!r) return r.error();
+      return Selector(std::move(r).value(), opts.algorithm, n, e);
+    }
   }
   return fail("unknown placement algorithm");
 }
@@ -39,6 +44,8 @@ BackendIndex Selector::owner(uint64_t hash) const noexcept {
       return std::get_if<Ring>(&impl_)->owner(hash);
     case 1:
       return std::get_if<Rendezvous>(&impl_)->owner(hash);
+    case 3:
+      return std::get_if<SkeletonRendezvous>(&impl_)->owner(hash);
     default:
       return std::get_if<Maglev>(&impl_)->owner(hash);
   }
@@ -64,6 +71,9 @@ Selector::Cursor Selector::cursor(uint64_t hash, std::span<uint64_t> scratch) co
     case 1:
       std::get_if<Rendezvous>(&impl_)->start(c.state_, hash);
       break;
+    case 3:
+      std::get_if<SkeletonRendezvous>(&impl_)->start(c.state_, hash);
+      break;
     default:
       std::get_if<Maglev>(&impl_)->start(c.state_, hash);
       break;
@@ -77,6 +87,8 @@ BackendIndex Selector::walk_next(CursorState& state, std::span<uint64_t> scratch
       return std::get_if<Ring>(&impl_)->next(state, scratch);
     case 1:
       return std::get_if<Rendezvous>(&impl_)->next(state, scratch, backend_count_);
+    case 3:
+      return std::get_if<SkeletonRendezvous>(&impl_)->next(state, scratch);
     default:
       return std::get_if<Maglev>(&impl_)->next(state, scratch);
   }
@@ -96,7 +108,7 @@ size_t Selector::preference(uint64_t hash, std::span<BackendIndex> out) const no
   if (const Rendezvous* r = rendezvous(); r != nullptr && out.size() <= Rendezvous::kTopKMax) {
     return r->top_k(hash, out);
   }
-  // Ring and Maglev walks need only the bitset; rendezvous (k > 32) walks with cached scores,
+  // Ring, Maglev and skeleton walks need only the bitset; rendezvous (k > 32) walks with cached scores,
   // which would not fit a fixed stack buffer for large N, so it repeats top-k style scans.
   if (rendezvous() == nullptr) {
     std::array<uint64_t, bitset_words(kMaxBackends)> bits;  // 8 KB
@@ -140,6 +152,8 @@ size_t Selector::memory_bytes() const noexcept {
       return std::get_if<Ring>(&impl_)->memory_bytes();
     case 1:
       return std::get_if<Rendezvous>(&impl_)->memory_bytes();
+    case 3:
+      return std::get_if<SkeletonRendezvous>(&impl_)->memory_bytes();
     default:
       return std::get_if<Maglev>(&impl_)->memory_bytes();
   }
@@ -148,12 +162,14 @@ size_t Selector::memory_bytes() const noexcept {
 size_t Selector::points() const noexcept {
   if (const Ring* r = ring()) return r->points();
   if (const Maglev* m = maglev()) return m->points();
+  if (const SkeletonRendezvous* k = skeleton()) return k->points();
   return 0;
 }
 
 std::vector<double> Selector::key_shares() const {
   if (const Ring* r = ring()) return r->key_shares(backend_count_);
   if (const Maglev* m = maglev()) return m->key_shares(backend_count_);
+  if (const SkeletonRendezvous* k = skeleton()) return k->key_shares(backend_count_);
   constexpr size_t kSamples = 65536;
   std::vector<double> shares(backend_count_, 0.0);
   for (uint64_t j = 0; j < kSamples; ++j) shares[owner(mix64(j, kShareSampleSeed))] += 1.0;

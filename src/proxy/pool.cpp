@@ -21,6 +21,7 @@ core::Algorithm to_core(config::Algorithm a) {
     case config::Algorithm::kRing: return core::Algorithm::kRing;
     case config::Algorithm::kRendezvous: return core::Algorithm::kRendezvous;
     case config::Algorithm::kMaglev: return core::Algorithm::kMaglev;
+    case config::Algorithm::kSkeletonRendezvous: return core::Algorithm::kSkeletonRendezvous;
   }
   return core::Algorithm::kRing;
 }

@@ -1,5 +1,5 @@
 // Admin endpoint: the admin connection, the route table and the small views (/healthz, /readyz,
-// /metrics, /ui, /api/route); /api/pools and /api/ring are in admin_views.cpp, the metrics in
+// /metrics, /ui, /api/route, POST /api/diff); /api/pools and /api/ring are in admin_views.cpp, the metrics in
 // metrics.cpp, and the /ui page is compiled in from src/server/ui/index.html.
 #include "rondel/server/admin.h"
 
@@ -16,6 +16,8 @@
 #include "rondel/proxy/hash_key.h"
 #include "rondel/proxy/router.h"
 #include "rondel/util/json_writer.h"
+#include "rondel/config/loader.h"
+#include "rondel/server/config_diff.h"
 #include "rondel/server/daemon.h"
 #include "rondel/server/metrics.h"
 
@@ -112,6 +114,7 @@ class AdminConn final : public net::HandleCloser {
     c->received_ += static_cast<size_t>(n);
     const char* p = buf->base;
     size_t len = static_cast<size_t>(n);
+    // Until kNeedMore: after kHead or kBody the parser may end the message with no more bytes.
     while (!c->answered_) {
       http::Step st = c->parser_.feed(p, len);
       p += st.consumed;
@@ -120,6 +123,12 @@ class AdminConn final : public net::HandleCloser {
         c->respond(c->parser_.error().status, "text/plain", "bad request\n");
         return;
       }
+      if (st.event == http::Event::kHead && c->parser_.head().method == "POST" &&
+          Admin::accepts_post(c->parser_.head().target)) {
+        c->post_target_ = c->parser_.head().target;  // the head ends with the message
+        continue;
+      }
+      if (!c->post_target_.empty() && c->collect_post(st)) return;
       if (st.event == http::Event::kHead) {
         const auto& h = c->parser_.head();
         if (h.framing == http::Framing::kLength && h.content_length > Admin::kMaxAdminBody) {
@@ -142,7 +151,27 @@ class AdminConn final : public net::HandleCloser {
       }
       break;  // kNeedMore
     }
-    if (c->received_ > kMaxAdminRequest) c->respond(431, "text/plain", "request too large\n");
+    if (c->received_ > kMaxAdminRequest && c->post_target_.empty()) {
+      c->respond(431, "text/plain", "request too large\n");
+    }
+  }
+
+  // A POST route's body: gathers it and answers at its end. Returns true once answered.
+  bool collect_post(const http::Step& st) {
+    if (st.event == http::Event::kBody) {
+      if (post_body_.size() + st.body.size() > Admin::kMaxPostBody) {
+        respond(413, "text/plain", "body too large\n");
+        return true;
+      }
+      post_body_.append(st.body);
+      return false;
+    }
+    if (st.event != http::Event::kMessageEnd) return false;
+    int status = 200;
+    std::string ctype, body;
+    admin_.handle_post(post_target_, post_body_, status, ctype, body);
+    respond(status, ctype, body);
+    return true;
   }
 
   // The whole request is in: hand it to the admin.
@@ -185,6 +214,8 @@ class AdminConn final : public net::HandleCloser {
   bool answered_ = false;
   std::string body_;  // the request body, at most Admin::kMaxAdminBody bytes
   std::string out_;
+  std::string post_target_;  // set while reading the body of a POST route
+  std::string post_body_;
 };
 
 }  // namespace
@@ -272,6 +303,47 @@ void Admin::handle(const AdminRequest& req, AdminResponse& res) {
   }
   res.content_type = route->content_type;
   res.status = (this->*route->serve)(query, res.body);
+}
+
+bool Admin::accepts_post(std::string_view target) noexcept {
+  return target.substr(0, target.find('?')) == "/api/diff";
+}
+
+void Admin::handle_post(std::string_view, std::string_view request_body, int& status,
+                        std::string& ctype, std::string& body) {
+  ctype = kJson;
+  const auto snap = daemon_.snapshot();
+  if (!snap) {
+    status = 503;
+    ctype = kText;
+    body = "shutting down\n";
+    return;
+  }
+  config::LoadResult lr = config::load_string(request_body, "(posted)");
+  util::JsonWriter w;
+  if (!lr.ok()) {
+    status = 400;
+    w.begin();
+    w.begin_array("errors");
+    for (const auto& e : lr.errors) w.value(e.to_string());
+    w.end_array();
+    w.end();
+    body = w.str() + "\n";
+    return;
+  }
+  auto diffs = diff_configs(snap->config(), lr.config);
+  if (!diffs) {
+    status = 400;
+    w.begin();
+    w.begin_array("errors");
+    w.value(diffs.error().message);
+    w.end_array();
+    w.end();
+    body = w.str() + "\n";
+    return;
+  }
+  status = 200;
+  body = diff_json(*diffs);
 }
 
 int Admin::serve_healthz(std::string_view, std::string& body) {

@@ -18,6 +18,7 @@ inline std::string_view algorithm_name(config::Algorithm a) noexcept {
     case config::Algorithm::kRing: return "ring";
     case config::Algorithm::kRendezvous: return "rendezvous";
     case config::Algorithm::kMaglev: return "maglev";
+    case config::Algorithm::kSkeletonRendezvous: return "skeleton_rendezvous";
   }
   return "?";
 }

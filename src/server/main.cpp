@@ -1,4 +1,6 @@
-// rondel: entry point. `rondel -f FILE` serves; `rondel -c -f FILE` checks a configuration.
+// rondel: entry point. `rondel -f FILE` serves; `rondel -c -f FILE` checks a configuration;
+// `rondel -c -f NEW --diff-against OLD [--json]` previews how much of the key space a reload
+// from OLD to NEW would move.
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -6,6 +8,7 @@
 
 #include "rondel/config/loader.h"
 #include "rondel/server/ctl.h"
+#include "rondel/server/config_diff.h"
 #include "rondel/server/daemon.h"
 
 namespace {
@@ -15,9 +18,31 @@ void usage(FILE* to) {
       "usage: rondel -f FILE        serve with the configuration in FILE\n"
       "       rondel -c -f FILE     check FILE: prints OK (exit 0) or every error (exit 1)\n"
       "       rondel ctl ...        drain / ready / maint / weight a backend (rondel ctl -h)\n"
+      "       rondel -c -f NEW --diff-against OLD [--json]\n"
+      "                             check NEW, then print per pool the share of the key space\n"
+      "                             a reload from OLD would move (exit 0; 1 if a file is bad)\n"
       "       rondel --version\n"
       "signals: SIGHUP reloads FILE, SIGTERM/SIGINT drain and exit, SIGUSR1 reopens logs\n",
       to);
+}
+
+// Prints the reload dry-run from `old_file` to the checked configuration `next`.
+int diff_against(const rondel::config::Config& next, const std::string& old_file, bool json) {
+  rondel::config::LoadResult prev = rondel::config::load_file(old_file);
+  if (!prev.ok()) {
+    for (const auto& e : prev.errors) std::fprintf(stderr, "%s\n", e.to_string().c_str());
+    std::fprintf(stderr, "rondel: %zu error(s) in %s\n", prev.errors.size(), old_file.c_str());
+    return 1;
+  }
+  auto diffs = rondel::server::diff_configs(prev.config, next);
+  if (!diffs) {
+    std::fprintf(stderr, "rondel: %s\n", diffs.error().message.c_str());
+    return 1;
+  }
+  const std::string out =
+      json ? rondel::server::diff_json(*diffs) : "OK\n" + rondel::server::diff_text(*diffs);
+  std::fputs(out.c_str(), stdout);
+  return 0;
 }
 
 }  // namespace
@@ -26,12 +51,18 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "ctl") == 0) return rondel::server::run_ctl(argc - 2, argv + 2);
   std::string file;
   bool check = false;
+  bool json = false;
+  std::string diff_file;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if ((a == "-f" || a == "--config") && i + 1 < argc) {
       file = argv[++i];
     } else if (a == "-c" || a == "--check") {
       check = true;
+    } else if (a == "--diff-against" && i + 1 < argc) {
+      diff_file = argv[++i];
+    } else if (a == "--json") {
+      json = true;
     } else if (a == "-h" || a == "--help") {
       usage(stdout);
       return 0;
@@ -44,7 +75,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (file.empty()) {
+  if (file.empty() || (!check && (!diff_file.empty() || json))) {
     usage(stderr);
     return 2;
   }
@@ -54,6 +85,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "rondel: %zu error(s) in %s\n", lr.errors.size(), file.c_str());
     return check ? 1 : 2;
   }
+  if (check && !diff_file.empty()) return diff_against(lr.config, diff_file, json);
   if (check) {
     std::puts("OK");
     return 0;

@@ -136,9 +136,11 @@ constexpr std::array<proxy::Health, 3> kStateHealth = {proxy::Health::kUp, proxy
                                                        proxy::Health::kEjected};
 constexpr std::array<std::string_view, 2> kConnStates = {"idle", "busy"};
 constexpr std::array<std::string_view, 2> kResults = {"ok", "failed"};
-constexpr std::array<std::string_view, 3> kAlgorithms = {"ring", "rendezvous", "maglev"};
-constexpr std::array<config::Algorithm, 3> kAlgorithmValues = {
-    config::Algorithm::kRing, config::Algorithm::kRendezvous, config::Algorithm::kMaglev};
+constexpr std::array<std::string_view, 4> kAlgorithms = {"ring", "rendezvous", "maglev",
+                                                         "skeleton_rendezvous"};
+constexpr std::array<config::Algorithm, 4> kAlgorithmValues = {
+    config::Algorithm::kRing, config::Algorithm::kRendezvous, config::Algorithm::kMaglev,
+    config::Algorithm::kSkeletonRendezvous};
 
 constexpr std::array<proxy::AdminState, 3> kAdminStates = {
     proxy::AdminState::kReady, proxy::AdminState::kDrain, proxy::AdminState::kMaint};
@@ -380,8 +382,8 @@ constexpr Family kFamilies[] = {
        return r.b < r.p->shares->size() ? (*r.p->shares)[r.b] : 0.0;
      }},
     {"rondel_ring_points", kGauge, {"pool", "algorithm"}, Scope::kPool,
-     "Points of the placement structure (ring points or Maglev table entries; 0 for "
-     "rendezvous).", kAlgorithmV, ring_points},
+     "Points of the placement structure (ring or skeleton points, Maglev table entries; 0 "
+     "for rendezvous).", kAlgorithmV, ring_points},
     {"rondel_ring_memory_bytes", kGauge, {"pool", "algorithm"}, Scope::kPool,
      "Heap bytes held by the placement structure.", kAlgorithmV, ring_memory},
 

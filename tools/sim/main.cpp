@@ -9,6 +9,8 @@
 #include "options.h"
 #include "replay.h"
 #include "routing.h"
+#include "transition.h"
+#include "versus.h"
 
 namespace rondel::sim {
 namespace {
@@ -187,6 +189,36 @@ std::vector<Check> routing_checks(const SimOptions& o, const RoutingReport& r) {
   return checks;
 }
 
+// Runs --versus: times --algo and the others interleaved, writes JSON "versus" and prints a
+// table. Returns false (after printing why) if a placement cannot be built.
+bool run_versus_mode(const SimOptions& o, JsonWriter& j) {
+  auto res = run_versus(o);
+  if (!res) {
+    std::fprintf(stderr, "rondel-sim: %s\n", res.error().message.c_str());
+    return false;
+  }
+  j.begin("versus");
+  for (const VersusEntry& e : *res) {
+    j.begin(algo_name(e.algo));
+    j.field("lookup_ns", e.lookup_ns);
+    j.field("ratio_to_algo", e.ratio_to_first);
+    j.field("memory_bytes", e.memory_bytes);
+    j.field("probe_keys", e.probe_keys);
+    j.end();
+  }
+  j.end();
+  if (!o.json) {
+    std::printf("versus (interleaved, same keys, median of %u reps):\n",
+                std::max<uint32_t>(3, o.lookup_reps));
+    for (const VersusEntry& e : *res) {
+      std::printf("  %-20s %10.1f ns/op  x%.2f of %s  memory %llu bytes\n", algo_name(e.algo),
+                  e.lookup_ns, e.ratio_to_first, algo_name(o.algo),
+                  static_cast<unsigned long long>(e.memory_bytes));
+    }
+  }
+  return true;
+}
+
 // Runs every (policy, balance factor) pair of a --routing run and prints the curve.
 int run_routing_mode(const SimOptions& o) {
   std::vector<std::string> policies = o.policies;
@@ -234,8 +266,33 @@ int run_routing_mode(const SimOptions& o) {
   return o.check && !all_ok ? 1 : 0;
 }
 
+// Runs --to-*: prints the share of keys one configuration change moves.
+int run_transition_mode(const SimOptions& o) {
+  auto res = run_transition(o);
+  if (!res) {
+    std::fprintf(stderr, "rondel-sim: %s\n", res.error().message.c_str());
+    return 2;
+  }
+  JsonWriter j;
+  j.begin();
+  write_params(j, o);
+  j.field("mode", "transition");
+  j.field("to_algo", algo_name(o.to_algo));
+  j.field("to_backends", o.to_backends ? o.to_backends : o.backends);
+  j.field("moved", res->moved);
+  j.end();
+  if (o.json) {
+    std::printf("%s\n", j.str().c_str());
+  } else {
+    std::printf("%s -> %s: %.5f of %llu keys change owner\n", algo_name(o.algo),
+                algo_name(o.to_algo), res->moved, static_cast<unsigned long long>(res->keys));
+  }
+  return 0;
+}
+
 int run(const SimOptions& o) {
   if (o.routing) return run_routing_mode(o);
+  if (o.transition) return run_transition_mode(o);
   std::vector<Check> checks;
   JsonWriter j;
   j.begin();
@@ -285,6 +342,7 @@ int run(const SimOptions& o) {
       std::printf("build   %.3f ms (median)\nlookup  %.1f ns/op (median of %zu reps)\n",
                   r.build_ms, r.lookup_ns, r.lookup_ns_reps.size());
     }
+    if (!o.versus.empty() && !run_versus_mode(o, j)) return 2;
   } else {
     auto res = run_replay(o);
     if (!res) {

@@ -57,13 +57,27 @@ std::vector<std::string> split(std::string_view text) {
   return out;
 }
 
+// Sets `out` from an algorithm name; false if it names none.
+bool parse_algo(std::string_view v, AlgoChoice& out) {
+  for (AlgoChoice a : {AlgoChoice::kRing, AlgoChoice::kRendezvous, AlgoChoice::kMaglev,
+                       AlgoChoice::kJump, AlgoChoice::kSkeletonRendezvous}) {
+    if (v == algo_name(a)) {
+      out = a;
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string usage() {
-  return "usage: rondel-sim --algo ring|rendezvous|maglev|jump --backends N\n"
+  return "usage: rondel-sim --algo ring|rendezvous|skeleton_rendezvous|maglev|jump --backends N\n"
          "         [--weights 1,2,1,...|--weights-random SEED] [--points K] [--maglev-table P]\n"
          "         [--keys M] [--zipf S] [--seed X] [--churn-trials T] [--lookup-reps R]\n"
-         "         [--json] [--check]\n"
+         "         [--json] [--check] [--versus ALGO,ALGO,...]\n"
+         "       rondel-sim ... [--to-algo A] [--to-backends N] [--to-weights 1,2,...]\n"
+         "         [--to-rename G]   (share of keys whose owner one change would move)\n"
          "       rondel-sim ... --replay [--balance-factor C] [--probe clockwise|random]\n"
          "         [--requests R] [--arrival-rate L] [--mean-service T]\n"
          "       rondel-sim ... --routing [--policy haproxy,nginx,bounded,rondel]\n"
@@ -78,14 +92,16 @@ std::string usage() {
          "placement algorithm; with --replay, runs an event-driven bounded-load replay instead;\n"
          "with --routing, replays routing policies against per-backend LRU caches (one line per\n"
          "policy and balance factor; --json: one JSON object per line).\n"
-         "  --points K          ring points per unit of weight (default 160)\n"
+         "  --points K          ring and skeleton points per unit of weight (default 160)\n"
          "  --weights-random S  weights drawn uniformly from 1..4 with seed S\n"
          "  --zipf S            key popularity ~ 1/rank^S (0: uniform; default 0)\n"
          "  --churn-trials T    add/remove experiments averaged (default 5)\n"
+         "  --versus A,B        also time A, B, ... on the same keys, interleaved rep by rep with\n"
+         "                      --algo in one process (ratios are the robust figure)\n"
          "  --balance-factor C  percent, e.g. 125 = 1.25 x fair share; 0 = unbounded (default 125)\n"
          "  --check             exit 1 if a checked property fails (ring CV vs theory > 15%,\n"
-         "                      ring/rendezvous/jump movement vs ideal > 10%, keys moving between\n"
-         "                      old backends, any cap violation in a replay)\n";
+         "                      ring/rendezvous/skeleton/jump movement vs ideal > 10%, keys\n"
+         "                      moving between old backends, any cap violation in a replay)\n";
 }
 
 const char* algo_name(AlgoChoice algo) noexcept {
@@ -93,6 +109,7 @@ const char* algo_name(AlgoChoice algo) noexcept {
     case AlgoChoice::kRing: return "ring";
     case AlgoChoice::kRendezvous: return "rendezvous";
     case AlgoChoice::kMaglev: return "maglev";
+    case AlgoChoice::kSkeletonRendezvous: return "skeleton_rendezvous";
     case AlgoChoice::kJump: return "jump";
   }
   return "?";
@@ -101,6 +118,7 @@ const char* algo_name(AlgoChoice algo) noexcept {
 core::Result<SimOptions> parse_options(int argc, char** argv) {
   SimOptions o;
   bool random_weights = false;
+  bool to_algo_given = false;
   uint64_t weight_seed = 0;
   for (int i = 1; i < argc; ++i) {
     std::string_view flag = argv[i];
@@ -114,11 +132,29 @@ core::Result<SimOptions> parse_options(int argc, char** argv) {
     uint64_t n = 0;
     bool ok = true;
     if (flag == "--algo") {
-      if (v == "ring") o.algo = AlgoChoice::kRing;
-      else if (v == "rendezvous") o.algo = AlgoChoice::kRendezvous;
-      else if (v == "maglev") o.algo = AlgoChoice::kMaglev;
-      else if (v == "jump") o.algo = AlgoChoice::kJump;
-      else ok = false;
+      ok = parse_algo(v, o.algo);
+    } else if (flag == "--to-algo") {
+      ok = parse_algo(v, o.to_algo);
+      o.transition = to_algo_given = true;
+    } else if (flag == "--to-backends") {
+      ok = parse_u64(v, 1, 65534, n);
+      o.to_backends = static_cast<uint32_t>(n);
+      o.transition = true;
+    } else if (flag == "--to-weights") {
+      ok = parse_weights(v, o.to_weights);
+      o.transition = true;
+    } else if (flag == "--to-rename") {
+      ok = parse_u64(v, 0, 65533, n);
+      o.to_rename = static_cast<int64_t>(n);
+      o.transition = true;
+    } else if (flag == "--versus") {
+      while (ok && !v.empty()) {
+        const size_t comma = std::min(v.find(','), v.size());
+        AlgoChoice a{};
+        ok = parse_algo(v.substr(0, comma), a);
+        o.versus.push_back(a);
+        v.remove_prefix(std::min(comma + 1, v.size()));
+      }
     } else if (flag == "--backends") {
       ok = parse_u64(v, 1, 65534, n);
       o.backends = static_cast<uint32_t>(n);
@@ -219,6 +255,16 @@ core::Result<SimOptions> parse_options(int argc, char** argv) {
   if (!o.weights.empty() && o.weights.size() != o.backends) {
     return core::fail("--weights lists " + std::to_string(o.weights.size()) +
                       " weights for --backends " + std::to_string(o.backends));
+  }
+  if (!to_algo_given) o.to_algo = o.algo;
+  const uint32_t to_n = o.to_backends ? o.to_backends : o.backends;
+  if (!o.to_weights.empty() && o.to_weights.size() != to_n) {
+    return core::fail("--to-weights lists " + std::to_string(o.to_weights.size()) +
+                      " weights for " + std::to_string(to_n) + " backends");
+  }
+  if (o.to_rename >= 0 && o.to_rename >= static_cast<int64_t>(to_n)) {
+    return core::fail("--to-rename names backend " + std::to_string(o.to_rename) + " of " +
+                      std::to_string(to_n));
   }
   if (o.algo == AlgoChoice::kJump && !o.weights.empty()) {
     return core::fail("jump hash has no weights (numbered shards only)");

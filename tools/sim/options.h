@@ -13,7 +13,7 @@ namespace rondel::sim {
 
 // AlgoChoice is the placement under test: one of the Selector algorithms, or jump hash (which
 // has no Selector and takes numbered buckets only).
-enum class AlgoChoice : uint8_t { kRing, kRendezvous, kMaglev, kJump };
+enum class AlgoChoice : uint8_t { kRing, kRendezvous, kMaglev, kJump, kSkeletonRendezvous };
 
 // SimOptions holds every knob of one simulator run; defaults are the documented ones.
 struct SimOptions {
@@ -29,6 +29,14 @@ struct SimOptions {
   uint32_t lookup_reps = 5;        // Repetitions of the lookup timing (median reported).
   bool json = false;
   bool check = false;
+  std::vector<AlgoChoice> versus;  // --versus a,b: interleaved lookup timing against --algo
+
+  // --to-*: measure the keys moved by one configuration change (transition.h).
+  bool transition = false;
+  AlgoChoice to_algo = AlgoChoice::kRing;  // --to-algo (default: --algo)
+  uint32_t to_backends = 0;                // --to-backends N (0: --backends)
+  std::vector<uint32_t> to_weights;        // --to-weights (empty: --weights, then 1)
+  int64_t to_rename = -1;                  // --to-rename G: backend G gets a new id
 
   bool replay = false;
   uint32_t balance_factor = 125;   // Percent; 0 means unbounded (always the natural owner).

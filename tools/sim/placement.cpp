@@ -18,6 +18,7 @@ core::SelectorOptions selector_options(AlgoChoice algo, const SimOptions& opt) {
   core::SelectorOptions so;
   so.algorithm = algo == AlgoChoice::kRing         ? core::Algorithm::kRing
                  : algo == AlgoChoice::kRendezvous ? core::Algorithm::kRendezvous
+                 : algo == AlgoChoice::kSkeletonRendezvous ? core::Algorithm::kSkeletonRendezvous
                                                    : core::Algorithm::kMaglev;
   so.points_per_weight = opt.points;
   so.maglev_table_size = opt.maglev_table;

@@ -26,7 +26,7 @@ struct Address {
   std::string to_string() const;  // "127.0.0.1:80", "[::1]:80", "cache.example:80"
 };
 
-enum class Algorithm : uint8_t { kRing, kRendezvous, kMaglev };
+enum class Algorithm : uint8_t { kRing, kRendezvous, kMaglev, kSkeletonRendezvous };
 enum class ProbeOrder : uint8_t { kClockwise, kRandom };
 enum class HashKeyKind : uint8_t { kUri, kPath, kHeader, kCookie, kQuery, kSrc };
 // What to do with a request whose hash key is absent (no such header/cookie/query parameter).
@@ -114,8 +114,8 @@ struct PoolConfig {
   uint32_t spill_hysteresis = 0;     // a remembered spill goes home below cap - this
   HotKeysConfig hot_keys;
   ReplicaChoice replica_choice = ReplicaChoice::kLeastLoaded;
-  uint32_t points_per_weight = 4096; // ring only
-  uint32_t max_points = 1u << 20;    // ring only: total-points budget
+  uint32_t points_per_weight = 4096; // ring, skeleton_rendezvous
+  uint32_t max_points = 1u << 20;    // ring, skeleton_rendezvous: total-points budget
   uint32_t maglev_table_size = 65537;
   uint32_t retries = 2;              // further backends tried after a connect failure
   uint64_t connect_timeout_ms = 2000;

@@ -36,6 +36,10 @@
 
 namespace rondel::core {
 
+// Virtual points per backend index (0 for weight 0): w * ppw, or max(1, floor(w * max / W))
+// when the total would exceed max_points. Shared by the ring and the skeleton rendezvous.
+std::vector<uint64_t> ring_point_counts(const BackendSet& set, uint32_t ppw, uint32_t max_points);
+
 class Ring {
  public:
   // Builds the ring. Errors: "points_per_weight must be > 0", "max_points must be > 0",

@@ -1,5 +1,5 @@
-// Selector: one immutable placement structure (ring, rendezvous or Maglev) answering "which
-// backends, in which order, for this key hash".
+// Selector: one immutable placement structure (ring, rendezvous, skeleton rendezvous or Maglev)
+// answering "which backends, in which order, for this key hash".
 //
 // Built once per backend set (on reload), then shared read-only by every thread. Lookups and
 // walks never allocate, lock or throw. Health and load are not stored here: callers filter while
@@ -20,15 +20,16 @@
 #include "rondel/core/rendezvous.h"
 #include "rondel/core/result.h"
 #include "rondel/core/ring.h"
+#include "rondel/core/skeleton_rendezvous.h"
 
 namespace rondel::core {
 
-enum class Algorithm : uint8_t { kRing, kRendezvous, kMaglev };
+enum class Algorithm : uint8_t { kRing, kRendezvous, kMaglev, kSkeletonRendezvous };
 
 struct SelectorOptions {
   Algorithm algorithm = Algorithm::kRing;
-  uint32_t points_per_weight = 160;    // ring: points per unit of weight
-  uint32_t max_points = 1u << 20;      // ring: cap on total points (6 bytes each)
+  uint32_t points_per_weight = 160;    // ring, skeleton: points per unit of weight
+  uint32_t max_points = 1u << 20;      // ring, skeleton: cap on total points
   uint32_t maglev_table_size = 65537;  // maglev: prime M, at least the number of backends
 };
 
@@ -39,12 +40,13 @@ class Selector {
   static Result<Selector> build(const BackendSet& set, const SelectorOptions& opts);
 
   // The natural owner of `hash` (always a weight > 0 backend). Ring O(log P), Maglev O(1),
-  // rendezvous O(N).
+  // rendezvous O(N), skeleton rendezvous O(16 log16 P).
   BackendIndex owner(uint64_t hash) const noexcept;
 
   // Writes the first min(out.size(), eligible_count()) distinct backends of the preference order
   // (owner first) to `out` and returns how many. Uses an 8 KB stack bitset, no heap. Cost: ring
-  // O(log P + points walked), Maglev O(k) expected, rendezvous O(N * k).
+  // O(log P + points walked), Maglev and skeleton O(k) lookups expected,
+  // rendezvous O(N * k).
   size_t preference(uint64_t hash, std::span<BackendIndex> out) const noexcept;
 
   // A lazy walk over the preference order: yields every backend with weight > 0 exactly once,
@@ -72,10 +74,11 @@ class Selector {
   Algorithm algorithm() const noexcept { return algorithm_; }
   // Heap bytes held by the structure (excluding sizeof(Selector)).
   size_t memory_bytes() const noexcept;
-  // Ring points or Maglev table entries; 0 for rendezvous.
+  // Ring or skeleton points, or Maglev table entries; 0 for rendezvous.
   size_t points() const noexcept;
   // Share of the hash space owned by each backend index (ring: arc lengths; Maglev: entries / M;
-  // rendezvous: owners of the 65536 fixed hashes mix64(j, kShareSampleSeed)). Allocates: admin use.
+  // skeleton: exact cluster shares; rendezvous: owners of the 65536 fixed hashes
+  // mix64(j, kShareSampleSeed)). Allocates: admin use.
   std::vector<double> key_shares() const;
   static constexpr uint64_t kShareSampleSeed = 0x5348415245530000ull;  // "SHARES"
 
@@ -83,6 +86,9 @@ class Selector {
   const Ring* ring() const noexcept { return std::get_if<Ring>(&impl_); }
   const Rendezvous* rendezvous() const noexcept { return std::get_if<Rendezvous>(&impl_); }
   const Maglev* maglev() const noexcept { return std::get_if<Maglev>(&impl_); }
+  const SkeletonRendezvous* skeleton() const noexcept {
+    return std::get_if<SkeletonRendezvous>(&impl_);
+  }
 
  private:
   template <class T>
@@ -94,7 +100,7 @@ class Selector {
 
   BackendIndex walk_next(CursorState& state, std::span<uint64_t> scratch) const noexcept;
 
-  std::variant<Ring, Rendezvous, Maglev> impl_;
+  std::variant<Ring, Rendezvous, Maglev, SkeletonRendezvous> impl_;
   Algorithm algorithm_ = Algorithm::kRing;
   size_t backend_count_ = 0;
   size_t eligible_count_ = 0;

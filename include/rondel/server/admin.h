@@ -4,7 +4,7 @@
 // (405 otherwise), unknown paths 404. The paths are one table (Admin::handle) that a loop
 // walks; every JSON view is written with rondel::util::JsonWriter. One write operation:
 // PUT /api/pools/{pool}/backends/{id} (admin_ops.cpp), which needs the bearer token of
-// `admin.token_file`.
+// `admin.token_file`; one read-only POST: /api/diff (the reload dry-run).
 #pragma once
 
 #include <uv.h>
@@ -51,6 +51,16 @@ class Admin {
 
   // Largest request body accepted (larger ones get 413).
   static constexpr size_t kMaxAdminBody = 4096;
+
+  // POST routes, which read a request body (at most kMaxPostBody bytes). Read-only: none
+  // changes the running configuration. accepts_post: whether `target` is one.
+  static constexpr size_t kMaxPostBody = 1 << 20;
+  static bool accepts_post(std::string_view target) noexcept;
+  // POST /api/diff: the reload dry-run (config_diff.h) of the YAML file in `request_body`
+  // against the running configuration: 200 with diff_json, 400 with the file's errors as
+  // {"errors":["(posted):LINE:COL: ..."]}.
+  void handle_post(std::string_view target, std::string_view request_body, int& status,
+                   std::string& content_type, std::string& body);
 
  private:
   struct Route;

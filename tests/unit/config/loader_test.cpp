@@ -64,7 +64,8 @@ const std::vector<BrokenCase> kBrokenCases = {
       "'2 minutes'",
       "bad_duration.yaml:10:22: 'connect_timeout' is too large, got 99999999999999999h"}},
     {"bad_enums.yaml",
-     {"bad_enums.yaml:5:16: 'algorithm' must be one of ring, rendezvous, maglev; got 'rign' (did "
+     {"bad_enums.yaml:5:16: 'algorithm' must be one of ring, rendezvous, maglev, "
+      "skeleton_rendezvous; got 'rign' (did "
       "you mean 'ring'?)",
       "bad_enums.yaml:6:18: 'missing_key' must be one of least_in_flight, random, uri, reject; got "
       "'fail'",

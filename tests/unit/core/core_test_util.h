@@ -14,7 +14,8 @@
 namespace rondel::core::test {
 
 inline constexpr Algorithm kAllAlgorithms[] = {Algorithm::kRing, Algorithm::kRendezvous,
-                                               Algorithm::kMaglev};
+                                               Algorithm::kMaglev,
+                                               Algorithm::kSkeletonRendezvous};
 
 inline std::string name(Algorithm a) {
   switch (a) {
@@ -24,6 +25,8 @@ inline std::string name(Algorithm a) {
       return "rendezvous";
     case Algorithm::kMaglev:
       return "maglev";
+    case Algorithm::kSkeletonRendezvous:
+      return "skeleton_rendezvous";
   }
   return "?";
 }
