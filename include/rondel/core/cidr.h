@@ -62,7 +62,7 @@ struct Cidr {
       return false;
     }
     c.prefix = static_cast<uint8_t>(prefix);
-    if (!c.matches_bytes(c.addr.data(), /*host_bits_zero=*/true)) {
+    if (!c.host_bits_zero()) {
       why = "address has bits set past the /" + std::to_string(prefix) + " prefix";
       return false;
     }
@@ -78,21 +78,28 @@ struct Cidr {
     if (addr_family == 6 && family == 4 && std::memcmp(bytes, kMapped, 12) == 0) {
       return contains(4, bytes + 12);
     }
-    return addr_family == family && matches_bytes(bytes, /*host_bits_zero=*/false);
+    return addr_family == family && same_prefix(bytes);
   }
 
  private:
-  // host_bits_zero: checks that `bytes` past the prefix are zero (a canonical network);
-  // otherwise that `bytes` agree with addr over the prefix.
-  bool matches_bytes(const uint8_t* bytes, bool host_bits_zero) const noexcept {
-    const size_t len = family == 4 ? 4 : 16;
-    for (size_t i = 0; i < len; ++i) {
-      const int bit0 = static_cast<int>(i) * 8;
-      const int in_prefix = prefix <= bit0 ? 0 : prefix >= bit0 + 8 ? 8 : prefix - bit0;
-      const auto mask = static_cast<uint8_t>(in_prefix == 0 ? 0 : 0xFF << (8 - in_prefix));
-      if (host_bits_zero ? (bytes[i] & ~mask & 0xFF) != 0 : (bytes[i] & mask) != (addr[i] & mask)) {
-        return false;
-      }
+  // The mask of byte i under the prefix (0xFF inside it, 0 past it).
+  uint8_t mask(size_t i) const noexcept {
+    const int bit0 = static_cast<int>(i) * 8;
+    const int in_prefix = prefix <= bit0 ? 0 : prefix >= bit0 + 8 ? 8 : prefix - bit0;
+    return static_cast<uint8_t>(in_prefix == 0 ? 0 : 0xFF << (8 - in_prefix));
+  }
+  size_t size() const noexcept { return family == 4 ? 4 : 16; }
+  // addr is a network: no bit set past the prefix.
+  bool host_bits_zero() const noexcept {
+    for (size_t i = 0; i < size(); ++i) {
+      if ((addr[i] & static_cast<uint8_t>(~mask(i))) != 0) return false;
+    }
+    return true;
+  }
+  // `bytes` agree with addr over the prefix.
+  bool same_prefix(const uint8_t* bytes) const noexcept {
+    for (size_t i = 0; i < size(); ++i) {
+      if ((bytes[i] & mask(i)) != (addr[i] & mask(i))) return false;
     }
     return true;
   }
