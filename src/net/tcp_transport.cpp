@@ -7,7 +7,6 @@
 
 namespace rondel::net {
 
-
 int TcpTransport::accept(uv_loop_t* loop, uv_stream_t* server, TransportEvents* events) noexcept {
   events_ = events;
   uv_tcp_init(loop, &tcp_);
@@ -67,7 +66,7 @@ void TcpTransport::proxy_read(ssize_t nread, const uv_buf_t* buf) noexcept {
   const ProxyHeaderParser::Step st = proxy_->parser.feed(data, static_cast<size_t>(nread));
   switch (st.status) {
     case ProxyHeaderParser::Status::kNeedMore:
-      return;  // the codec's buffer is lent again from its start: the parser keeps the state
+      return;  // the codec saw no byte: it lends the same buffer again; the parser keeps state
     case ProxyHeaderParser::Status::kInvalid:
       count_reject(proxy_->parser.error());
       events_->on_transport_read(UV_EPROTO);
