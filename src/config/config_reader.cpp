@@ -137,9 +137,41 @@ class ConfigReader {
       if (auto* g = m.get("max_headers")) r_.read_unsigned(*g, l.max_headers, 1, kU32Max);
       if (auto* g = m.get("max_body_bytes")) r_.read_size(*g, l.max_body_bytes, 0);
       if (auto* g = m.get("forwarded_headers")) r_.read_bool(*g, l.forwarded_headers);
+      if (auto* g = m.get("proxy_protocol")) read_proxy_protocol(*g, l.proxy_protocol);
       c.listeners.push_back(std::move(l));
       listener_spots_.push_back(spots);
     });
+  }
+
+  // `proxy_protocol: { trusted: [CIDR, ...] }`; each CIDR error at the entry.
+  void read_proxy_protocol(const Field& f, ProxyProtocolConfig& pp) {
+    MapFields m = r_.map(f.value, quote(f.key), NodeReader::value_position(f), kProxyProtocolKeys);
+    if (!m.is_map()) return;
+    const Field* t = r_.require(m, "trusted");
+    if (t == nullptr) return;
+    bool ok = true;
+    std::vector<core::Cidr> trusted;
+    for_each_entry(*t, [&](const YAML::Node& node, Position fallback) {
+      Field entry{t->key, t->key_node, node};
+      std::string text;
+      if (!r_.read_string(entry, text, false)) {
+        ok = false;
+        return;
+      }
+      core::Cidr cidr;
+      std::string why;
+      if (!core::Cidr::parse(text, cidr, why)) {
+        Position at = NodeReader::position_of(node);
+        r_.error(at.line > 0 ? at : fallback,
+                 "'trusted' entry " + quote(text) + " is not a network (CIDR): " + why);
+        ok = false;
+        return;
+      }
+      trusted.push_back(cidr);
+    });
+    if (!ok || trusted.empty()) return;
+    pp.enabled = true;
+    pp.trusted = std::move(trusted);
   }
 
   void read_pools(const Field& f, Config& c) {

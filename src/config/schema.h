@@ -55,7 +55,9 @@ constexpr string_view kListenerKeys[] = {"name",
                                          "max_header_bytes",
                                          "max_headers",
                                          "max_body_bytes",
-                                         "forwarded_headers"};
+                                         "forwarded_headers",
+                                         "proxy_protocol"};
+constexpr string_view kProxyProtocolKeys[] = {"trusted"};
 constexpr string_view kPoolKeys[] = {"name",
                                      "algorithm",
                                      "hash_key",

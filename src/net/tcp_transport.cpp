@@ -1,5 +1,9 @@
-// TcpTransport: libuv stream calls and callbacks, forwarded to the codec's TransportEvents.
+// TcpTransport: libuv stream calls and callbacks, forwarded to the codec's TransportEvents, and
+// the PROXY protocol header stage.
 #include "rondel/net/tcp_transport.h"
+
+#include <cstring>
+#include <new>
 
 namespace rondel::net {
 
@@ -12,6 +16,79 @@ int TcpTransport::accept(uv_loop_t* loop, uv_stream_t* server, TransportEvents* 
   uv_tcp_nodelay(&tcp_, 1);
   peer_.read(&tcp_);
   return 0;
+}
+
+int TcpTransport::expect_proxy_header(const ProxyStageConfig& cfg) noexcept {
+  sockaddr_storage ss{};
+  int n = sizeof ss;
+  bool trusted = false;
+  if (uv_tcp_getpeername(&tcp_, reinterpret_cast<sockaddr*>(&ss), &n) == 0) {
+    const uint8_t* bytes = nullptr;
+    uint8_t family = 0;
+    if (ss.ss_family == AF_INET) {
+      bytes = reinterpret_cast<const uint8_t*>(&reinterpret_cast<sockaddr_in*>(&ss)->sin_addr);
+      family = 4;
+    } else if (ss.ss_family == AF_INET6) {
+      bytes = reinterpret_cast<const uint8_t*>(&reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr);
+      family = 6;
+    }
+    for (const core::Cidr& c : cfg.trusted) {
+      if (bytes != nullptr && c.contains(family, bytes)) {
+        trusted = true;
+        break;
+      }
+    }
+  }
+  if (!trusted) {
+    cfg.counters->rejects[static_cast<size_t>(ProxyReject::kUntrusted)].fetch_add(
+        1, std::memory_order_relaxed);
+    return UV_EACCES;
+  }
+  proxy_.reset(new (std::nothrow) ProxyStage{});
+  if (proxy_ == nullptr) return UV_ENOMEM;
+  proxy_->counters = cfg.counters;
+  proxy_->deadline_ms = uv_now(tcp_.loop) + cfg.timeout_ms;
+  return 0;
+}
+
+void TcpTransport::count_reject(ProxyReject r) noexcept {
+  proxy_->counters->rejects[static_cast<size_t>(r)].fetch_add(1, std::memory_order_relaxed);
+  proxy_.reset();
+}
+
+void TcpTransport::proxy_read(ssize_t nread, const uv_buf_t* buf) noexcept {
+  if (nread < 0) {
+    count_reject(ProxyReject::kEof);
+    events_->on_transport_read(nread);
+    return;
+  }
+  auto* data = reinterpret_cast<uint8_t*>(buf->base);
+  const ProxyHeaderParser::Step st = proxy_->parser.feed(data, static_cast<size_t>(nread));
+  switch (st.status) {
+    case ProxyHeaderParser::Status::kNeedMore:
+      return;  // the codec saw no byte: it lends the same buffer again; the parser keeps state
+    case ProxyHeaderParser::Status::kInvalid:
+      count_reject(proxy_->parser.error());
+      events_->on_transport_read(UV_EPROTO);
+      return;
+    case ProxyHeaderParser::Status::kDone:
+      break;
+  }
+  const ProxyHeader& h = proxy_->parser.header();
+  if (h.carries_address()) {
+    const bool v4 = h.family == ProxyFamily::kInet;
+    peer_.assign(v4 ? AF_INET : AF_INET6, h.source.addr.data());
+    carried_local_ = h.destination;
+    carried_family_ = v4 ? 4 : 6;
+  }
+  proxy_->counters->headers[static_cast<size_t>(h.version)].fetch_add(
+      1, std::memory_order_relaxed);
+  proxy_.reset();
+  const size_t rest = static_cast<size_t>(nread) - st.consumed;
+  if (rest == 0) return;
+  // The codec's contract: the bytes are at the start of the buffer it lent.
+  std::memmove(buf->base, buf->base + st.consumed, rest);
+  events_->on_transport_read(static_cast<ssize_t>(rest));
 }
 
 int TcpTransport::start_reading() noexcept {
@@ -41,10 +118,30 @@ void TcpTransport::close() noexcept {
   if (closing_) return;
   closing_ = true;
   reading_ = false;
+  if (proxy_ != nullptr && uv_now(tcp_.loop) >= proxy_->deadline_ms) {
+    count_reject(ProxyReject::kTimeout);
+  }
+  proxy_.reset();
   uv_close(reinterpret_cast<uv_handle_t*>(&tcp_), &on_closed);
 }
 
 bool TcpTransport::local_address(sockaddr_storage* out) const noexcept {
+  if (carried_family_ == 4) {
+    *out = sockaddr_storage{};
+    auto* sin = reinterpret_cast<sockaddr_in*>(out);
+    sin->sin_family = AF_INET;
+    sin->sin_port = htons(carried_local_.port);
+    std::memcpy(&sin->sin_addr, carried_local_.addr.data(), 4);
+    return true;
+  }
+  if (carried_family_ == 6) {
+    *out = sockaddr_storage{};
+    auto* sin6 = reinterpret_cast<sockaddr_in6*>(out);
+    sin6->sin6_family = AF_INET6;
+    sin6->sin6_port = htons(carried_local_.port);
+    std::memcpy(&sin6->sin6_addr, carried_local_.addr.data(), 16);
+    return true;
+  }
   int len = sizeof *out;
   return uv_tcp_getsockname(&tcp_, reinterpret_cast<sockaddr*>(out), &len) == 0;
 }
@@ -59,9 +156,13 @@ void TcpTransport::on_alloc(uv_handle_t* h, size_t, uv_buf_t* buf) noexcept {
   static_cast<TcpTransport*>(h->data)->events_->on_transport_alloc(buf);
 }
 
-void TcpTransport::on_read(uv_stream_t* s, ssize_t nread, const uv_buf_t*) noexcept {
+void TcpTransport::on_read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) noexcept {
   auto* t = static_cast<TcpTransport*>(s->data);
   if (nread == 0 || t->closing_) return;
+  if (t->proxy_ != nullptr) {
+    t->proxy_read(nread, buf);
+    return;
+  }
   t->events_->on_transport_read(nread);
 }
 

@@ -48,6 +48,20 @@ bool PeerAddr::read(const uv_tcp_t* tcp) noexcept {
   return family != 0;
 }
 
+bool PeerAddr::assign(int af, const void* bytes) noexcept {
+  family = 0;
+  len = 0;
+  if (af == AF_INET) {
+    if (inet_ntop(AF_INET, bytes, data, sizeof data) == nullptr) return false;
+    len = static_cast<uint8_t>(strnlen(data, sizeof data));
+    family = 4;
+  } else if (af == AF_INET6) {
+    std::memcpy(data, bytes, 16);
+    family = 6;
+  }
+  return family != 0;
+}
+
 size_t PeerAddr::format(char* buf, size_t cap) const noexcept {
   if (cap == 0) return 0;
   buf[0] = '\0';

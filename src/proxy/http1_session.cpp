@@ -92,8 +92,17 @@ void Http1Session::accept(Worker& worker, uv_stream_t* server, const std::string
     s->close_now();
     return;
   }
+  // PROXY protocol: the header stage is the transport's; its timeout (header_timeout, from
+  // accept until the first request byte) is the session's one client timer.
+  const config::ProxyProtocolConfig& pp = route.config->proxy_protocol;
+  if (pp.enabled && s->tcp_.expect_proxy_header({pp.trusted, {route.state, &route.state->proxy_protocol},
+                                                 route.config->header_timeout_ms}) != 0) {
+    s->close_now();
+    return;
+  }
   s->set_client_reading(true);
-  s->arm_client_timer();
+  if (pp.enabled) s->set_timeout(route.config->header_timeout_ms);
+  else s->arm_client_timer();
 }
 
 void Http1Session::close_now() noexcept {

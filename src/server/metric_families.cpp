@@ -13,6 +13,7 @@
 #include "metrics_shards.h"
 #include "rondel/core/bounded.h"
 #include "rondel/server/admin_states.h"
+#include "rondel/net/proxy_protocol.h"
 #include "rondel/server/daemon.h"
 #include "rondel/server/metrics.h"
 
@@ -316,6 +317,34 @@ void hot_spills_error(const Scrape& s, FamilyOut& o) {
   }
 }
 
+// PROXY protocol header stage: one row per listener with `proxy_protocol` (and per reason or
+// version), from the listener's shared counters.
+template <class Each>
+void proxy_listeners(const Scrape& s, Each each) {
+  if (s.snap == nullptr) return;
+  for (const auto& l : s.snap->config().listeners) {
+    if (!l.proxy_protocol.enabled) continue;
+    proxy::ListenerRoute r = s.snap->route(l.name);
+    if (r.state) each(l.name, r.state->proxy_protocol);
+  }
+}
+
+void proxy_protocol_rejects(const Scrape& s, FamilyOut& o) {
+  proxy_listeners(s, [&](std::string_view name, const net::ProxyProtocolCounters& c) {
+    for (size_t i = 0; i < net::kProxyRejects; ++i) {
+      o.sample({name, net::proxy_reject_name(static_cast<net::ProxyReject>(i))}, d(c.rejects[i]));
+    }
+  });
+}
+
+void proxy_protocol_headers(const Scrape& s, FamilyOut& o) {
+  proxy_listeners(s, [&](std::string_view name, const net::ProxyProtocolCounters& c) {
+    for (size_t i = 0; i < net::kProxyVersions; ++i) {
+      o.sample({name, net::proxy_version_name(static_cast<net::ProxyVersion>(i))}, d(c.headers[i]));
+    }
+  });
+}
+
 // --- the table, in the order of docs/metrics.md -----------------------------------------------
 
 constexpr MetricType kCounter = MetricType::Counter;
@@ -475,6 +504,12 @@ constexpr Family kFamilies[] = {
      [](const Row& r, size_t) -> Value { return d(r.s.daemon.stats().backend_connections_open); }},
     {"rondel_backend_connections", kGauge, {"pool", "backend", "state"}, Scope::kBackend,
      "Connections to a backend, by state.", kConnStateV, connections},
+    {"rondel_proxy_protocol_headers_total", kCounter, {"listener", "version"}, Scope::kCustom,
+     "PROXY protocol headers accepted on a listener with proxy_protocol, by version.", {},
+     nullptr, proxy_protocol_headers},
+    {"rondel_proxy_protocol_rejects_total", kCounter, {"listener", "reason"}, Scope::kCustom,
+     "Connections closed in the PROXY protocol header stage, by reason.", {}, nullptr,
+     proxy_protocol_rejects},
 
     // Configuration and reloads.
     {"rondel_build_info", kGauge, {"version"}, Scope::kCustom,

@@ -1,8 +1,8 @@
 """Every family docs/metrics.md documents has samples once its feature is on, and the per-worker
 metric shards add up across workers.
 
-One rondel with two workers, active health checks, hot keys (admin top-K and replicas) and a
-reload, in front of a slow backend that owns a hot key (so requests spill) and two fast ones.
+One rondel with two workers, active health checks, hot keys (admin top-K and replicas), a
+second listener with proxy_protocol and a reload, in front of a slow backend that owns a hot key (so requests spill) and two fast ones.
 Traffic runs until a scrape shows a sample for every documented family (bounded in time and
 count), then:
 - every documented family has at least one sample (`rondel_backend_health_checks_total` among
@@ -49,11 +49,15 @@ class EveryFamilyHasSamples(unittest.TestCase):
         cls.access_log = os.path.join(cls.dir, "access.log")
         cls.slow = Backend("slow", "--delay-ms", "300")
         cls.backends = [cls.slow, Backend("f1"), Backend("f2")]
-        cls.rondel = Rondel(make_config(
+        text = make_config(
             cls.backends, log={"access_log": cls.access_log},
             pool={"health_check": HEALTH, "capacity_slack": 0, "spill_memory": 0,
                   "hot_keys": "{ share: 5, min_count: 4 }"},
-            extra="workers: 2\n"), workdir=cls.dir)
+            extra="workers: 2\n")
+        # A second listener with a PROXY protocol header stage (its families' rows).
+        text = text.replace("pools:\n", "  - { name: pp, bind: 127.0.0.1:0, pool: p, "
+                            "proxy_protocol: { trusted: [127.0.0.0/8] } }\npools:\n", 1)
+        cls.rondel = Rondel(text, workdir=cls.dir)
 
     @classmethod
     def tearDownClass(cls):

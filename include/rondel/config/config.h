@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "rondel/core/cidr.h"
+
 namespace rondel::config {
 
 // Where a value came from in the file, for error messages and the explain API (1-based).
@@ -141,6 +143,14 @@ struct PoolConfig {
   uint32_t migrate_percent = 0;
 };
 
+// A listener's PROXY protocol header stage (`proxy_protocol`): every connection must start with
+// a v1 or v2 header, and only from a source in `trusted`; the header's address then stands for
+// the client's everywhere.
+struct ProxyProtocolConfig {
+  bool enabled = false;
+  std::vector<core::Cidr> trusted;
+};
+
 struct ListenerConfig {
   std::string name;
   Address bind;
@@ -156,6 +166,7 @@ struct ListenerConfig {
   // Append the client's address to X-Forwarded-For and set X-Forwarded-Proto (HAProxy's
   // `option forwardfor`); false passes the client's own fields through untouched.
   bool forwarded_headers = true;
+  ProxyProtocolConfig proxy_protocol;
   Position position;
 };
 

@@ -1,12 +1,27 @@
-// TcpTransport: the Transport of a plain TCP client connection (one libuv uv_tcp_t).
+// TcpTransport: the Transport of a plain TCP client connection (one libuv uv_tcp_t), with an
+// optional PROXY protocol header stage in front of the codec's bytes.
 //
-// Embedded by value in its codec: accepting and serving a connection allocates nothing. Loop
-// thread only.
+// Embedded by value in its codec: accepting and serving a connection allocates nothing (a
+// connection of a PROXY-protocol listener allocates its header parser for the header stage
+// only). Loop thread only.
 #pragma once
 
+#include <memory>
+#include <span>
+
+#include "rondel/core/cidr.h"
+#include "rondel/net/proxy_protocol.h"
 #include "rondel/net/transport.h"
 
 namespace rondel::net {
+
+// What a listener with `proxy_protocol` gives each of its connections' header stage.
+struct ProxyStageConfig {
+  std::span<const core::Cidr> trusted;  // only read by expect_proxy_header()
+  // The listener's counters; the stage keeps them alive while it runs.
+  std::shared_ptr<ProxyProtocolCounters> counters;
+  uint64_t timeout_ms = 0;  // the listener's header_timeout (the codec runs the timer)
+};
 
 class TcpTransport final : public Transport {
  public:
@@ -19,6 +34,20 @@ class TcpTransport final : public Transport {
   // a libuv error. `events` must outlive the transport (until on_transport_closed).
   int accept(uv_loop_t* loop, uv_stream_t* server, TransportEvents* events) noexcept;
 
+  // Puts a PROXY protocol header stage before the codec's bytes. Call after accept() succeeded
+  // and before start_reading(). A peer outside `cfg.trusted` is refused at once: counted
+  // (kUntrusted), returns UV_EACCES, and the caller closes. Otherwise returns 0 (UV_ENOMEM if
+  // the parser cannot be had) and the transport reads the header before the codec sees any
+  // byte: once it is whole, peer() and local_address() report the addresses it carries (LOCAL,
+  // UNKNOWN, AF_UNSPEC, AF_UNIX: the connection's own) and the bytes after it are delivered as
+  // the codec's first read. A missing or invalid header, or EOF first, is counted by reason and
+  // reported to the codec as a read error (UV_EPROTO, or the EOF/error itself); the codec
+  // closes. The codec runs the stage's timeout (cfg.timeout_ms from this call): a close() at or
+  // after that deadline while the stage is still running counts as kTimeout.
+  int expect_proxy_header(const ProxyStageConfig& cfg) noexcept;
+  // Whether the header stage is still running.
+  bool awaiting_proxy_header() const noexcept { return proxy_ != nullptr; }
+
   int start_reading() noexcept override;
   void stop_reading() noexcept override;
   int write(OutQueue& q) noexcept override;
@@ -30,7 +59,15 @@ class TcpTransport final : public Transport {
   int splice_fd() const noexcept override;
 
  private:
+  struct ProxyStage {
+    ProxyHeaderParser parser;
+    std::shared_ptr<ProxyProtocolCounters> counters;
+    uint64_t deadline_ms = 0;  // loop time
+  };
   uv_stream_t* stream() noexcept { return reinterpret_cast<uv_stream_t*>(&tcp_); }
+  // A read during the header stage: feeds the parser, ends the stage when it is decided.
+  void proxy_read(ssize_t nread, const uv_buf_t* buf) noexcept;
+  void count_reject(ProxyReject r) noexcept;
   static void on_alloc(uv_handle_t* h, size_t suggested, uv_buf_t* buf) noexcept;
   static void on_read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) noexcept;
   static void on_written(uv_write_t* req, int status) noexcept;
@@ -40,7 +77,10 @@ class TcpTransport final : public Transport {
   uv_tcp_t tcp_{};
   uv_shutdown_t shutdown_req_{};
   TransportEvents* events_ = nullptr;
-  PeerAddr peer_;
+  std::unique_ptr<ProxyStage> proxy_;  // the header stage, while it runs
+  PeerAddr peer_;                      // the connection's peer, or the PROXY header's source
+  ProxyEndpoint carried_local_;        // the PROXY header's destination, when carried_family_
+  uint8_t carried_family_ = 0;         // 0: local_address() is the socket's; 4 or 6
   bool reading_ = false;
   bool closing_ = false;
 };

@@ -46,9 +46,11 @@ class Transport {
   // Closes the connection (idempotent); on_transport_closed follows, from the loop.
   virtual void close() noexcept = 0;
   virtual bool closing() const noexcept = 0;
-  // The peer's address (read once, at accept).
+  // The client's address: the peer's (read once, at accept), or the source a PROXY protocol
+  // header carried (set before the codec's first read).
   virtual const PeerAddr& peer() const noexcept = 0;
-  // The local address the connection arrived on; false if unknown.
+  // The local address the connection arrived on (or the destination a PROXY header carried);
+  // false if unknown.
   virtual bool local_address(sockaddr_storage* out) const noexcept = 0;
   // The socket's fd when bytes written to it straight (splice) reach the peer as they are; -1
   // otherwise (TLS: the bytes must be encrypted). Default: -1.

@@ -29,6 +29,9 @@ struct PeerAddr {
   char data[16] = {};
   // Reads the peer address of `tcp`; false (family 0) if it has none.
   bool read(const uv_tcp_t* tcp) noexcept;
+  // Sets the address from network-order bytes: `af` AF_INET (4 bytes) or AF_INET6 (16); false
+  // (family 0) for another family. For an address learnt otherwise (a PROXY header).
+  bool assign(int af, const void* bytes) noexcept;
   // The IPv4 text (empty for IPv6 or unknown).
   std::string_view ipv4() const noexcept { return {data, family == 4 ? len : size_t{0}}; }
   // Writes the address as text, without port, to buf (46 bytes hold any); returns its length

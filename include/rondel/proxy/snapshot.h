@@ -12,16 +12,19 @@
 
 #include "rondel/config/config.h"
 #include "rondel/core/result.h"
+#include "rondel/net/proxy_protocol.h"
 #include "rondel/proxy/pool.h"
 
 namespace rondel::proxy {
 
 // Live state of a listener shared by every worker and carried across reloads by name: the
-// client connections it holds open, so max_connections is one limit whatever `workers` is.
+// client connections it holds open, so max_connections is one limit whatever `workers` is, and
+// the counters of its PROXY protocol header stage.
 struct ListenerState {
   explicit ListenerState(std::string n) : name(std::move(n)) {}
   const std::string name;
   std::atomic<uint32_t> open{0};
+  net::ProxyProtocolCounters proxy_protocol;
 };
 
 struct ListenerRoute {

@@ -720,3 +720,58 @@ TEST_CASE("load_string names the file it was given in every error") {
 
 }  // namespace
 }  // namespace rondel::config
+
+namespace rondel::config {
+namespace {
+
+TEST_CASE("proxy_protocol: trusted networks are read, CIDR errors are at their entry") {
+  constexpr std::string_view kOk = R"(listeners:
+  - name: edge
+    bind: 127.0.0.1:0
+    pool: p
+    proxy_protocol: {trusted: [10.0.0.0/8, "2001:db8::/32", 127.0.0.1]}
+  - {name: plain, bind: 127.0.0.1:0, pool: p}
+pools: [{name: p, backends: [{address: 127.0.0.1:9001}]}]
+)";
+  const LoadResult ok = load_string(kOk, "ok.yaml");
+  INFO(joined(error_strings(ok)));
+  REQUIRE(ok.ok());
+  const auto& pp = ok.config.listeners[0].proxy_protocol;
+  CHECK(pp.enabled);
+  REQUIRE(pp.trusted.size() == 3);
+  CHECK(pp.trusted[0].prefix == 8);
+  CHECK(pp.trusted[1].family == 6);
+  CHECK(pp.trusted[2].prefix == 32);
+  CHECK_FALSE(ok.config.listeners[1].proxy_protocol.enabled);
+
+  constexpr std::string_view kBad = R"(listeners:
+  - name: a
+    bind: 127.0.0.1:0
+    pool: p
+    proxy_protocol: {trusted: [10.0.0.1/8, 10.0.0.0/33, nonsense]}
+  - name: b
+    bind: 127.0.0.1:0
+    pool: p
+    proxy_protocol: {trusted: []}
+  - name: c
+    bind: 127.0.0.1:0
+    pool: p
+    proxy_protocol: {trust: [10.0.0.0/8]}
+pools: [{name: p, backends: [{address: 127.0.0.1:9001}]}]
+)";
+  const LoadResult r = load_string(kBad, "bad.yaml");
+  const std::vector<std::string> errs = error_strings(r);
+  INFO(joined(errs));
+  REQUIRE(errs.size() == 6);
+  CHECK(errs[0].rfind("bad.yaml:5:32: 'trusted' entry '10.0.0.1/8' is not a network (CIDR): "
+                      "address has bits set past the /8 prefix", 0) == 0);
+  CHECK(errs[1].rfind("bad.yaml:5:44: 'trusted' entry '10.0.0.0/33'", 0) == 0);
+  CHECK(errs[2].rfind("bad.yaml:5:57: 'trusted' entry 'nonsense' is not a network (CIDR): not "
+                      "an IP address", 0) == 0);
+  CHECK(errs[3].rfind("bad.yaml:9:31: 'trusted' must have at least one entry", 0) == 0);
+  CHECK(errs[4].rfind("bad.yaml:13:21: missing required key 'trusted'", 0) == 0);
+  CHECK(errs[5].rfind("bad.yaml:13:22: unknown key 'trust'", 0) == 0);
+}
+
+}  // namespace
+}  // namespace rondel::config
