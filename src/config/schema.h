@@ -55,7 +55,8 @@ constexpr string_view kListenerKeys[] = {"name",
                                          "max_header_bytes",
                                          "max_headers",
                                          "max_body_bytes",
-                                         "forwarded_headers"};
+                                         "forwarded_headers",
+                                         "tls"};
 constexpr string_view kPoolKeys[] = {"name",
                                      "algorithm",
                                      "hash_key",
@@ -89,6 +90,20 @@ constexpr string_view kPassiveKeys[] = {"consecutive_failures", "ejection_time",
 constexpr string_view kHotKeysKeys[] = {"share", "max_replicas", "window", "capacity",
                                         "min_count"};
 constexpr string_view kBackendKeys[] = {"address", "weight", "id"};
+constexpr string_view kTlsKeys[] = {"certificates", "alpn",         "min_version",
+                                    "max_version",  "ciphers",      "ciphersuites",
+                                    "groups",       "session_tickets", "ticket_key_rotation",
+                                    "client_ca",    "verify",       "handshake_timeout",
+                                    "max_handshakes"};
+constexpr string_view kTlsCertificateKeys[] = {"cert", "key"};
+constexpr Choice<uint16_t> kTlsVersions[] = {{"TLSv1.2", 0x0303}, {"TLSv1.3", 0x0304}};
+constexpr Choice<TlsVerify> kTlsVerifyModes[] = {{"none", TlsVerify::kNone},
+                                                 {"optional", TlsVerify::kOptional},
+                                                 {"required", TlsVerify::kRequired}};
+// ALPN protocols a listener may name; h2 is accepted and not offered until HTTP/2 is served.
+constexpr string_view kAlpnProtocols[] = {"http/1.1", "h2"};
+// A ticket key lives two rotations: shorter than a minute only churns keys.
+constexpr uint64_t kMinTicketRotationMs = 60000;
 constexpr string_view kAdminKeys[] = {"enabled", "bind", "hot_keys"};
 constexpr string_view kDnsKeys[] = {"nameservers", "ttl", "jitter", "timeout", "attempts"};
 // Re-resolving more often than this only loads the nameserver.

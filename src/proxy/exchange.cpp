@@ -242,6 +242,7 @@ void ClientSession::backend_ready() noexcept {
   http::ForwardRequest fwd;
   fwd.client_ip = client_ip();
   fwd.forwarded = listener_cfg_->forwarded_headers;
+  if (tls_) fwd.proto = "https";
   http::write_request_head(head, fwd, xb_->req_head_out);
   xb_->to_backend.push(xb_->req_head_out.data(), xb_->req_head_out.size());
   xb_->resp_parser.begin(head.is_head);

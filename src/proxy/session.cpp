@@ -55,9 +55,9 @@ bool ClientSession::take_exchange() noexcept {
   xb_ = worker_.take_exchange(limits_of(listener_cfg_));
   if (xb_ == nullptr) return false;
   xb_->ex = Exchange{};
-  if (tcp_.peer().family == 6) {
+  if (transport_->peer().family == 6) {
     xb_->client_ip_len =
-        static_cast<uint8_t>(tcp_.peer().format(xb_->client_ip, sizeof xb_->client_ip));
+        static_cast<uint8_t>(transport_->peer().format(xb_->client_ip, sizeof xb_->client_ip));
   }
   xb_->to_backend.req.data = this;
   size_t words = snap_ ? snap_->max_scratch_words() : 0;
@@ -81,7 +81,16 @@ void ClientSession::accept(Worker& worker, uv_stream_t* server, const std::strin
   worker.add_session(s);
   worker.stats().client_connections_open.fetch_add(1, std::memory_order_relaxed);
   worker.stats().client_connections_total.fetch_add(1, std::memory_order_relaxed);
-  if (s->tcp_.accept(worker.loop(), server, s) != 0) {
+  int accepted = 0;
+  if (route.tls != nullptr && route.config != nullptr && !worker.draining()) {
+    s->tls_ = std::make_unique<tls::TlsTransport>(route.tls, s->tcp_,
+                                               static_cast<net::TransportEvents&>(*s));
+    s->transport_ = s->tls_.get();
+    accepted = s->tls_->accept(worker.loop(), server);  // UV_EBUSY: max_handshakes (counted)
+  } else {
+    accepted = s->tcp_.accept(worker.loop(), server, s);
+  }
+  if (accepted != 0) {
     s->close_now();
     return;
   }
@@ -115,7 +124,7 @@ void ClientSession::close_now() noexcept {
   worker_.remove_session(this);
   reading_ = false;
   worker_.timeouts().clear(*this);
-  tcp_.close();
+  transport_->close();
 }
 
 void ClientSession::on_transport_closed() noexcept {
@@ -137,7 +146,7 @@ void ClientSession::linger_close() noexcept {
   phase_ = Phase::kLinger;
   // Half-close, then read and discard until the client closes (or the linger time), so the
   // response is not destroyed by a reset caused by unread request bytes.
-  if (tcp_.shutdown() != 0) {
+  if (transport_->shutdown() != 0) {
     close_now();
     return;
   }
@@ -160,9 +169,9 @@ void ClientSession::set_client_reading(bool on, bool lazy) noexcept {
   if (closing()) return;
   want_read_ = on;
   if (on && !reading_) {
-    if (tcp_.start_reading() == 0) reading_ = true;
+    if (transport_->start_reading() == 0) reading_ = true;
   } else if (!on && reading_ && !lazy) {
-    tcp_.stop_reading();
+    transport_->stop_reading();
     reading_ = false;
   }
 }
@@ -385,7 +394,7 @@ bool ClientSession::flush_to_client() noexcept {
   if (xb_ == nullptr) return true;
   if (xb_->to_client.pending) return false;
   size_t bytes = xb_->to_client.bytes;
-  int r = tcp_.write(xb_->to_client);
+  int r = transport_->write(xb_->to_client);
   if (r < 0) {
     xb_->to_client.clear();
     close_now();
@@ -496,6 +505,7 @@ void ClientSession::log_access(Outcome outcome, bool head_known) noexcept {
   l += " outcome=";
   l += kOutcome[static_cast<int>(outcome)];
   add_num("worker", worker_.id());
+  if (tls_) tls_->append_log_fields(l);
   l += '\n';
   sink.write(l);
 }

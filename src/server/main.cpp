@@ -6,6 +6,7 @@
 
 #include "rondel/config/loader.h"
 #include "rondel/server/daemon.h"
+#include "rondel/tls/server_context.h"
 
 namespace {
 
@@ -52,6 +53,8 @@ int main(int argc, char** argv) {
     return check ? 1 : 2;
   }
   if (check) {
+    // TLS certificates are loaded as a start would load them (match, expiry), each reported.
+    if (!rondel::tls::check_certificates(lr.config, stdout, stderr)) return 1;
     std::puts("OK");
     return 0;
   }

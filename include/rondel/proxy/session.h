@@ -25,6 +25,7 @@
 #include "rondel/proxy/response_sink.h"
 #include "rondel/proxy/snapshot.h"
 #include "rondel/net/tcp_transport.h"
+#include "rondel/tls/tls_transport.h"
 #include "rondel/proxy/worker.h"
 
 namespace rondel::proxy {
@@ -100,7 +101,7 @@ class ClientSession final : private net::TransportEvents, private ResponseSink, 
   bool sink_flush() noexcept override { return flush_to_client(); }
   bool sink_busy() const noexcept override { return xb_->to_client.pending; }
   ResponseSink& sink() noexcept { return *this; }
-  bool closing() const noexcept { return tcp_.closing(); }
+  bool closing() const noexcept { return transport_->closing(); }
   // Takes exchange buffers from the worker if the session has none; false if out of memory.
   bool take_exchange() noexcept;
   // Gives them back (connection idle between requests, nothing pending).
@@ -109,8 +110,8 @@ class ClientSession final : private net::TransportEvents, private ResponseSink, 
   Exchange& ex() noexcept { return xb_->ex; }
   const Exchange& ex() const noexcept { return xb_->ex; }
   std::string_view client_ip() const noexcept {
-    return tcp_.peer().family == 6 ? std::string_view{xb_->client_ip, xb_->client_ip_len}
-                                   : tcp_.peer().ipv4();
+    return transport_->peer().family == 6 ? std::string_view{xb_->client_ip, xb_->client_ip_len}
+                                   : transport_->peer().ipv4();
   }
   size_t head_bytes_pending() const noexcept {
     return xb_ != nullptr ? xb_->req_parser.head_bytes_pending() : 0;
@@ -178,8 +179,11 @@ class ClientSession final : private net::TransportEvents, private ResponseSink, 
   const Pool* listener_pool_ = nullptr;
   std::shared_ptr<ListenerState> listener_state_;
   // The client connection (its address: IPv6 formatted per exchange). The codec uses only the
-  // Transport interface of it; a TLS transport takes its place later.
+  // Transport interface, `transport_`, chosen at accept: the TCP transport itself, or on a TLS
+  // listener a TlsTransport over it.
   net::TcpTransport tcp_;
+  std::unique_ptr<tls::TlsTransport> tls_;
+  net::Transport* transport_ = &tcp_;
 
   // Client read buffer: bytes [rpos_, rlen_) are received and not yet consumed.
   char* buf_ = nullptr;
