@@ -102,8 +102,8 @@ constexpr Choice<TlsVerify> kTlsVerifyModes[] = {{"none", TlsVerify::kNone},
                                                  {"required", TlsVerify::kRequired}};
 // ALPN protocols a listener may name; h2 is accepted and not offered until HTTP/2 is served.
 constexpr string_view kAlpnProtocols[] = {"http/1.1", "h2"};
-// A ticket key lives two rotations: shorter than a minute only churns keys.
-constexpr uint64_t kMinTicketRotationMs = 60000;
+// A ticket key lives two rotations; below a second it would churn on every handshake.
+constexpr uint64_t kMinTicketRotationMs = 1000;
 constexpr string_view kAdminKeys[] = {"enabled", "bind", "hot_keys"};
 constexpr string_view kDnsKeys[] = {"nameservers", "ttl", "jitter", "timeout", "attempts"};
 // Re-resolving more often than this only loads the nameserver.

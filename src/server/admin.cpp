@@ -200,6 +200,7 @@ void Admin::handle(std::string_view method, std::string_view target, int& status
       {"/api/pools", kJson, &Admin::serve_pools},
       {"/api/route", kJson, &Admin::serve_route},
       {"/api/ring", kJson, &Admin::serve_ring},
+      {"/api/certificates", kJson, &Admin::serve_certificates},
       {"/ui", kHtml, &Admin::serve_ui},
       {"/ui/", kHtml, &Admin::serve_ui},
   };

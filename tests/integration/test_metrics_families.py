@@ -20,6 +20,7 @@ import threading
 import unittest
 
 from test_metrics_scrape import documented_names
+from tls_certs import Certs
 
 from harness import (SOURCE_DIR, Backend, Rondel, access_records, http_get, main, make_config,
                      metric_sum, raw_exchange, scrape, wait_until)
@@ -49,11 +50,16 @@ class EveryFamilyHasSamples(unittest.TestCase):
         cls.access_log = os.path.join(cls.dir, "access.log")
         cls.slow = Backend("slow", "--delay-ms", "300")
         cls.backends = [cls.slow, Backend("f1"), Backend("f2")]
-        cls.rondel = Rondel(make_config(
+        text = make_config(
             cls.backends, log={"access_log": cls.access_log},
             pool={"health_check": HEALTH, "capacity_slack": 0, "spill_memory": 0,
                   "hot_keys": "{ share: 5, min_count: 4 }"},
-            extra="workers: 2\n"), workdir=cls.dir)
+            extra="workers: 2\n")
+        # A TLS listener beside the plain one, for the certificate families.
+        cert, key = Certs().leaf("m", ["m.test"])
+        text = text.replace("pools:\n", "  - { name: secure, bind: 127.0.0.1:0, pool: p, tls: "
+                            f"{{ certificates: [ {{ cert: {cert}, key: {key} }} ] }} }}\npools:\n", 1)
+        cls.rondel = Rondel(text, workdir=cls.dir)
 
     @classmethod
     def tearDownClass(cls):

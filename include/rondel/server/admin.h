@@ -40,6 +40,8 @@ class Admin {
   int serve_route(std::string_view query, std::string& body);
   int serve_ring(std::string_view query, std::string& body);
   int serve_ui(std::string_view query, std::string& body);
+  // /api/certificates: each TLS listener's certificates, their names and expiry (no file paths).
+  int serve_certificates(std::string_view query, std::string& body);
 
   void api_pools(std::string& body);
   bool api_route(std::string_view query, std::string& body);
