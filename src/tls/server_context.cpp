@@ -161,7 +161,9 @@ std::string apply_policy(SSL_CTX* ctx, const std::string& listener, const config
       SSL_CTX_set_max_proto_version(ctx, cfg.max_version) != 1) {
     return "unsupported protocol version";
   }
-  SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
+  // Server order: every suite of the list is strong, and the best one shared wins.
+  SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION |
+                               SSL_OP_CIPHER_SERVER_PREFERENCE);
   SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
   const std::string& ciphers = cfg.ciphers.empty() ? kIntermediateCiphers : cfg.ciphers;
   if (SSL_CTX_set_cipher_list(ctx, ciphers.c_str()) != 1) {
