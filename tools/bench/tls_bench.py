@@ -13,7 +13,8 @@ the same ECDSA P-256 certificate, one test backend behind all three, run side by
 Proxies run on core 0, clients and the backend on core 1 (taskset), all on 127.0.0.1; every
 process it starts is stopped by pid at the end. Prints one table (ratios to HAProxy) and writes
 it, with the raw figures, to tools/bench/results/tls-STAMP.json. A smoke run on a shared machine
-is noisy: compare figures of one run only.
+is noisy: compare figures of one run only. Needs haproxy, nginx, wrk and openssl (tools/bench/run.sh
+installs the first three on Debian).
 """
 import argparse
 import json
