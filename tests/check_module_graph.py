@@ -38,6 +38,7 @@ LIBRARY_HEADERS = {
     "PkgConfig::XXHASH": ("xxhash.h",),
     "PkgConfig::CARES": ("ares.h", "ares_"),
     "llhttp_strict": ("llhttp.h",),
+    "PkgConfig::OPENSSL": ("openssl/",),
     "yaml-cpp": ("yaml-cpp/",),
     "prometheus-cpp::core": ("prometheus/",),
     "benchmark::benchmark": ("benchmark/",),

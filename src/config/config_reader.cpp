@@ -138,6 +138,7 @@ class ConfigReader {
       if (auto* g = m.get("max_body_bytes")) r_.read_size(*g, l.max_body_bytes, 0);
       if (auto* g = m.get("forwarded_headers")) r_.read_bool(*g, l.forwarded_headers);
       if (auto* g = m.get("proxy_protocol")) read_proxy_protocol(*g, l.proxy_protocol);
+      if (auto* g = m.get("tls")) read_tls(*g, l.tls);
       c.listeners.push_back(std::move(l));
       listener_spots_.push_back(spots);
     });
@@ -172,6 +173,71 @@ class ConfigReader {
     if (!ok || trusted.empty()) return;
     pp.enabled = true;
     pp.trusted = std::move(trusted);
+  }
+
+  void read_tls(const Field& f, TlsConfig& t) {
+    MapFields m = r_.map(f.value, quote(f.key), NodeReader::value_position(f), kTlsKeys);
+    if (!m.is_map()) return;
+    t.enabled = true;
+    t.position = NodeReader::value_position(f);
+    if (auto* g = r_.require(m, "certificates")) {
+      for_each_entry(*g, [&](const YAML::Node& node, Position fallback) {
+        MapFields cm = r_.map(node, "each entry of 'certificates'", fallback, kTlsCertificateKeys);
+        if (!cm.is_map()) return;
+        TlsCertificateConfig cert;
+        cert.position = cm.position();
+        if (auto* h = r_.require(cm, "cert")) r_.read_string(*h, cert.cert, false);
+        if (auto* h = r_.require(cm, "key")) r_.read_string(*h, cert.key, false);
+        t.certificates.push_back(std::move(cert));
+      });
+    }
+    if (auto* g = m.get("alpn")) read_alpn(*g, t.alpn);
+    if (auto* g = m.get("min_version")) r_.read_choice<uint16_t>(*g, kTlsVersions, t.min_version);
+    if (auto* g = m.get("max_version")) r_.read_choice<uint16_t>(*g, kTlsVersions, t.max_version);
+    if (t.min_version > t.max_version) {
+      r_.error(t.position, "'min_version' is above 'max_version'");
+    }
+    if (auto* g = m.get("ciphers")) r_.read_string(*g, t.ciphers, false);
+    if (auto* g = m.get("ciphersuites")) r_.read_string(*g, t.ciphersuites, false);
+    if (auto* g = m.get("groups")) r_.read_string(*g, t.groups, false);
+    if (auto* g = m.get("session_tickets")) r_.read_bool(*g, t.session_tickets);
+    if (auto* g = m.get("ticket_key_rotation")) {
+      r_.read_duration(*g, t.ticket_key_rotation_ms, kMinTicketRotationMs);
+    }
+    if (auto* g = m.get("client_ca"); g && r_.read_string(*g, t.client_ca, false)) {
+      t.verify = TlsVerify::kRequired;
+    }
+    if (auto* g = m.get("verify")) {
+      r_.read_choice<TlsVerify>(*g, kTlsVerifyModes, t.verify);
+      if (t.verify != TlsVerify::kNone && t.client_ca.empty()) {
+        r_.error(NodeReader::value_position(*g), "'verify' needs 'client_ca' (the CA bundle)");
+      }
+    }
+    if (auto* g = m.get("handshake_timeout")) r_.read_duration(*g, t.handshake_timeout_ms, 1);
+    if (auto* g = m.get("max_handshakes")) r_.read_unsigned(*g, t.max_handshakes, 1, kU32Max);
+  }
+
+  void read_alpn(const Field& f, std::vector<std::string>& out) {
+    if (!r_.read_sequence(f)) return;
+    std::vector<std::string> list;
+    for (const YAML::Node& entry : f.value) {
+      Field one{f.key, f.key_node, entry};
+      std::string name;
+      if (!r_.read_string(one, name, false)) return;
+      if (std::find(std::begin(kAlpnProtocols), std::end(kAlpnProtocols), name) ==
+          std::end(kAlpnProtocols)) {
+        r_.error(NodeReader::value_position(one),
+                 "'alpn' protocols are http/1.1 and h2, got " + quote(name));
+        return;
+      }
+      list.push_back(std::move(name));
+    }
+    if (std::find(list.begin(), list.end(), "http/1.1") == list.end()) {
+      r_.error(NodeReader::value_position(f),
+               "'alpn' must include http/1.1 (h2 is not served yet)");
+      return;
+    }
+    out = std::move(list);
   }
 
   void read_pools(const Field& f, Config& c) {

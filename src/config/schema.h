@@ -56,7 +56,7 @@ constexpr string_view kListenerKeys[] = {"name",
                                          "max_headers",
                                          "max_body_bytes",
                                          "forwarded_headers",
-                                         "proxy_protocol"};
+                                         "proxy_protocol", "tls"};
 constexpr string_view kProxyProtocolKeys[] = {"trusted"};
 constexpr string_view kPoolKeys[] = {"name",
                                      "algorithm",
@@ -99,6 +99,20 @@ constexpr string_view kPassiveKeys[] = {"consecutive_failures", "ejection_time",
 constexpr string_view kHotKeysKeys[] = {"share", "max_replicas", "window", "capacity",
                                         "min_count"};
 constexpr string_view kBackendKeys[] = {"address", "weight", "id"};
+constexpr string_view kTlsKeys[] = {"certificates", "alpn",         "min_version",
+                                    "max_version",  "ciphers",      "ciphersuites",
+                                    "groups",       "session_tickets", "ticket_key_rotation",
+                                    "client_ca",    "verify",       "handshake_timeout",
+                                    "max_handshakes"};
+constexpr string_view kTlsCertificateKeys[] = {"cert", "key"};
+constexpr Choice<uint16_t> kTlsVersions[] = {{"TLSv1.2", 0x0303}, {"TLSv1.3", 0x0304}};
+constexpr Choice<TlsVerify> kTlsVerifyModes[] = {{"none", TlsVerify::kNone},
+                                                 {"optional", TlsVerify::kOptional},
+                                                 {"required", TlsVerify::kRequired}};
+// ALPN protocols a listener may name; h2 is accepted and not offered until HTTP/2 is served.
+constexpr string_view kAlpnProtocols[] = {"http/1.1", "h2"};
+// A ticket key lives two rotations; below a second it would churn on every handshake.
+constexpr uint64_t kMinTicketRotationMs = 1000;
 constexpr string_view kAdminKeys[] = {"enabled", "bind", "hot_keys", "token_file", "state_file"};
 constexpr string_view kDnsKeys[] = {"nameservers", "ttl", "jitter", "timeout", "attempts"};
 // Re-resolving more often than this only loads the nameserver.

@@ -180,6 +180,7 @@ void Http1Session::log_access(Outcome outcome, const ExchangeState& st, bool hea
   l += " outcome=";
   l += outcome_name(outcome);
   add_num("worker", worker_.id());
+  if (tls_) tls_->append_log_fields(l);
   l += '\n';
   sink.write(l);
 }

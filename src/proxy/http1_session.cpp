@@ -73,8 +73,17 @@ void Http1Session::accept(Worker& worker, uv_stream_t* server, const std::string
   worker.add_session(s);
   worker.stats().client_connections_open.fetch_add(1, std::memory_order_relaxed);
   worker.stats().client_connections_total.fetch_add(1, std::memory_order_relaxed);
-  // The client transport: plain TCP (a TLS listener would wrap it here).
-  if (s->tcp_.accept(worker.loop(), server, s) != 0) {
+  // The client transport: plain TCP, or on a TLS listener a TlsTransport over it.
+  int accepted = 0;
+  if (route.tls != nullptr && route.config != nullptr && !worker.draining()) {
+    s->tls_ = std::make_unique<tls::TlsTransport>(route.tls, s->tcp_,
+                                                  static_cast<net::TransportEvents&>(*s));
+    s->transport_ = s->tls_.get();
+    accepted = s->tls_->accept(worker.loop(), server);  // UV_EBUSY: max_handshakes (counted)
+  } else {
+    accepted = s->tcp_.accept(worker.loop(), server, s);
+  }
+  if (accepted != 0) {
     s->close_now();
     return;
   }
@@ -327,6 +336,7 @@ ExchangeRequest Http1Session::exchange_request() noexcept {
   rq.head = &cb_->req_parser.head();
   rq.forward.client_ip = client_ip();
   rq.forward.forwarded = listener_cfg_->forwarded_headers;
+  if (tls_) rq.forward.proto = "https";
   rq.pool = listener_pool_;
   rq.body = this;
   rq.sink = this;

@@ -40,6 +40,16 @@ core::Result<std::shared_ptr<const Snapshot>> Snapshot::build(
       state = std::make_shared<ListenerState>(lc.name);
       listener_states.emplace_back(lc.name, state);
     }
+    std::shared_ptr<const tls::ServerContext> tls_ctx;
+    if (lc.tls.enabled) {
+      if (!state->ticket_keys) {
+        state->ticket_keys = std::make_shared<tls::TicketKeys>(lc.tls.ticket_key_rotation_ms);
+      }
+      auto built = tls::ServerContext::build(lc.name, lc.tls, state->ticket_keys);
+      if (!built) return built.error();
+      tls_ctx = std::move(*built);
+    }
+    snap->tls_.push_back(std::move(tls_ctx));
     snap->listener_states_.push_back(std::move(state));
   }
   return std::shared_ptr<const Snapshot>(std::move(snap));
@@ -55,7 +65,7 @@ const Pool* Snapshot::find_pool(std::string_view name) const noexcept {
 ListenerRoute Snapshot::route(std::string_view listener) const noexcept {
   for (size_t i = 0; i < cfg_.listeners.size(); ++i) {
     const auto& l = cfg_.listeners[i];
-    if (l.name == listener) return {&l, find_pool(l.pool), listener_states_[i]};
+    if (l.name == listener) return {&l, find_pool(l.pool), listener_states_[i], tls_[i]};
   }
   return {};
 }

@@ -270,6 +270,7 @@ void Admin::handle(const AdminRequest& req, AdminResponse& res) {
       {"/api/pools", kJson, &Admin::serve_pools},
       {"/api/route", kJson, &Admin::serve_route},
       {"/api/ring", kJson, &Admin::serve_ring},
+      {"/api/certificates", kJson, &Admin::serve_certificates},
       {"/ui", kHtml, &Admin::serve_ui},
       {"/ui/", kHtml, &Admin::serve_ui},
   };

@@ -2,6 +2,7 @@
 // writer; field names and shapes are what src/server/ui/index.html and the tests read.
 #include <cinttypes>
 #include <cstdio>
+#include <ctime>
 #include <utility>
 #include <vector>
 
@@ -244,6 +245,41 @@ bool Admin::api_ring(std::string_view query, std::string& out) {
   j.newline();
   out = j.take();
   return true;
+}
+
+int Admin::serve_certificates(std::string_view, std::string& out) {
+  const auto& snap = daemon_.snapshot();
+  const int64_t now = static_cast<int64_t>(std::time(nullptr));
+  JsonWriter j;
+  j.begin();
+  j.field("generation", snap->generation());
+  j.begin_array("listeners");
+  const auto& ls = snap->config().listeners;
+  for (size_t i = 0; i < ls.size(); ++i) {
+    const auto& ctx = snap->tls_contexts()[i];
+    if (!ctx) continue;
+    j.begin();
+    j.field("listener", ls[i].name);
+    j.begin_array("certificates");
+    for (const auto& c : ctx->certificates()) {
+      j.begin();
+      j.field("subject", c.subject);
+      j.begin_array("names");
+      for (const auto& n : c.names) j.value(n);
+      j.end_array();
+      j.field("not_before", c.not_before_unix);
+      j.field("not_after", c.not_after_unix);
+      j.field("expires_in_days", (c.not_after_unix - now) / 86400);
+      j.end();
+    }
+    j.end_array();
+    j.end();
+  }
+  j.end_array();
+  j.end();
+  j.newline();
+  out = j.take();
+  return 200;
 }
 
 }  // namespace rondel::server

@@ -10,6 +10,7 @@
 #include "rondel/server/ctl.h"
 #include "rondel/server/config_diff.h"
 #include "rondel/server/daemon.h"
+#include "rondel/tls/server_context.h"
 
 namespace {
 
@@ -87,6 +88,8 @@ int main(int argc, char** argv) {
   }
   if (check && !diff_file.empty()) return diff_against(lr.config, diff_file, json);
   if (check) {
+    // TLS certificates are loaded as a start would load them (match, expiry), each reported.
+    if (!rondel::tls::check_certificates(lr.config, stdout, stderr)) return 1;
     std::puts("OK");
     return 0;
   }

@@ -16,6 +16,7 @@
 #include "rondel/net/proxy_protocol.h"
 #include "rondel/server/daemon.h"
 #include "rondel/server/metrics.h"
+#include "rondel/tls/tls_stats.h"
 
 #ifndef RONDEL_VERSION
 #define RONDEL_VERSION "unknown"
@@ -159,6 +160,15 @@ constexpr Variants kRejectV{static_cast<size_t>(proxy::Reject::kCount), [](size_
 constexpr Variants kPlacementV{2, [](size_t i) {
   return proxy::placement_name(static_cast<core::PlacementVersion>(i));
 }};
+constexpr Variants kTlsFailureV{static_cast<size_t>(tls::HandshakeFailure::kCount), [](size_t i) {
+  return tls::handshake_failure_name(static_cast<tls::HandshakeFailure>(i));
+}};
+constexpr Variants kTlsVersionV{static_cast<size_t>(tls::TlsVersion::kCount), [](size_t i) {
+  return tls::tls_version_name(static_cast<tls::TlsVersion>(i));
+}};
+constexpr Variants kTlsAlpnV{static_cast<size_t>(tls::AlpnResult::kCount), [](size_t i) {
+  return tls::alpn_result_name(static_cast<tls::AlpnResult>(i));
+}};
 constexpr Variants kRouteV{proxy::kRouteReasons, [](size_t i) {
                              return proxy::route_reason_name(static_cast<core::RouteReason>(i));
                            }};
@@ -252,6 +262,20 @@ std::string hex16(uint64_t v) {
   char buf[20];
   std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
   return buf;
+}
+
+// One row per certificate of each TLS listener: its expiry, labelled by its first DNS name.
+void tls_expiry(const Scrape& s, FamilyOut& o) {
+  if (s.snap == nullptr) return;
+  const auto& ls = s.snap->config().listeners;
+  const auto& ctxs = s.snap->tls_contexts();
+  for (size_t i = 0; i < ls.size() && i < ctxs.size(); ++i) {
+    if (!ctxs[i]) continue;
+    for (const auto& c : ctxs[i]->certificates()) {
+      std::string_view name = c.names.empty() ? std::string_view(c.subject) : c.names.front();
+      o.sample({ls[i].name, name}, static_cast<double>(c.not_after_unix));
+    }
+  }
 }
 
 void build_info(const Scrape&, FamilyOut& o) { o.sample({RONDEL_VERSION}, 1); }
@@ -533,6 +557,28 @@ constexpr Family kFamilies[] = {
     {"rondel_reload_moved_key_share", kGauge, kP, Scope::kCustom,
      "Share of the key space whose natural owner changed in the last successful reload, per "
      "pool.", {}, nullptr, moved_shares},
+
+    // TLS termination.
+    {"rondel_tls_handshakes_total", kCounter, {"version"}, Scope::kDaemon,
+     "TLS handshakes completed, by protocol version.", kTlsVersionV,
+     [](const Row&, size_t i) -> Value { return d(tls::tls_stats().ok_by_version[i]); }},
+    {"rondel_tls_handshakes_alpn_total", kCounter, {"protocol"}, Scope::kDaemon,
+     "TLS handshakes completed, by the ALPN protocol chosen (none: the client offered none).",
+     kTlsAlpnV, [](const Row&, size_t i) -> Value { return d(tls::tls_stats().ok_by_alpn[i]); }},
+    {"rondel_tls_handshake_failures_total", kCounter, {"reason"}, Scope::kDaemon,
+     "TLS handshakes that did not complete, by reason.", kTlsFailureV,
+     [](const Row&, size_t i) -> Value { return d(tls::tls_stats().failed[i]); }},
+    {"rondel_tls_resumptions_total", kCounter, kNone, Scope::kDaemon,
+     "TLS handshakes that resumed a session (session ticket).", {},
+     [](const Row&, size_t) -> Value { return d(tls::tls_stats().resumed); }},
+    {"rondel_tls_handshakes_in_progress", kGauge, kNone, Scope::kDaemon,
+     "TLS handshakes under way now, every worker.", {},
+     [](const Row&, size_t) -> Value {
+       return static_cast<double>(tls::tls_stats().in_progress.load(std::memory_order_relaxed));
+     }},
+    {"rondel_tls_certificate_expiry_timestamp_seconds", kGauge, {"listener", "name"},
+     Scope::kCustom, "Unix time a loaded certificate expires, per listener and its first name.",
+     {}, nullptr, tls_expiry},
 };
 
 // A family's labels match its scope and reader: pool rows are labelled `pool` first, backend

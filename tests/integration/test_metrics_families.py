@@ -20,6 +20,7 @@ import threading
 import unittest
 
 from test_metrics_scrape import documented_names
+from tls_certs import Certs
 
 from harness import (SOURCE_DIR, Backend, Rondel, access_records, http_get, main, make_config,
                      metric_sum, raw_exchange, scrape, wait_until)
@@ -57,6 +58,10 @@ class EveryFamilyHasSamples(unittest.TestCase):
         # A second listener with a PROXY protocol header stage (its families' rows).
         text = text.replace("pools:\n", "  - { name: pp, bind: 127.0.0.1:0, pool: p, "
                             "proxy_protocol: { trusted: [127.0.0.0/8] } }\npools:\n", 1)
+        # A TLS listener beside the plain one, for the certificate families.
+        cert, key = Certs().leaf("m", ["m.test"])
+        text = text.replace("pools:\n", "  - { name: secure, bind: 127.0.0.1:0, pool: p, tls: "
+                            f"{{ certificates: [ {{ cert: {cert}, key: {key} }} ] }} }}\npools:\n", 1)
         cls.rondel = Rondel(text, workdir=cls.dir)
 
     @classmethod

@@ -151,6 +151,32 @@ struct ProxyProtocolConfig {
   std::vector<core::Cidr> trusted;
 };
 
+// TLS termination on a listener (docs/configuration.md, `tls`). Certificate files are read and
+// checked when a Snapshot is built (rondel_tls), not here.
+struct TlsCertificateConfig {
+  std::string cert;  // PEM: the certificate, then its chain
+  std::string key;   // PEM private key
+  Position position;
+};
+enum class TlsVerify : uint8_t { kNone, kOptional, kRequired };
+struct TlsConfig {
+  bool enabled = false;                          // the listener has a `tls` section
+  std::vector<TlsCertificateConfig> certificates;  // the first is the default (no SNI match)
+  std::vector<std::string> alpn = {"http/1.1"};  // server preference; h2 is not served yet
+  uint16_t min_version = 0x0303;                 // TLS 1.2 (wire version numbers)
+  uint16_t max_version = 0x0304;                 // TLS 1.3
+  std::string ciphers;        // TLS 1.2 cipher list; "" = Mozilla intermediate
+  std::string ciphersuites;   // TLS 1.3 suites; "" = Mozilla intermediate
+  std::string groups;         // key-exchange groups; "" = Mozilla intermediate
+  bool session_tickets = true;
+  uint64_t ticket_key_rotation_ms = 3600000;     // a new ticket key this often; tickets live 2x
+  std::string client_ca;                         // PEM bundle for client certificates; "" = off
+  TlsVerify verify = TlsVerify::kNone;           // kRequired by default once client_ca is set
+  uint64_t handshake_timeout_ms = 10000;
+  uint32_t max_handshakes = 1000;                // in progress per worker; excess closed
+  Position position;
+};
+
 struct ListenerConfig {
   std::string name;
   Address bind;
@@ -167,6 +193,7 @@ struct ListenerConfig {
   // `option forwardfor`); false passes the client's own fields through untouched.
   bool forwarded_headers = true;
   ProxyProtocolConfig proxy_protocol;
+  TlsConfig tls;
   Position position;
 };
 

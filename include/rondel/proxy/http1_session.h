@@ -19,6 +19,7 @@
 #include "rondel/http/writer.h"
 #include "rondel/net/out_queue.h"
 #include "rondel/net/tcp_transport.h"
+#include "rondel/tls/tls_transport.h"
 #include "rondel/net/timeout_queue.h"
 #include "rondel/proxy/body_source.h"
 #include "rondel/proxy/exchange.h"
@@ -103,8 +104,8 @@ class Http1Session final : private net::TransportEvents,
   // The exchange's end: access log, metrics, then keep-alive or close.
   void on_exchange_done(Exchange& ex, Outcome outcome) noexcept override;
 
-  net::Transport& transport() noexcept { return tcp_; }
-  const net::Transport& transport() const noexcept { return tcp_; }
+  net::Transport& transport() noexcept { return *transport_; }
+  const net::Transport& transport() const noexcept { return *transport_; }
   bool closing() const noexcept { return transport().closing(); }
   // Takes the codec buffers and an Exchange from the worker if the session has none; false if
   // out of memory.
@@ -151,8 +152,11 @@ class Http1Session final : private net::TransportEvents,
   const config::ListenerConfig* listener_cfg_ = nullptr;
   const Pool* listener_pool_ = nullptr;
   std::shared_ptr<ListenerState> listener_state_;
-  // The client connection. The codec uses only the Transport interface of it (transport()).
+  // The client connection. The codec uses only the Transport interface of it (transport()),
+  // chosen at accept: the TCP transport itself, or on a TLS listener a TlsTransport over it.
   net::TcpTransport tcp_;
+  std::unique_ptr<tls::TlsTransport> tls_;
+  net::Transport* transport_ = &tcp_;
 
   // Client read buffer: bytes [rpos_, rlen_) are received and not yet parsed.
   char* buf_ = nullptr;

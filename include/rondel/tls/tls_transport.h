@@ -1,0 +1,95 @@
+// TlsTransport: the Transport of a TLS client connection, for the codec exactly like a plain one.
+//
+// It is the TransportEvents of the connection's TcpTransport (anything below TLS, such as a PROXY
+// header, stays in the TCP transport): ciphertext read from it is fed to OpenSSL through a memory
+// BIO, plaintext is decrypted into the codec's own read buffer, and the codec's writes are
+// encrypted into an output buffer written through the TCP transport with the same contract (one
+// write pending at a time; backpressure until the ciphertext is taken by the kernel). Reads reach
+// the codec only once the handshake is complete. A handshake has a timeout and takes one of the
+// worker's max_handshakes slots until it ends. Loop thread only.
+#pragma once
+
+#include <uv.h>
+
+#include <memory>
+#include <string>
+
+#include "rondel/net/tcp_transport.h"
+#include "rondel/tls/server_context.h"
+#include "rondel/tls/tls_stats.h"
+
+typedef struct ssl_st SSL;
+typedef struct bio_st BIO;
+
+namespace rondel::tls {
+
+class TlsTransport final : public net::Transport, private net::TransportEvents {
+ public:
+  // `tcp` (the connection's socket, owned by the caller) and `events` (the codec) must outlive
+  // this transport (until on_transport_closed); `ctx` is held until then.
+  TlsTransport(std::shared_ptr<const ServerContext> ctx, net::TcpTransport& tcp,
+               net::TransportEvents& events) noexcept;
+  ~TlsTransport() override;
+  TlsTransport(const TlsTransport&) = delete;
+  TlsTransport& operator=(const TlsTransport&) = delete;
+
+  // Accepts the connection on `tcp` and starts the handshake. Non-zero (a libuv error, or
+  // UV_EBUSY when the worker already runs max_handshakes, counted): the caller closes.
+  int accept(uv_loop_t* loop, uv_stream_t* server) noexcept;
+
+  int start_reading() noexcept override;
+  void stop_reading() noexcept override;
+  int write(net::OutQueue& q) noexcept override;
+  int shutdown() noexcept override;
+  void close() noexcept override;
+  bool closing() const noexcept override { return closing_; }
+  const net::PeerAddr& peer() const noexcept override { return tcp_.peer(); }
+  bool local_address(sockaddr_storage* out) const noexcept override {
+    return tcp_.local_address(out);
+  }
+
+  // Appends " tls_version=V sni=NAME tls_resumed=0|1" (access log) once the handshake is done.
+  void append_log_fields(std::string& line) const;
+
+ private:
+  // The TCP transport's side.
+  void on_transport_alloc(uv_buf_t* buf) noexcept override;
+  void on_transport_read(ssize_t n) noexcept override;
+  void on_transport_written(int status) noexcept override;
+  void on_transport_closed() noexcept override;
+
+  void continue_handshake() noexcept;
+  void handshake_done() noexcept;
+  void handshake_failed(HandshakeFailure why) noexcept;
+  void end_handshake() noexcept;  // gives the in-progress slot back, stops its timer
+  // Decrypts what is buffered into the codec while it reads; EOF/errors are passed on.
+  void deliver() noexcept;
+  // Writes the ciphertext waiting in out_next_ unless a write is pending; < 0 on error.
+  int flush_wire() noexcept;
+  static void on_timer(uv_timer_t* t) noexcept;
+  static void on_timer_closed(uv_handle_t* h) noexcept;
+  static int wire_write(BIO* b, const char* data, int len) noexcept;
+  friend struct WireBio;
+
+  std::shared_ptr<const ServerContext> ctx_;
+  net::TcpTransport& tcp_;
+  net::TransportEvents& events_;
+  SSL* ssl_ = nullptr;
+  BIO* rbio_ = nullptr;         // ciphertext from the peer (memory BIO, owned by ssl_)
+  uv_timer_t timer_{};          // handshake timeout, then deferred delivery after start_reading
+  net::OutQueue wire_q_;        // the write in flight on tcp_
+  std::string out_flight_;      // ciphertext being written
+  std::string out_next_;        // ciphertext produced since (appended by the BIO)
+  int pending_closes_ = 0;
+  bool reading_ = false;        // the codec wants plaintext
+  bool handshaking_ = false;    // holds an in-progress slot
+  bool established_ = false;
+  bool peer_eof_ = false;       // the TCP side ended (delivered once the plaintext is drained)
+  bool codec_write_pending_ = false;
+  bool shutdown_after_flush_ = false;
+  bool closing_ = false;
+  bool timer_open_ = false;
+  net::OutQueue* codec_q_ = nullptr;
+};
+
+}  // namespace rondel::tls
