@@ -12,6 +12,7 @@
 #include "rondel/server/admin.h"
 #include "rondel/server/discovery.h"
 #include "rondel/server/metrics.h"
+#include "systemd_notify.h"
 
 namespace rondel::server {
 
@@ -118,6 +119,7 @@ bool Daemon::start(config::Config cfg) {
                " workers=" + std::to_string(workers_));
   base_cfg_ = std::move(cfg);
   started_ = true;
+  SystemdNotify::ready("serving generation=" + std::to_string(generation_));
   return true;
 }
 
@@ -305,6 +307,7 @@ void Daemon::stop_threads() noexcept {
 bool Daemon::reload() {
   if (draining_) return false;
   log_.log(proxy::Level::kInfo, "reload_started", "config=" + config_path_);
+  SystemdNotify::reloading();
   config::LoadResult lr = config::load_file(config_path_);
   if (!lr.ok()) {
     for (const auto& e : lr.errors) log_.log(proxy::Level::kError, "reload_error", e.to_string());
@@ -312,6 +315,7 @@ bool Daemon::reload() {
     log_.log(proxy::Level::kError, "reload_failed",
              "errors=" + std::to_string(lr.errors.size()) + " keeping=generation:" +
                  std::to_string(worker_->snapshot()->generation()));
+    notify_reload_failed();
     return false;
   }
   discovery_->add(lr.config);
@@ -334,12 +338,14 @@ bool Daemon::finish_reload(config::Config cfg) {
     log_.log(proxy::Level::kError, "reload_failed", snap.error().message);
     reload_stats_.failed.fetch_add(1);
     discovery_->retain(base_cfg_);
+    notify_reload_failed();
     return false;
   }
   if (!apply_listeners(cfg, false)) {
     reload_stats_.failed.fetch_add(1);
     log_.log(proxy::Level::kError, "reload_failed", "reason=listener");
     discovery_->retain(base_cfg_);
+    notify_reload_failed();
     return false;
   }
   ++generation_;
@@ -359,7 +365,14 @@ bool Daemon::finish_reload(config::Config cfg) {
   reload_stats_.ok.fetch_add(1);
   reload_stats_.last_ok_unix = std::time(nullptr);
   log_.log(proxy::Level::kInfo, "reload_ok", "generation=" + std::to_string(generation_));
+  SystemdNotify::ready("serving generation=" + std::to_string(generation_) + " (reload ok)");
   return true;
+}
+
+void Daemon::notify_reload_failed() noexcept {
+  // The old configuration keeps serving: the service is ready again, with the failure in STATUS.
+  SystemdNotify::ready("serving generation=" + std::to_string(generation_) +
+                       " (reload failed, kept the running configuration)");
 }
 
 void Daemon::on_dns_change() {
@@ -442,6 +455,7 @@ void Daemon::shutdown() {
   }
   log_.log(proxy::Level::kInfo, "shutdown_started",
            "in_flight=" + std::to_string(total_exchanges()));
+  SystemdNotify::stopping("draining in_flight=" + std::to_string(total_exchanges()));
   for (auto& e : listeners_) {
     if (e.listener != nullptr) e.listener->close();
   }

@@ -7,13 +7,17 @@
 #include "rondel/config/loader.h"
 #include "rondel/server/daemon.h"
 
+#ifndef RONDEL_VERSION
+#define RONDEL_VERSION "unknown"
+#endif
+
 namespace {
 
 void usage(FILE* to) {
   std::fputs(
       "usage: rondel -f FILE        serve with the configuration in FILE\n"
       "       rondel -c -f FILE     check FILE: prints OK (exit 0) or every error (exit 1)\n"
-      "       rondel --version\n"
+      "       rondel -v | -V | --version   print the version\n"
       "signals: SIGHUP reloads FILE, SIGTERM/SIGINT drain and exit, SIGUSR1 reopens logs\n",
       to);
 }
@@ -32,8 +36,9 @@ int main(int argc, char** argv) {
     } else if (a == "-h" || a == "--help") {
       usage(stdout);
       return 0;
-    } else if (a == "--version") {
-      std::puts("rondel 0.1.0");
+    } else if (a == "-v" || a == "-V" || a == "--version") {
+      // -v and -V as HAProxy and nginx operators type them.
+      std::puts("rondel " RONDEL_VERSION);
       return 0;
     } else {
       std::fprintf(stderr, "rondel: unknown argument '%s'\n", a.c_str());

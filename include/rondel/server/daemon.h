@@ -78,6 +78,8 @@ class Daemon {
   core::Result<std::shared_ptr<const proxy::Snapshot>> build_snapshot(const config::Config& cfg,
                                                                       uint64_t generation);
   bool finish_reload(config::Config cfg);
+  // Tells systemd (Type=notify) that a reload ended without changing the configuration.
+  void notify_reload_failed() noexcept;
   // Logs `msg pool=X share=Y` per pool of `next` and returns the shares.
   std::vector<std::pair<std::string, double>> report_moved(const proxy::Snapshot& prev,
                                                            const proxy::Snapshot& next,
