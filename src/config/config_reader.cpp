@@ -100,6 +100,10 @@ class ConfigReader {
     if (auto* g = m.get("level"); g && r_.read_choice<int>(*g, kLogLevels, level)) {
       log.level = g->value.Scalar();
     }
+    int format = 0;
+    if (auto* g = m.get("access_format"); g && r_.read_choice<int>(*g, kAccessFormats, format)) {
+      log.access_format = g->value.Scalar();
+    }
   }
 
   bool read_name(const MapFields& m, std::string& out, Position& at) {

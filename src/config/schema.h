@@ -43,7 +43,7 @@ constexpr uint64_t kMaxHotKeys = 10000;
 
 constexpr string_view kRootKeys[] = {"workers", "drain_timeout", "log",  "listeners",
                                      "pools",   "admin",         "dns"};
-constexpr string_view kLogKeys[] = {"access_log", "error_log", "level"};
+constexpr string_view kLogKeys[] = {"access_log", "error_log", "level", "access_format"};
 constexpr string_view kListenerKeys[] = {"name",
                                          "bind",
                                          "pool",
@@ -108,5 +108,6 @@ constexpr Choice<MissingKeyPolicy> kMissingKeyPolicies[] = {
     {"uri", MissingKeyPolicy::kHashUri},
     {"reject", MissingKeyPolicy::kReject}};
 constexpr Choice<int> kLogLevels[] = {{"debug", 0}, {"info", 1}, {"warn", 2}, {"error", 3}};
+constexpr Choice<int> kAccessFormats[] = {{"text", 0}, {"json", 1}};
 
 }  // namespace rondel::config::schema

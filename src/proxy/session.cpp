@@ -455,48 +455,28 @@ void ClientSession::on_timeout(net::Timeout* t) noexcept {
 void ClientSession::log_access(Outcome outcome, bool head_known) noexcept {
   LogSink& sink = worker_.access_log();
   if (!sink.enabled() || xb_ == nullptr) return;
-  std::string_view method = "-", target = "-";
+  AccessRecord r;
   if (head_known && xb_ != nullptr) {
-    method = xb_->req_parser.head().method;
-    target = xb_->req_parser.head().target;
+    r.method = xb_->req_parser.head().method;
+    r.target = xb_->req_parser.head().target;
   }
-  std::string& l = worker_.log_line();
-  l.clear();
-  char num[32];
-  auto add_num = [&](std::string_view k, uint64_t v) {
-    l += ' ';
-    l += k;
-    l += '=';
-    int n = std::snprintf(num, sizeof num, "%llu", static_cast<unsigned long long>(v));
-    l.append(num, static_cast<size_t>(n));
-  };
-  l += "access client=";
-  l += client_ip();
-  l += " method=";
-  l += method;
-  l += " target=";
-  l += target;
-  add_num("status", ex().status);
-  add_num("bytes_in", bytes_from_client_);
-  add_num("bytes_out", bytes_to_client_);
-  l += " pool=";
-  if (ex().pool != nullptr) l += ex().pool->name();
-  else if (listener_pool_ != nullptr) l += listener_pool_->name();  // refused before any exchange
-  l += " backend=";
-  if (ex().backend != core::kNoBackend) l += ex().pool->backend(ex().backend).id();
-  else l += '-';
-  l += " owner=";
-  if (ex().owner != core::kNoBackend && ex().keyed) l += ex().pool->backend(ex().owner).id();
-  else l += '-';
-  add_num("hops", ex().hops);
-  add_num("attempts", ex().attempts);
-  add_num("duration_us", (uv_hrtime() - ex().start_ns) / 1000);
+  r.client = client_ip();
+  r.status = ex().status;
+  r.bytes_in = bytes_from_client_;
+  r.bytes_out = bytes_to_client_;
+  if (ex().pool != nullptr) r.pool = ex().pool->name();
+  else if (listener_pool_ != nullptr) r.pool = listener_pool_->name();  // refused before any exchange
+  if (ex().backend != core::kNoBackend) r.backend = ex().pool->backend(ex().backend).id();
+  if (ex().owner != core::kNoBackend && ex().keyed) r.owner = ex().pool->backend(ex().owner).id();
+  r.hops = ex().hops;
+  r.attempts = ex().attempts;
+  r.duration_us = (uv_hrtime() - ex().start_ns) / 1000;
   static constexpr std::string_view kOutcome[] = {"ok", "client_abort", "backend_error",
                                                   "timeout", "rejected"};
-  l += " outcome=";
-  l += kOutcome[static_cast<int>(outcome)];
-  add_num("worker", worker_.id());
-  l += '\n';
+  r.outcome = kOutcome[static_cast<int>(outcome)];
+  r.worker = worker_.id();
+  std::string& l = worker_.log_line();
+  format_access(r, sink.format(), l);
   sink.write(l);
 }
 

@@ -67,12 +67,15 @@ bool Daemon::start(config::Config cfg) {
   }
   proxy::Level level = proxy::Level::kInfo;
   proxy::parse_level(cfg.log.level, level);
+  proxy::AccessFormat access_format = proxy::AccessFormat::kText;
+  proxy::parse_access_format(cfg.log.access_format, access_format);
+  access_sink_.set_format(access_format);
   log_.set_level(level);
   workers_ = cfg.workers < 1 ? 1 : cfg.workers;
   worker_ = std::make_unique<proxy::Worker>(&loop_, log_, access_sink_, stats_, 0);
   for (uint32_t id = 1; id < workers_; ++id) {
     threads_.push_back(std::make_unique<WorkerThread>(id, stats_, cfg.log.access_log,
-                                                      cfg.log.error_log, level));
+                                                      cfg.log.error_log, level, access_format));
   }
   discovery_ = std::make_unique<Discovery>(&loop_, log_, [this] { on_dns_change(); });
   health_ = std::make_unique<proxy::HealthChecker>(

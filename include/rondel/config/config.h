@@ -142,6 +142,7 @@ struct LogConfig {
   std::string access_log;               // "" = off, "-" = stdout, else a file path
   std::string error_log = "-";          // "-" = stderr
   std::string level = "info";           // debug | info | warn | error
+  std::string access_format = "text";   // text | json (one JSON object per line); fixed at start
 };
 
 struct Config {
