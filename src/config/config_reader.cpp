@@ -72,6 +72,7 @@ class ConfigReader {
     if (auto* f = r_.require(top, "listeners")) read_listeners(*f, c);
     if (auto* f = r_.require(top, "pools")) read_pools(*f, c);
     if (auto* f = top.get("admin")) read_admin(*f, c.admin);
+    if (auto* f = top.get("config_watch")) read_config_watch(*f, c.config_watch);
     check_listeners(c);
     return c;
   }
@@ -477,6 +478,15 @@ class ConfigReader {
     if (bind && r_.read_address(*bind, a.bind, false, true))
       admin_bind_ = NodeReader::value_position(*bind);
     if (auto* g = m.get("hot_keys")) r_.read_unsigned(*g, a.hot_keys, 0, kMaxHotKeys);
+  }
+
+  // `config_watch:` present means on, unless it says `enabled: false`.
+  void read_config_watch(const Field& f, ConfigWatchConfig& w) {
+    MapFields m = r_.map(f.value, quote(f.key), NodeReader::value_position(f), kConfigWatchKeys);
+    if (!m.is_map()) return;
+    w.enabled = true;
+    if (auto* g = m.get("enabled")) r_.read_bool(*g, w.enabled);
+    if (auto* g = m.get("debounce")) r_.read_duration(*g, w.debounce_ms, 1);
   }
 
   // Unique listener names and binds; every listener's pool exists; admin bind not taken.

@@ -42,7 +42,9 @@ constexpr uint64_t kMaxMaglevTableSize = core::kMaglevMaxTableSize;
 constexpr uint64_t kMaxHotKeys = 10000;
 
 constexpr string_view kRootKeys[] = {"workers", "drain_timeout", "log",  "listeners",
-                                     "pools",   "admin",         "dns"};
+                                     "pools",   "admin",         "dns",
+                                     "config_watch"};
+constexpr string_view kConfigWatchKeys[] = {"enabled", "debounce"};
 constexpr string_view kLogKeys[] = {"access_log", "error_log", "level", "access_format"};
 constexpr string_view kListenerKeys[] = {"name",
                                          "bind",

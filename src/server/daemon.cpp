@@ -12,6 +12,7 @@
 #include "rondel/server/admin.h"
 #include "rondel/server/discovery.h"
 #include "rondel/server/metrics.h"
+#include "config_watch.h"
 #include "systemd_notify.h"
 
 namespace rondel::server {
@@ -52,6 +53,7 @@ Daemon::Daemon(std::string config_path) : config_path_(std::move(config_path)) {
 Daemon::~Daemon() {
   stop_threads();  // they call the metrics hook and use stats_: join before anything goes
   admin_.reset();
+  watch_.reset();
   health_.reset();
   discovery_.reset();
   worker_.reset();
@@ -122,6 +124,8 @@ bool Daemon::start(config::Config cfg) {
                " workers=" + std::to_string(workers_));
   base_cfg_ = std::move(cfg);
   started_ = true;
+  watch_ = std::make_unique<ConfigWatch>(&loop_, config_path_, log_, [this] { reload(); });
+  watch_->configure(base_cfg_.config_watch.enabled, base_cfg_.config_watch.debounce_ms);
   SystemdNotify::ready("serving generation=" + std::to_string(generation_));
   return true;
 }
@@ -361,6 +365,7 @@ bool Daemon::finish_reload(config::Config cfg) {
   publish(*snap);
   base_cfg_ = std::move(cfg);
   discovery_->retain(base_cfg_);
+  watch_->configure(base_cfg_.config_watch.enabled, base_cfg_.config_watch.debounce_ms);
   after_publish(old);
   old.reset();
   registry_.prune();
@@ -511,6 +516,7 @@ void Daemon::finish_shutdown() noexcept {
   pending_.reset();
   health_->stop();
   discovery_->stop();
+  if (watch_) watch_->stop();
   worker_->close_all();
   for (auto& t : threads_) t->stop();  // each closes its sessions and pooled connections
   if (admin_) admin_->close();

@@ -145,6 +145,12 @@ struct LogConfig {
   std::string access_format = "text";   // text | json (one JSON object per line); fixed at start
 };
 
+// Reload when the configuration file changes (docs/configuration.md, `config_watch`).
+struct ConfigWatchConfig {
+  bool enabled = false;
+  uint64_t debounce_ms = 500;           // quiet time after the last change before the reload
+};
+
 struct Config {
   std::string file;                     // path the configuration was read from
   uint32_t workers = 1;
@@ -154,6 +160,7 @@ struct Config {
   std::vector<PoolConfig> pools;
   AdminConfig admin;
   LogConfig log;
+  ConfigWatchConfig config_watch;
 };
 
 }  // namespace rondel::config

@@ -23,6 +23,7 @@
 namespace rondel::server {
 
 class Admin;
+class ConfigWatch;
 class Discovery;
 class Metrics;
 
@@ -116,6 +117,7 @@ class Daemon {
   uint64_t pending_deadline_ms_ = 0;
   std::unique_ptr<proxy::HealthChecker> health_;
   std::unique_ptr<Discovery> discovery_;
+  std::unique_ptr<ConfigWatch> watch_;  // config_watch: reload when the file changes
   bool started_ = false;
 
   struct ListenerEntry {
