@@ -90,7 +90,7 @@ constexpr string_view kPassiveKeys[] = {"consecutive_failures", "ejection_time",
                                         "max_ejected_percent"};
 constexpr string_view kHotKeysKeys[] = {"share", "max_replicas", "window", "capacity",
                                         "min_count"};
-constexpr string_view kBackendKeys[] = {"address", "weight", "id"};
+constexpr string_view kBackendKeys[] = {"address", "weight", "id", "srv"};
 constexpr string_view kAdminKeys[] = {"enabled", "bind", "hot_keys"};
 constexpr string_view kDnsKeys[] = {"nameservers", "ttl", "jitter", "timeout", "attempts"};
 // Re-resolving more often than this only loads the nameserver.

@@ -39,11 +39,16 @@ struct HashKey {
   std::string name;  // header, cookie or query-parameter name; empty for uri/path/src
 };
 
+// How a backend entry named by DNS is looked up: its A/AAAA records (`address: NAME:PORT`), or
+// its SRV records (`srv: _service._proto.NAME`), which carry the ports and weights.
+enum class NameLookup : uint8_t { kAddress, kSrv };
+
 struct BackendConfig {
-  Address address;
+  Address address;     // kSrv: host = the SRV name, port 0, is_name true
   std::string id;      // stable identity used for placement; defaults to address.to_string()
   uint32_t weight = 1; // 0 = drained: never chosen, never a crash
   Position position;
+  NameLookup lookup = NameLookup::kAddress;
 };
 
 struct HealthCheckConfig {
