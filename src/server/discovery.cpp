@@ -7,7 +7,6 @@
 #include <netinet/in.h>
 
 #include <algorithm>
-#include <map>
 #include <set>
 
 #include "rondel/core/hash.h"
@@ -78,8 +77,6 @@ std::set<std::string> addresses_of(const ares_addrinfo* res) {
   return found;
 }
 
-}  // namespace
-
 // One backend a resolver found: its id, the address to connect to, and (SRV) its weight.
 struct Found {
   std::string id;      // A/AAAA: IP:PORT; SRV: TARGET:PORT
@@ -88,6 +85,8 @@ struct Found {
   uint32_t weight = 0; // SRV only (the record's weight, at least 1); 0: the entry's weight
   bool operator==(const Found&) const = default;
 };
+
+}  // namespace
 
 class Resolver;
 
