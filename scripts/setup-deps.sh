@@ -6,9 +6,11 @@ set -euo pipefail
 
 build_pkgs=(g++ make cmake pkg-config libuv1-dev node-llhttp libyaml-cpp-dev libxxhash-dev
             prometheus-cpp-dev doctest-dev libbenchmark-dev libc-ares-dev
-            libssl-dev libnghttp2-dev libsystemd-dev)
+            libssl-dev libnghttp2-dev libsystemd-dev
+            python3)  # CMake's find_package(Python3): a bare Debian image (Dockerfile) lacks it
 test_pkgs=(curl wrk python3 procps xxhash varnish dnsmasq-base prometheus chromium slowhttptest
-           stress-ng openssl nghttp2-client testssl.sh clang)
+           stress-ng openssl nghttp2-client testssl.sh clang
+           python3-yaml logrotate)  # test_deploy_files: the k8s manifests parse, logrotate -d
 bench_pkgs=(haproxy nginx-light wrk util-linux)
 
 want=("${build_pkgs[@]}")

@@ -72,6 +72,7 @@ class ConfigReader {
     if (auto* f = r_.require(top, "listeners")) read_listeners(*f, c);
     if (auto* f = r_.require(top, "pools")) read_pools(*f, c);
     if (auto* f = top.get("admin")) read_admin(*f, c.admin);
+    if (auto* f = top.get("config_watch")) read_config_watch(*f, c.config_watch);
     check_listeners(c);
     return c;
   }
@@ -99,6 +100,10 @@ class ConfigReader {
     int level = 0;
     if (auto* g = m.get("level"); g && r_.read_choice<int>(*g, kLogLevels, level)) {
       log.level = g->value.Scalar();
+    }
+    int format = 0;
+    if (auto* g = m.get("access_format"); g && r_.read_choice<int>(*g, kAccessFormats, format)) {
+      log.access_format = g->value.Scalar();
     }
   }
 
@@ -547,6 +552,17 @@ class ConfigReader {
       b.position = m.position();
       bool ok = true;
       Position id_at;
+      if (const Field* s = m.get("srv")) {
+        if (!read_srv_backend(m, *s, b)) return;
+        auto [it, inserted] = first_line.emplace(b.id, NodeReader::value_position(*s).line);
+        if (!inserted) {
+          r_.error(NodeReader::value_position(*s), "duplicate SRV name " + quote(b.address.host) +
+                                                       " (first at line " +
+                                                       std::to_string(it->second) + ")");
+        }
+        p.backends.push_back(std::move(b));
+        return;
+      }
       if (auto* g = r_.require(m, "address"); g && r_.read_address(*g, b.address, true, false)) {
         id_at = NodeReader::value_position(*g);
         b.id = b.address.to_string();
@@ -597,6 +613,34 @@ class ConfigReader {
                          "has weight 0; at least one needs a positive weight");
       }
     }
+  }
+
+  // A backend entry `srv: _service._proto.NAME`: every target of the name's SRV records (lowest
+  // priority) is a backend; the records give the ports and weights, so `address`, `weight` and
+  // `id` are refused next to it.
+  bool read_srv_backend(const MapFields& m, const Field& s, BackendConfig& b) {
+    bool ok = true;
+    for (const char* key : {"address", "weight", "id"}) {
+      if (const Field* g = m.get(key)) {
+        r_.error(NodeReader::position_of(g->key_node),
+                 quote(key) + " cannot be set next to 'srv': the SRV records give each target's "
+                              "port and weight, and its id TARGET:PORT");
+        ok = false;
+      }
+    }
+    std::string name;
+    if (!r_.read_string(s, name, false)) return false;
+    if (!name.empty() && name.back() == '.') name.pop_back();  // the root: "x.example." = "x.example"
+    Address a;
+    if (address_problem(name + ":1", true, a) != nullptr || !a.is_name) {
+      r_.error(NodeReader::value_position(s),
+               "'srv' must be a DNS name such as _http._tcp.cache.example, got " + quote(name));
+      return false;
+    }
+    b.address = Address{name, 0, true};
+    b.id = "srv:" + name;  // never a backend's id: only for the duplicate check
+    b.lookup = NameLookup::kSrv;
+    return ok;
   }
 
   void read_dns(const Field& f, DnsConfig& d) {
@@ -650,6 +694,15 @@ class ConfigReader {
     if (auto* g = m.get("hot_keys")) r_.read_unsigned(*g, a.hot_keys, 0, kMaxHotKeys);
     if (auto* g = m.get("token_file")) r_.read_string(*g, a.token_file, false);
     if (auto* g = m.get("state_file")) r_.read_string(*g, a.state_file, false);
+  }
+
+  // `config_watch:` present means on, unless it says `enabled: false`.
+  void read_config_watch(const Field& f, ConfigWatchConfig& w) {
+    MapFields m = r_.map(f.value, quote(f.key), NodeReader::value_position(f), kConfigWatchKeys);
+    if (!m.is_map()) return;
+    w.enabled = true;
+    if (auto* g = m.get("enabled")) r_.read_bool(*g, w.enabled);
+    if (auto* g = m.get("debounce")) r_.read_duration(*g, w.debounce_ms, 1);
   }
 
   // Unique listener names and binds; every listener's pool exists; admin bind not taken.

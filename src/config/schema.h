@@ -42,8 +42,10 @@ constexpr uint64_t kMaxMaglevTableSize = core::kMaglevMaxTableSize;
 constexpr uint64_t kMaxHotKeys = 10000;
 
 constexpr string_view kRootKeys[] = {"workers", "drain_timeout", "log",  "listeners",
-                                     "pools",   "admin",         "dns"};
-constexpr string_view kLogKeys[] = {"access_log", "error_log", "level"};
+                                     "pools",   "admin",         "dns",
+                                     "config_watch"};
+constexpr string_view kConfigWatchKeys[] = {"enabled", "debounce"};
+constexpr string_view kLogKeys[] = {"access_log", "error_log", "level", "access_format"};
 constexpr string_view kListenerKeys[] = {"name",
                                          "bind",
                                          "pool",
@@ -98,7 +100,7 @@ constexpr string_view kPassiveKeys[] = {"consecutive_failures", "ejection_time",
                                         "max_ejected_percent"};
 constexpr string_view kHotKeysKeys[] = {"share", "max_replicas", "window", "capacity",
                                         "min_count"};
-constexpr string_view kBackendKeys[] = {"address", "weight", "id"};
+constexpr string_view kBackendKeys[] = {"address", "weight", "id", "srv"};
 constexpr string_view kTlsKeys[] = {"certificates", "alpn",         "min_version",
                                     "max_version",  "ciphers",      "ciphersuites",
                                     "groups",       "session_tickets", "ticket_key_rotation",
@@ -134,5 +136,6 @@ constexpr Choice<MissingKeyPolicy> kMissingKeyPolicies[] = {
     {"uri", MissingKeyPolicy::kHashUri},
     {"reject", MissingKeyPolicy::kReject}};
 constexpr Choice<int> kLogLevels[] = {{"debug", 0}, {"info", 1}, {"warn", 2}, {"error", 3}};
+constexpr Choice<int> kAccessFormats[] = {{"text", 0}, {"json", 1}};
 
 }  // namespace rondel::config::schema

@@ -141,47 +141,32 @@ void Http1Session::send_continue() noexcept {
 void Http1Session::log_access(Outcome outcome, const ExchangeState& st, bool head_known) noexcept {
   LogSink& sink = worker_.access_log();
   if (!sink.enabled() || cb_ == nullptr) return;
-  std::string_view method = "-", target = "-";
+  AccessRecord r;
   if (head_known) {
-    method = cb_->req_parser.head().method;
-    target = cb_->req_parser.head().target;
+    r.method = cb_->req_parser.head().method;
+    r.target = cb_->req_parser.head().target;
+  }
+  r.client = client_ip();
+  r.status = st.status;
+  r.bytes_in = bytes_from_client_;
+  r.bytes_out = bytes_to_client_;
+  if (st.pool != nullptr) r.pool = st.pool->name();
+  else if (listener_pool_ != nullptr) r.pool = listener_pool_->name();  // refused before any exchange
+  if (st.backend != core::kNoBackend) r.backend = st.pool->backend(st.backend).id();
+  if (st.owner != core::kNoBackend && st.keyed) r.owner = st.pool->backend(st.owner).id();
+  r.hops = st.hops;
+  r.attempts = st.attempts;
+  r.duration_us = (uv_hrtime() - st.start_ns) / 1000;
+  r.outcome = outcome_name(outcome);
+  r.worker = worker_.id();
+  if (tls_) {
+    tls::TlsTransport::LogFields t = tls_->log_fields();
+    r.tls_version = t.version;
+    r.sni = t.sni;
+    r.tls_resumed = t.resumed;
   }
   std::string& l = worker_.log_line();
-  l.clear();
-  char num[32];
-  auto add_num = [&](std::string_view k, uint64_t v) {
-    l += ' ';
-    l += k;
-    l += '=';
-    int n = std::snprintf(num, sizeof num, "%llu", static_cast<unsigned long long>(v));
-    l.append(num, static_cast<size_t>(n));
-  };
-  l += "access client=";
-  l += client_ip();
-  l += " method=";
-  l += method;
-  l += " target=";
-  l += target;
-  add_num("status", st.status);
-  add_num("bytes_in", bytes_from_client_);
-  add_num("bytes_out", bytes_to_client_);
-  l += " pool=";
-  if (st.pool != nullptr) l += st.pool->name();
-  else if (listener_pool_ != nullptr) l += listener_pool_->name();  // refused before any exchange
-  l += " backend=";
-  if (st.backend != core::kNoBackend) l += st.pool->backend(st.backend).id();
-  else l += '-';
-  l += " owner=";
-  if (st.owner != core::kNoBackend && st.keyed) l += st.pool->backend(st.owner).id();
-  else l += '-';
-  add_num("hops", st.hops);
-  add_num("attempts", st.attempts);
-  add_num("duration_us", (uv_hrtime() - st.start_ns) / 1000);
-  l += " outcome=";
-  l += outcome_name(outcome);
-  add_num("worker", worker_.id());
-  if (tls_) tls_->append_log_fields(l);
-  l += '\n';
+  format_access(r, sink.format(), l);
   sink.write(l);
 }
 

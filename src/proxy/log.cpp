@@ -10,6 +10,8 @@
 #include <ctime>
 #include <new>
 
+#include "rondel/util/json_writer.h"
+
 namespace rondel::proxy {
 
 bool parse_level(std::string_view text, Level& out) noexcept {
@@ -19,6 +21,80 @@ bool parse_level(std::string_view text, Level& out) noexcept {
   else if (text == "error") out = Level::kError;
   else return false;
   return true;
+}
+
+bool parse_access_format(std::string_view text, AccessFormat& out) noexcept {
+  if (text == "text") out = AccessFormat::kText;
+  else if (text == "json") out = AccessFormat::kJson;
+  else return false;
+  return true;
+}
+
+namespace {
+
+void append_num(std::string& out, uint64_t v) {
+  char num[24];
+  int n = std::snprintf(num, sizeof num, "%llu", static_cast<unsigned long long>(v));
+  out.append(num, static_cast<size_t>(n));
+}
+
+// The record's fields in line order, as data: both formats walk this one table. An optional
+// field is left out of the line when empty (the TLS fields of a plain connection).
+struct AccessField {
+  std::string_view name;
+  std::string_view AccessRecord::*text;  // null for a number
+  uint64_t AccessRecord::*number;
+  bool optional = false;
+};
+constexpr AccessField kAccessFields[] = {
+    {"client", &AccessRecord::client, nullptr},
+    {"method", &AccessRecord::method, nullptr},
+    {"target", &AccessRecord::target, nullptr},
+    {"status", nullptr, &AccessRecord::status},
+    {"bytes_in", nullptr, &AccessRecord::bytes_in},
+    {"bytes_out", nullptr, &AccessRecord::bytes_out},
+    {"pool", &AccessRecord::pool, nullptr},
+    {"backend", &AccessRecord::backend, nullptr},
+    {"owner", &AccessRecord::owner, nullptr},
+    {"hops", nullptr, &AccessRecord::hops},
+    {"attempts", nullptr, &AccessRecord::attempts},
+    {"duration_us", nullptr, &AccessRecord::duration_us},
+    {"outcome", &AccessRecord::outcome, nullptr},
+    {"worker", nullptr, &AccessRecord::worker},
+    {"tls_version", &AccessRecord::tls_version, nullptr, true},
+    {"sni", &AccessRecord::sni, nullptr, true},
+    {"tls_resumed", &AccessRecord::tls_resumed, nullptr, true},
+};
+
+}  // namespace
+
+void format_access(const AccessRecord& r, AccessFormat format, std::string& out) {
+  out.clear();
+  const bool json = format == AccessFormat::kJson;
+  out += json ? "{" : "access";
+  bool first = true;
+  for (const AccessField& f : kAccessFields) {
+    if (f.optional && (r.*f.text).empty()) continue;
+    if (json) {
+      if (!first) out += ',';
+      util::JsonWriter::append_string(out, f.name);
+      out += ':';
+    } else {
+      out += ' ';
+      out += f.name;
+      out += '=';
+    }
+    first = false;
+    if (f.number != nullptr) {
+      append_num(out, r.*f.number);
+      continue;
+    }
+    std::string_view v = r.*f.text;
+    if (json && (v.empty() || v == "-")) out += "null";
+    else if (json) util::JsonWriter::append_string(out, v);
+    else out += v;
+  }
+  out += json ? "}\n" : "\n";
 }
 
 LogSink::~LogSink() {

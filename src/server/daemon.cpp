@@ -14,6 +14,8 @@
 #include "rondel/server/admin.h"
 #include "rondel/server/discovery.h"
 #include "rondel/server/metrics.h"
+#include "config_watch.h"
+#include "systemd_notify.h"
 
 namespace rondel::server {
 
@@ -53,6 +55,7 @@ Daemon::Daemon(std::string config_path) : config_path_(std::move(config_path)) {
 Daemon::~Daemon() {
   stop_threads();  // they call the metrics hook and use stats_: join before anything goes
   admin_.reset();
+  watch_.reset();
   health_.reset();
   discovery_.reset();
   worker_.reset();
@@ -68,12 +71,15 @@ bool Daemon::start(config::Config cfg) {
   }
   proxy::Level level = proxy::Level::kInfo;
   proxy::parse_level(cfg.log.level, level);
+  proxy::AccessFormat access_format = proxy::AccessFormat::kText;
+  proxy::parse_access_format(cfg.log.access_format, access_format);
+  access_sink_.set_format(access_format);
   log_.set_level(level);
   workers_ = cfg.workers < 1 ? 1 : cfg.workers;
   worker_ = std::make_unique<proxy::Worker>(&loop_, log_, access_sink_, stats_, 0);
   for (uint32_t id = 1; id < workers_; ++id) {
     threads_.push_back(std::make_unique<WorkerThread>(id, stats_, cfg.log.access_log,
-                                                      cfg.log.error_log, level));
+                                                      cfg.log.error_log, level, access_format));
   }
   discovery_ = std::make_unique<Discovery>(&loop_, log_, [this] { on_dns_change(); });
   health_ = std::make_unique<proxy::HealthChecker>(
@@ -125,6 +131,9 @@ bool Daemon::start(config::Config cfg) {
                " workers=" + std::to_string(workers_));
   base_cfg_ = std::move(cfg);
   started_ = true;
+  watch_ = std::make_unique<ConfigWatch>(&loop_, config_path_, log_, [this] { reload(); });
+  watch_->configure(base_cfg_.config_watch.enabled, base_cfg_.config_watch.debounce_ms);
+  SystemdNotify::ready("serving generation=" + std::to_string(generation_));
   return true;
 }
 
@@ -316,6 +325,7 @@ void Daemon::stop_threads() noexcept {
 bool Daemon::reload() {
   if (draining_) return false;
   log_.log(proxy::Level::kInfo, "reload_started", "config=" + config_path_);
+  SystemdNotify::reloading();
   config::LoadResult lr = config::load_file(config_path_);
   if (!lr.ok()) {
     for (const auto& e : lr.errors) log_.log(proxy::Level::kError, "reload_error", e.to_string());
@@ -323,6 +333,7 @@ bool Daemon::reload() {
     log_.log(proxy::Level::kError, "reload_failed",
              "errors=" + std::to_string(lr.errors.size()) + " keeping=generation:" +
                  std::to_string(worker_->snapshot()->generation()));
+    notify_reload_failed();
     return false;
   }
   discovery_->add(lr.config);
@@ -345,12 +356,14 @@ bool Daemon::finish_reload(config::Config cfg) {
     log_.log(proxy::Level::kError, "reload_failed", snap.error().message);
     reload_stats_.failed.fetch_add(1);
     discovery_->retain(base_cfg_);
+    notify_reload_failed();
     return false;
   }
   if (!apply_listeners(cfg, false)) {
     reload_stats_.failed.fetch_add(1);
     log_.log(proxy::Level::kError, "reload_failed", "reason=listener");
     discovery_->retain(base_cfg_);
+    notify_reload_failed();
     return false;
   }
   ++generation_;
@@ -367,6 +380,7 @@ bool Daemon::finish_reload(config::Config cfg) {
   publish(*snap);
   base_cfg_ = std::move(cfg);
   discovery_->retain(base_cfg_);
+  watch_->configure(base_cfg_.config_watch.enabled, base_cfg_.config_watch.debounce_ms);
   after_publish(old);
   old.reset();
   registry_.prune();
@@ -374,7 +388,14 @@ bool Daemon::finish_reload(config::Config cfg) {
   reload_stats_.ok.fetch_add(1);
   reload_stats_.last_ok_unix = std::time(nullptr);
   log_.log(proxy::Level::kInfo, "reload_ok", "generation=" + std::to_string(generation_));
+  SystemdNotify::ready("serving generation=" + std::to_string(generation_) + " (reload ok)");
   return true;
+}
+
+void Daemon::notify_reload_failed() noexcept {
+  // The old configuration keeps serving: the service is ready again, with the failure in STATUS.
+  SystemdNotify::ready("serving generation=" + std::to_string(generation_) +
+                       " (reload failed, kept the running configuration)");
 }
 
 void Daemon::on_dns_change() {
@@ -532,6 +553,7 @@ void Daemon::shutdown() {
   }
   log_.log(proxy::Level::kInfo, "shutdown_started",
            "in_flight=" + std::to_string(total_exchanges()));
+  SystemdNotify::stopping("draining in_flight=" + std::to_string(total_exchanges()));
   for (auto& e : listeners_) {
     if (e.listener != nullptr) e.listener->close();
   }
@@ -584,6 +606,7 @@ void Daemon::finish_shutdown() noexcept {
   pending_.reset();
   health_->stop();
   discovery_->stop();
+  if (watch_) watch_->stop();
   worker_->close_all();
   for (auto& t : threads_) t->stop();  // each closes its sessions and pooled connections
   if (admin_) admin_->close();

@@ -3,6 +3,7 @@
 
 #include <ares.h>
 #include <arpa/inet.h>
+#include <arpa/nameser.h>
 #include <netinet/in.h>
 
 #include <algorithm>
@@ -32,6 +33,7 @@ std::string nameservers_csv(const config::DnsConfig& d) {
 std::string resolver_key(const config::PoolConfig& pool, const config::BackendConfig& b) {
   std::string k = pool.name;
   k += '\0';
+  if (b.lookup == config::NameLookup::kSrv) k += "srv ";
   k += b.address.to_string();
   k += '\0';
   k += nameservers_csv(pool.dns);
@@ -56,6 +58,34 @@ std::string backend_id(const std::string& ip, uint16_t port) {
   return a.to_string();
 }
 
+// The address a target with several gets: its first IPv4 address in text order, else its first
+// IPv6 one (addresses are sorted, so every instance picks the same).
+std::string pick_address(const std::set<std::string>& ips) {
+  for (const auto& ip : ips) {
+    if (ip.find(':') == std::string::npos) return ip;
+  }
+  return ips.empty() ? std::string() : *ips.begin();
+}
+
+std::set<std::string> addresses_of(const ares_addrinfo* res) {
+  std::set<std::string> found;
+  if (res == nullptr) return found;
+  for (const ares_addrinfo_node* n = res->nodes; n != nullptr; n = n->ai_next) {
+    std::string ip = ip_text(n->ai_addr);
+    if (!ip.empty()) found.insert(ip);
+  }
+  return found;
+}
+
+// One backend a resolver found: its id, the address to connect to, and (SRV) its weight.
+struct Found {
+  std::string id;      // A/AAAA: IP:PORT; SRV: TARGET:PORT
+  std::string ip;
+  uint16_t port = 0;
+  uint32_t weight = 0; // SRV only (the record's weight, at least 1); 0: the entry's weight
+  bool operator==(const Found&) const = default;
+};
+
 }  // namespace
 
 class Resolver;
@@ -73,7 +103,7 @@ class Resolver final : public net::HandleCloser {
   Resolver(Discovery& owner, std::string key, const config::PoolConfig& pool,
            const config::BackendConfig& b)
       : owner_(owner), key_(std::move(key)), pool_(pool.name), host_(b.address.host),
-        port_(b.address.port), dns_(pool.dns) {
+        port_(b.address.port), lookup_(b.lookup), dns_(pool.dns) {
     uv_timer_init(owner_.loop_, &ttl_timer_);
     uv_timer_init(owner_.loop_, &ares_timer_);
     ttl_timer_.data = this;
@@ -106,7 +136,7 @@ class Resolver final : public net::HandleCloser {
   const std::string& pool() const noexcept { return pool_; }
   uint16_t port() const noexcept { return port_; }
   bool answered() const noexcept { return answered_; }
-  const std::vector<std::string>& addresses() const noexcept { return addrs_; }
+  const std::vector<Found>& found() const noexcept { return found_; }
   bool seen = false;  // retain() mark
 
   void update_settings(const config::DnsConfig& d) noexcept {
@@ -118,33 +148,29 @@ class Resolver final : public net::HandleCloser {
     if (closing() || querying_ || channel_ == nullptr) return;
     querying_ = true;
     uv_timer_stop(&ttl_timer_);
-    ares_addrinfo_hints hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = ARES_AI_NOSORT;
-    ares_getaddrinfo(channel_, host_.c_str(), nullptr, &hints, &on_answer, this);
+    if (lookup_ == config::NameLookup::kSrv) {
+      ares_query(channel_, host_.c_str(), C_IN, T_SRV, &on_srv, this);
+    } else {
+      resolve(host_, &on_answer, this);
+    }
     arm_ares_timer();
   }
 
   bool holds(const std::string& id) const {
-    for (const auto& a : addrs_) {
-      if (backend_id(a, port_) == id) return true;
-    }
-    return false;
+    return std::any_of(found_.begin(), found_.end(), [&](const Found& f) { return f.id == id; });
   }
 
   bool drop(const std::string& id) {
-    auto it = std::find_if(addrs_.begin(), addrs_.end(),
-                           [&](const std::string& a) { return backend_id(a, port_) == id; });
-    if (it == addrs_.end()) return false;
+    auto it = std::find_if(found_.begin(), found_.end(), [&](const Found& f) { return f.id == id; });
+    if (it == found_.end()) return false;
     // Held out of the answers until the next regular re-resolution (one TTL less the jitter):
     // the name may still list it (a stale record, a backend that died), and taking it straight
     // back would only fail again.
-    held_.emplace_back(*it, uv_now(owner_.loop_) + dns_.ttl_ms * (100 - dns_.jitter_percent) / 100);
-    addrs_.erase(it);
+    held_.emplace_back(id, uv_now(owner_.loop_) + dns_.ttl_ms * (100 - dns_.jitter_percent) / 100);
+    found_.erase(it);
     owner_.log_.log(proxy::Level::kWarn, "dns_address_dropped",
                     "pool=" + pool_ + " name=" + host_ + " backend=" + id +
-                        " reason=connect_failed left=" + std::to_string(addrs_.size()));
+                        " reason=connect_failed left=" + std::to_string(found_.size()));
     owner_.changed();
     query();
     return true;
@@ -191,48 +217,136 @@ class Resolver final : public net::HandleCloser {
     }
   }
 
-  void answer(int status, ares_addrinfo* res) noexcept {
+  void resolve(const std::string& name, ares_addrinfo_callback cb, void* arg) noexcept {
+    ares_addrinfo_hints hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = ARES_AI_NOSORT;
+    ares_getaddrinfo(channel_, name.c_str(), nullptr, &hints, cb, arg);
+  }
+
+  static bool is_answer(int status) noexcept {
+    // "No such name" and "no records" are answers (the set is empty); the rest are failures.
+    return status == ARES_SUCCESS || status == ARES_ENOTFOUND || status == ARES_ENODATA;
+  }
+
+  // The end of one resolution round: `next` (any order) becomes the cached set, less the held
+  // ids; logged when it changed (and on the first answer), owner notified.
+  void settle(std::vector<Found> next, int status) noexcept {
     querying_ = false;
     answered_ = true;
-    if (status == ARES_SUCCESS || status == ARES_ENOTFOUND || status == ARES_ENODATA) {
-      std::set<std::string> found;
-      if (res != nullptr) {
-        for (ares_addrinfo_node* n = res->nodes; n != nullptr; n = n->ai_next) {
-          std::string ip = ip_text(n->ai_addr);
-          if (!ip.empty()) found.insert(ip);
+    const uint64_t now = uv_now(owner_.loop_);
+    std::erase_if(held_, [now](const auto& h) { return h.second <= now; });
+    std::erase_if(next, [this](const Found& f) {
+      return std::any_of(held_.begin(), held_.end(), [&](const auto& h) { return h.first == f.id; });
+    });
+    std::sort(next.begin(), next.end(), [](const Found& x, const Found& y) { return x.id < y.id; });
+    next.erase(std::unique(next.begin(), next.end(),
+                           [](const Found& x, const Found& y) { return x.id == y.id; }),
+               next.end());
+    if (next != found_ || first_) {
+      std::string list;
+      for (const auto& f : next) {
+        list += list.empty() ? "" : ",";
+        if (lookup_ == config::NameLookup::kSrv) {
+          list += f.id + "=" + f.ip + "/w" + std::to_string(f.weight);
+        } else {
+          list += f.ip;
         }
       }
-      const uint64_t now = uv_now(owner_.loop_);
-      std::erase_if(held_, [now](const auto& h) { return h.second <= now; });
-      for (const auto& h : held_) found.erase(h.first);
-      std::vector<std::string> next(found.begin(), found.end());
-      if (next != addrs_ || first_) {
-        std::string list;
-        for (const auto& a : next) list += (list.empty() ? "" : ",") + a;
-        owner_.log_.log(proxy::Level::kInfo, "dns_resolved",
-                        "pool=" + pool_ + " name=" + host_ + " addresses=" +
-                            std::to_string(next.size()) + " [" + list + "]" +
-                            (status == ARES_SUCCESS ? "" : std::string(" status=") +
-                                                              ares_strerror(status)));
-        if (next != addrs_) {
-          addrs_ = std::move(next);
-          owner_.changed();
-        }
+      owner_.log_.log(proxy::Level::kInfo, "dns_resolved",
+                      "pool=" + pool_ + " name=" + host_ + " addresses=" +
+                          std::to_string(next.size()) + " [" + list + "]" +
+                          (status == ARES_SUCCESS ? "" : std::string(" status=") +
+                                                            ares_strerror(status)));
+      if (next != found_) {
+        found_ = std::move(next);
+        owner_.changed();
       }
-      first_ = false;
-      schedule(dns_.ttl_ms);
-    } else {
-      owner_.log_.log(proxy::Level::kWarn, "dns_failed",
-                      "pool=" + pool_ + " name=" + host_ + " error=\"" + ares_strerror(status) +
-                          "\" keeping=" + std::to_string(addrs_.size()));
-      schedule(std::min<uint64_t>(dns_.ttl_ms, kRetryMs));
     }
+    first_ = false;
+    schedule(dns_.ttl_ms);
+  }
+
+  void fail(int status) noexcept {
+    querying_ = false;
+    answered_ = true;
+    owner_.log_.log(proxy::Level::kWarn, "dns_failed",
+                    "pool=" + pool_ + " name=" + host_ + " error=\"" + ares_strerror(status) +
+                        "\" keeping=" + std::to_string(found_.size()));
+    schedule(std::min<uint64_t>(dns_.ttl_ms, kRetryMs));
+  }
+
+  void answer(int status, ares_addrinfo* res) noexcept {
+    if (!is_answer(status)) return fail(status);
+    std::vector<Found> next;
+    for (const auto& ip : addresses_of(res)) next.push_back(Found{backend_id(ip, port_), ip, port_, 0});
+    settle(std::move(next), status);
   }
 
   static void on_answer(void* arg, int status, int, ares_addrinfo* res) noexcept {
     auto* r = static_cast<Resolver*>(arg);
     if (status != ARES_EDESTRUCTION && !r->stopping_) r->answer(status, res);
     if (res != nullptr) ares_freeaddrinfo(res);
+  }
+
+  // SRV (RFC 2782): the records of the lowest priority value are the backends (the others are
+  // the name's fallbacks, not used); each target is then resolved to its address.
+  void srv_answer(int status, const unsigned char* abuf, int alen) noexcept {
+    if (!is_answer(status)) return fail(status);
+    ares_srv_reply* replies = nullptr;
+    if (status == ARES_SUCCESS) {
+      int rc = ares_parse_srv_reply(abuf, alen, &replies);
+      if (rc != ARES_SUCCESS && rc != ARES_ENODATA) return fail(rc);
+    }
+    uint16_t best = UINT16_MAX;
+    for (ares_srv_reply* s = replies; s != nullptr; s = s->next) best = std::min(best, s->priority);
+    srv_next_.clear();
+    srv_pending_ = 0;
+    std::vector<Target*> targets;
+    for (ares_srv_reply* s = replies; s != nullptr; s = s->next) {
+      if (s->priority != best || s->port == 0 || s->host == nullptr || s->host[0] == '\0') continue;
+      std::string host = s->host;
+      if (host.back() == '.') host.pop_back();
+      // Weight 0 means "rarely, when others exist" (RFC 2782); as a ring weight 0 would drain it.
+      uint32_t weight = std::max<uint32_t>(s->weight, 1);
+      targets.push_back(new Target{this, host, s->port, weight});
+    }
+    if (replies != nullptr) ares_free_data(replies);
+    if (targets.empty()) return settle({}, status);
+    srv_pending_ = targets.size();
+    for (Target* t : targets) resolve(t->host, &on_target, t);
+  }
+
+  struct Target {
+    Resolver* r;
+    std::string host;
+    uint16_t port;
+    uint32_t weight;
+  };
+
+  void target_answer(const Target& t, int status, ares_addrinfo* res) noexcept {
+    std::string id = t.host + ":" + std::to_string(t.port);
+    std::string ip = pick_address(addresses_of(res));
+    if (!is_answer(status)) {
+      // A target that did not answer keeps its last address.
+      auto it = std::find_if(found_.begin(), found_.end(), [&](const Found& f) { return f.id == id; });
+      if (it != found_.end()) ip = it->ip;
+    }
+    if (!ip.empty()) srv_next_.push_back(Found{id, ip, t.port, t.weight});
+    if (--srv_pending_ == 0) settle(std::move(srv_next_), ARES_SUCCESS);
+  }
+
+  static void on_srv(void* arg, int status, int, unsigned char* abuf, int alen) noexcept {
+    auto* r = static_cast<Resolver*>(arg);
+    if (status != ARES_EDESTRUCTION && !r->stopping_) r->srv_answer(status, abuf, alen);
+  }
+
+  static void on_target(void* arg, int status, int, ares_addrinfo* res) noexcept {
+    auto* t = static_cast<Target*>(arg);
+    if (status != ARES_EDESTRUCTION && !t->r->stopping_) t->r->target_answer(*t, status, res);
+    if (res != nullptr) ares_freeaddrinfo(res);
+    delete t;
   }
 
   static void on_ttl(uv_timer_t* t) noexcept { static_cast<Resolver*>(t->data)->query(); }
@@ -291,14 +405,18 @@ class Resolver final : public net::HandleCloser {
   std::string pool_;
   std::string host_;
   uint16_t port_;
+  config::NameLookup lookup_;
   config::DnsConfig dns_;
   ares_channel channel_ = nullptr;
   uv_timer_t ttl_timer_{};
   uv_timer_t ares_timer_{};
   std::vector<AresPoll*> polls_;
-  std::vector<std::string> addrs_;  // sorted IP literals
-  // Addresses dropped after a connect failure and the loop time until which answers skip them.
+  std::vector<Found> found_;  // sorted by id
+  // Backends (ids) dropped after a connect failure and the loop time until which answers skip
+  // them.
   std::vector<std::pair<std::string, uint64_t>> held_;
+  std::vector<Found> srv_next_;  // SRV: the targets resolved so far in this round
+  size_t srv_pending_ = 0;       // SRV: target lookups still running in this round
   bool querying_ = false;
   bool answered_ = false;
   bool first_ = true;
@@ -401,11 +519,11 @@ config::Config Discovery::expand(const config::Config& cfg) const {
       if (!b.address.is_name) continue;
       Resolver* r = find(pool, b);
       if (r == nullptr) continue;
-      for (const auto& ip : r->addresses()) {
+      for (const Found& f : r->found()) {
         config::BackendConfig e;
-        e.address = config::Address{ip, b.address.port, false};
-        e.id = e.address.to_string();
-        e.weight = b.weight;
+        e.address = config::Address{f.ip, f.port, false};
+        e.id = f.id;
+        e.weight = f.weight > 0 ? f.weight : b.weight;
         e.position = b.position;
         if (ids.insert(e.id).second) list.push_back(std::move(e));
       }

@@ -12,6 +12,10 @@
 #include "rondel/server/daemon.h"
 #include "rondel/tls/server_context.h"
 
+#ifndef RONDEL_VERSION
+#define RONDEL_VERSION "unknown"
+#endif
+
 namespace {
 
 void usage(FILE* to) {
@@ -22,7 +26,7 @@ void usage(FILE* to) {
       "       rondel -c -f NEW --diff-against OLD [--json]\n"
       "                             check NEW, then print per pool the share of the key space\n"
       "                             a reload from OLD would move (exit 0; 1 if a file is bad)\n"
-      "       rondel --version\n"
+      "       rondel -v | -V | --version   print the version\n"
       "signals: SIGHUP reloads FILE, SIGTERM/SIGINT drain and exit, SIGUSR1 reopens logs\n",
       to);
 }
@@ -67,8 +71,9 @@ int main(int argc, char** argv) {
     } else if (a == "-h" || a == "--help") {
       usage(stdout);
       return 0;
-    } else if (a == "--version") {
-      std::puts("rondel 0.1.0");
+    } else if (a == "-v" || a == "-V" || a == "--version") {
+      // -v and -V as HAProxy and nginx operators type them.
+      std::puts("rondel " RONDEL_VERSION);
       return 0;
     } else {
       std::fprintf(stderr, "rondel: unknown argument '%s'\n", a.c_str());

@@ -10,10 +10,12 @@ constexpr uint64_t kTickMs = 200;  // log flush
 }
 
 WorkerThread::WorkerThread(uint32_t id, proxy::WorkerStats& stats, const std::string& access_log,
-                           const std::string& error_log, proxy::Level level)
+                           const std::string& error_log, proxy::Level level,
+                           proxy::AccessFormat access_format)
     : id_(id) {
   error_sink_.open(error_log, stderr);
   access_sink_.open(access_log, stdout);
+  access_sink_.set_format(access_format);
   log_.set_level(level);
   uv_loop_init(&loop_);
   worker_ = std::make_unique<proxy::Worker>(&loop_, log_, access_sink_, stats, id);

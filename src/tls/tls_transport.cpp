@@ -313,15 +313,12 @@ void TlsTransport::on_timer_closed(uv_handle_t* h) noexcept {
   if (--self->pending_closes_ == 0) self->events_.on_transport_closed();
 }
 
-void TlsTransport::append_log_fields(std::string& line) const {
-  if (!established_) return;
-  line += " tls_version=";
-  line += SSL_version(ssl_) == TLS1_3_VERSION ? "TLSv1.3" : "TLSv1.2";
+TlsTransport::LogFields TlsTransport::log_fields() const noexcept {
+  if (!established_) return {};
   const char* sni = SSL_get_servername(ssl_, TLSEXT_NAMETYPE_host_name);
-  line += " sni=";
-  line += sni != nullptr && *sni != '\0' ? sni : "-";
-  line += " tls_resumed=";
-  line += SSL_session_reused(ssl_) == 1 ? '1' : '0';
+  return {SSL_version(ssl_) == TLS1_3_VERSION ? "TLSv1.3" : "TLSv1.2",
+          sni != nullptr && *sni != '\0' ? std::string_view(sni) : std::string_view("-"),
+          SSL_session_reused(ssl_) == 1 ? "1" : "0"};
 }
 
 }  // namespace rondel::tls

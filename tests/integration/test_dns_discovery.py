@@ -45,11 +45,17 @@ def backends_on_one_port(names, hosts):
 
 
 class Dnsmasq:
-    def __init__(self, workdir, addrs):
+    """dnsmasq serving `addrs` for NAME from a hosts file (or the hosts-file `lines` given), with
+    `extra` flags (e.g. --srv-host=...; test_deploy_srv.py)."""
+
+    def __init__(self, workdir, addrs, extra=(), lines=None):
         self.dir = workdir
         os.chmod(self.dir, 0o755)  # dnsmasq re-reads the hosts file as user nobody
         self.hosts = os.path.join(self.dir, "hosts")
-        self.write(addrs)
+        if lines is None:
+            self.write(addrs)
+        else:
+            self.write_lines(lines)
         # dnsmasq cannot listen on port 0 and report its port (--port=0 turns DNS off), so it
         # gets a port the kernel just handed out on UDP and free on TCP too (dnsmasq listens on
         # both). Another process may still take it before dnsmasq binds: dnsmasq then exits at
@@ -59,7 +65,8 @@ class Dnsmasq:
             self.proc = subprocess.Popen(
                 [DNSMASQ, "--no-daemon", f"--port={self.port}", "--listen-address=127.0.0.1",
                  "--bind-interfaces", "--no-resolv", "--no-hosts", f"--addn-hosts={self.hosts}",
-                 "--conf-file=/dev/null", "--pid-file=", "--local=/test/", "--log-facility=-"],
+                 "--conf-file=/dev/null", "--pid-file=", "--local=/test/", "--log-facility=-",
+                 *extra],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             _processes.append(self.proc)
             if wait_until(self._answers_or_exited, timeout=5, what="dnsmasq answering") is True:
@@ -91,16 +98,23 @@ class Dnsmasq:
         return self._answers()
 
     def write(self, addrs):
+        self.write_lines(f"{a} {NAME}" for a in addrs)
+
+    def write_lines(self, lines):
         tmp = self.hosts + ".tmp"
         with open(tmp, "w") as f:
-            for a in addrs:
-                f.write(f"{a} {NAME}\n")
+            for line in lines:
+                f.write(line + "\n")
         os.chmod(tmp, 0o644)
         os.replace(tmp, self.hosts)
 
     def change(self, addrs):
         self.write(addrs)
         self.proc.send_signal(signal.SIGHUP)  # re-reads --addn-hosts
+
+    def change_lines(self, lines):
+        self.write_lines(lines)
+        self.proc.send_signal(signal.SIGHUP)
 
     def _answers(self):
         return self.answer_count() is not None

@@ -41,11 +41,16 @@ struct HashKey {
   std::string name;  // header, cookie or query-parameter name; empty for uri/path/src
 };
 
+// How a backend entry named by DNS is looked up: its A/AAAA records (`address: NAME:PORT`), or
+// its SRV records (`srv: _service._proto.NAME`), which carry the ports and weights.
+enum class NameLookup : uint8_t { kAddress, kSrv };
+
 struct BackendConfig {
-  Address address;
+  Address address;     // kSrv: host = the SRV name, port 0, is_name true
   std::string id;      // stable identity used for placement; defaults to address.to_string()
   uint32_t weight = 1; // 0 = drained: never chosen, never a crash
   Position position;
+  NameLookup lookup = NameLookup::kAddress;
 };
 
 // A placement a pool migrates from (`previous`, docs/routing.md "Gradual migration"): its own
@@ -210,6 +215,13 @@ struct LogConfig {
   std::string access_log;               // "" = off, "-" = stdout, else a file path
   std::string error_log = "-";          // "-" = stderr
   std::string level = "info";           // debug | info | warn | error
+  std::string access_format = "text";   // text | json (one JSON object per line); fixed at start
+};
+
+// Reload when the configuration file changes (docs/configuration.md, `config_watch`).
+struct ConfigWatchConfig {
+  bool enabled = false;
+  uint64_t debounce_ms = 500;           // quiet time after the last change before the reload
 };
 
 struct Config {
@@ -221,6 +233,7 @@ struct Config {
   std::vector<PoolConfig> pools;
   AdminConfig admin;
   LogConfig log;
+  ConfigWatchConfig config_watch;
 };
 
 }  // namespace rondel::config

@@ -24,6 +24,7 @@
 namespace rondel::server {
 
 class Admin;
+class ConfigWatch;
 class Discovery;
 class Metrics;
 
@@ -102,6 +103,8 @@ class Daemon {
   core::Result<std::shared_ptr<const proxy::Snapshot>> build_snapshot(const config::Config& cfg,
                                                                       uint64_t generation);
   bool finish_reload(config::Config cfg);
+  // Tells systemd (Type=notify) that a reload ended without changing the configuration.
+  void notify_reload_failed() noexcept;
   // Logs `msg pool=X share=Y` per pool of `next` and returns the shares.
   std::vector<std::pair<std::string, double>> report_moved(const proxy::Snapshot& prev,
                                                            const proxy::Snapshot& next,
@@ -142,6 +145,7 @@ class Daemon {
   uint64_t pending_deadline_ms_ = 0;
   std::unique_ptr<proxy::HealthChecker> health_;
   std::unique_ptr<Discovery> discovery_;
+  std::unique_ptr<ConfigWatch> watch_;  // config_watch: reload when the file changes
   bool started_ = false;
 
   struct ListenerEntry {

@@ -1,7 +1,9 @@
 // DNS discovery: resolves backends given by host name with c-ares on the daemon's libuv loop and
-// turns every address a name resolves to into a backend with id ADDRESS:PORT.
+// turns every address a name resolves to into a backend with id ADDRESS:PORT, or (an entry
+// `srv: NAME`) every target of the name's lowest-priority SRV records into a backend with id
+// TARGET:PORT, the record's port and weight, and the target's address.
 //
-// One Resolver per (pool, NAME:PORT, nameservers, query settings). Each re-resolves its name every
+// One Resolver per (pool, NAME:PORT or SRV NAME, nameservers, query settings). Each re-resolves its name every
 // `ttl` ± `jitter` and caches the last answer; an authoritative "no such name / no address"
 // answer empties the set, a timeout or server failure keeps the last one (and retries sooner).
 // When a cached set changes, the owner's `on_change` runs from a fresh loop callback (never from
@@ -41,7 +43,8 @@ class Discovery {
   // True when every name backend of `cfg` has a resolver that has completed at least one query.
   bool settled(const config::Config& cfg) const;
   // `cfg` with each name backend replaced by one backend per cached address (id and address
-  // ADDRESS:PORT, the entry's weight), skipping ids the pool already has. Names without a
+  // ADDRESS:PORT, the entry's weight; SRV: id TARGET:PORT, the record's port and weight),
+  // skipping ids the pool already has. Names without a
   // resolver or without addresses contribute nothing.
   config::Config expand(const config::Config& cfg) const;
   // Whether backend `id` of `pool` came from a name (and which resolver holds it).

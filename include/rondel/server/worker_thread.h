@@ -41,9 +41,11 @@ class WorkerThread {
  public:
   using ExchangeHook = void (*)(void* ctx, const proxy::ExchangeRecord& rec);
 
-  // Opens the log files (same paths as the daemon's) and prepares the loop; start() runs it.
+  // Opens the log files (same paths and access-log format as the daemon's) and prepares the
+  // loop; start() runs it.
   WorkerThread(uint32_t id, proxy::WorkerStats& stats, const std::string& access_log,
-               const std::string& error_log, proxy::Level level);
+               const std::string& error_log, proxy::Level level,
+               proxy::AccessFormat access_format = proxy::AccessFormat::kText);
   ~WorkerThread();  // stop() + join()
   WorkerThread(const WorkerThread&) = delete;
   WorkerThread& operator=(const WorkerThread&) = delete;

@@ -48,8 +48,13 @@ class TlsTransport final : public net::Transport, private net::TransportEvents {
     return tcp_.local_address(out);
   }
 
-  // Appends " tls_version=V sni=NAME tls_resumed=0|1" (access log) once the handshake is done.
-  void append_log_fields(std::string& line) const;
+  // The access log's TLS fields, once the handshake is done (all empty before): the version
+  // ("TLSv1.2", "TLSv1.3"), the SNI name ("-" if none) and "1"/"0" for a resumed session. The
+  // views stay valid while the connection lives.
+  struct LogFields {
+    std::string_view version, sni, resumed;
+  };
+  LogFields log_fields() const noexcept;
 
  private:
   // The TCP transport's side.

@@ -98,6 +98,15 @@ const std::vector<BrokenCase> kBrokenCases = {
      {"balance_factor.yaml:5:21: 'balance_factor' must be 0 (no bound) or between 101 and 10000 "
       "percent, got 100 (100 would leave no slack above the average load)",
       "balance_factor.yaml:8:21: 'balance_factor' must be at most 10000, got 20000"}},
+    {"deploy_errors.yaml",
+     {"deploy_errors.yaml:1:27: 'debounce' must be at least 1ms, got 0ms",
+      "deploy_errors.yaml:1:32: unknown key 'watch'",
+      "deploy_errors.yaml:2:23: 'access_format' must be one of text, json; got 'xml'",
+      "deploy_errors.yaml:8:39: 'id' cannot be set next to 'srv': the SRV records give each "
+      "target's port and weight, and its id TARGET:PORT",
+      "deploy_errors.yaml:9:16: 'srv' must be a DNS name such as _http._tcp.cache.example, got "
+      "'-bad-.test'",
+      "deploy_errors.yaml:11:16: duplicate SRV name '_http._tcp.ok.test' (first at line 10)"}},
     {"dns_errors.yaml",
      {"dns_errors.yaml:2:33: bad address 'ns.example:53' for 'nameservers': an IP address is "
       "required here, not a host name",
@@ -523,6 +532,33 @@ pools:
   const PoolConfig& b = c.pools.at(1);
   CHECK(b.dns.ttl_ms == 30000);
   CHECK(b.dns.jitter_percent == 5);
+}
+
+TEST_CASE("deployment keys: access_format, config_watch and srv backends") {
+  const LoadResult r = load_string(
+      "config_watch: { debounce: 2s }\n"
+      "log: { access_format: json }\n"
+      "listeners: [{ name: web, bind: 127.0.0.1:0, pool: p }]\n"
+      "pools:\n  - name: p\n    backends:\n"
+      "      - { srv: _http._tcp.cache.test. }\n      - { address: 127.0.0.1:81 }\n",
+      "deploy.yaml");
+  REQUIRE_MESSAGE(r.ok(), joined(error_strings(r)));
+  CHECK(r.config.config_watch.enabled);
+  CHECK(r.config.config_watch.debounce_ms == 2000);
+  CHECK(r.config.log.access_format == "json");
+  const auto& b = r.config.pools[0].backends;
+  REQUIRE(b.size() == 2);
+  CHECK(b[0].lookup == NameLookup::kSrv);
+  CHECK(b[0].address.is_name);
+  CHECK(b[0].address.host == "_http._tcp.cache.test");  // the root's dot dropped
+  CHECK(b[1].lookup == NameLookup::kAddress);
+  const LoadResult off = load_string(
+      "config_watch: { enabled: false }\nlisteners: [{ name: web, bind: 127.0.0.1:0, pool: p }]\n"
+      "pools: [{ name: p, backends: [{ address: 127.0.0.1:81 }] }]\n",
+      "off.yaml");
+  REQUIRE(off.ok());
+  CHECK_FALSE(off.config.config_watch.enabled);
+  CHECK(off.config.log.access_format == "text");
 }
 
 TEST_CASE("an admin section with enabled: false needs no bind") {
