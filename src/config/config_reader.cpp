@@ -137,6 +137,15 @@ class ConfigReader {
       if (auto* g = m.get("max_headers")) r_.read_unsigned(*g, l.max_headers, 1, kU32Max);
       if (auto* g = m.get("max_body_bytes")) r_.read_size(*g, l.max_body_bytes, 0);
       if (auto* g = m.get("forwarded_headers")) r_.read_bool(*g, l.forwarded_headers);
+      if (auto* g = m.get("http2")) r_.read_choice<Http2Mode>(*g, kHttp2Modes, l.http2);
+      if (auto* g = m.get("h2_max_concurrent_streams")) {
+        r_.read_unsigned(*g, l.h2_max_concurrent_streams, 1, kU32Max);
+      }
+      if (auto* g = m.get("h2_max_header_list_size")) r_.read_size(*g, l.h2_max_header_list_size, 1);
+      if (auto* g = m.get("h2_hpack_table_size")) r_.read_size(*g, l.h2_hpack_table_size, 0);
+      if (auto* g = m.get("h2_max_resets_per_second")) {
+        r_.read_unsigned(*g, l.h2_max_resets_per_second, 1, kU32Max);
+      }
       c.listeners.push_back(std::move(l));
       listener_spots_.push_back(spots);
     });
