@@ -59,7 +59,14 @@ struct Http2Callbacks {
 
   static int on_frame_recv(nghttp2_session* ng, const nghttp2_frame* f, void* ud) noexcept {
     auto* s = static_cast<Http2Session*>(ud);
-    if (f->hd.type == NGHTTP2_RST_STREAM) count(s->worker_.stats().h2_resets_received);
+    if (f->hd.type == NGHTTP2_RST_STREAM) {
+      count(s->worker_.stats().h2_resets_received[std::min<uint32_t>(f->rst_stream.error_code, 13)]);
+      if (!s->take_reset_token()) {
+        // Rapid reset (CVE-2023-44487): more resets than the listener allows.
+        nghttp2_session_terminate_session(ng, NGHTTP2_ENHANCE_YOUR_CALM);
+        return 0;
+      }
+    }
     Http2Stream* st = stream(ng, f->hd.stream_id);
     if (st == nullptr) return 0;
     bool end = (f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
@@ -96,7 +103,9 @@ struct Http2Callbacks {
 
   static int on_frame_send(nghttp2_session*, const nghttp2_frame* f, void* ud) noexcept {
     auto* s = static_cast<Http2Session*>(ud);
-    if (f->hd.type == NGHTTP2_RST_STREAM) count(s->worker_.stats().h2_resets_sent);
+    if (f->hd.type == NGHTTP2_RST_STREAM) {
+      count(s->worker_.stats().h2_resets_sent[std::min<uint32_t>(f->rst_stream.error_code, 13)]);
+    }
     if (f->hd.type == NGHTTP2_GOAWAY) {
       count(s->worker_.stats().h2_goaways_sent);
       if (f->goaway.error_code == NGHTTP2_ENHANCE_YOUR_CALM) {
@@ -188,8 +197,12 @@ bool Http2Session::init_session() noexcept {
   nghttp2_option_set_max_deflate_dynamic_table_size(opt, 4096);
   // Flood defences (Debian's 1.52.0-1+deb12u3 carries the CVE-2023-44487 and CVE-2024-28182
   // fixes: the reset rate limit and the CONTINUATION count).
-  nghttp2_option_set_stream_reset_rate_limit(opt, uint64_t{l.h2_max_resets_per_second} * 10,
-                                             l.h2_max_resets_per_second);
+  // rondel's own bucket (take_reset_token) answers ENHANCE_YOUR_CALM first; nghttp2's, twice as
+  // large, is the backstop.
+  nghttp2_option_set_stream_reset_rate_limit(opt, uint64_t{l.h2_max_resets_per_second} * 20,
+                                             uint64_t{l.h2_max_resets_per_second} * 2);
+  reset_tokens_ = static_cast<double>(l.h2_max_resets_per_second) * 10;
+  reset_refill_ms_ = worker_.now_ms();
   nghttp2_option_set_max_continuations(opt, 8);
   nghttp2_option_set_max_outbound_ack(opt, 1000);
   nghttp2_option_set_max_settings(opt, 32);
@@ -204,6 +217,16 @@ bool Http2Session::init_session() noexcept {
       {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
   };
   return nghttp2_submit_settings(ng_, NGHTTP2_FLAG_NONE, iv, std::size(iv)) == 0;
+}
+
+bool Http2Session::take_reset_token() noexcept {
+  const double rate = listener_cfg_->h2_max_resets_per_second;
+  uint64_t now = worker_.now_ms();
+  reset_tokens_ = std::min(rate * 10, reset_tokens_ + rate * static_cast<double>(now - reset_refill_ms_) / 1000.0);
+  reset_refill_ms_ = now;
+  if (reset_tokens_ < 1) return false;
+  reset_tokens_ -= 1;
+  return true;
 }
 
 void Http2Session::close_now() noexcept {
@@ -271,10 +294,10 @@ void Http2Session::arm_timer() noexcept {
 void Http2Session::on_timer(uv_timer_t* t) noexcept {
   auto* s = static_cast<Http2Session*>(t->data);
   if (s->closing_) return;
-  bool busy = false;
-  for (Http2Stream* st : s->streams_) busy = busy || st->exchange_running();
-  if (busy && s->streams_.size() > 0) {
-    // Exchanges still run on their backends (their own timeouts apply): wait for them.
+  bool client_stalled = s->streams_.empty();
+  for (Http2Stream* st : s->streams_) client_stalled = client_stalled || st->client_stalled();
+  if (!client_stalled) {
+    // The exchanges wait for their backends (whose own timeouts apply), not for the client.
     s->arm_timer();
     return;
   }
@@ -305,6 +328,10 @@ void Http2Session::on_transport_read(ssize_t nread) noexcept {
   if (rv < 0) {
     if (rv == NGHTTP2_ERR_FLOODED || rv == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS) {
       count(worker_.stats().h2_floods[kH2FloodFrames]);
+    }
+    if (rv != NGHTTP2_ERR_FLOODED) {
+      nghttp2_session_terminate_session(ng_, NGHTTP2_PROTOCOL_ERROR);
+      flush();  // the GOAWAY, as far as the socket takes it now
     }
     close_now();
     return;

@@ -291,7 +291,7 @@ void Http2Stream::on_exchange_done(Exchange& ex, Outcome outcome) noexcept {
     w.on_exchange(w.on_exchange_ctx, ex.record(bytes_in_, bytes_out_));
   }
   if (outcome != Outcome::kOk && st.response != ResponseState::kLocal && resp_submitted_ &&
-      !closed_) {
+      !closed_ && !gone_) {
     // Part of the response went out: resetting the stream is the only signal left.
     nghttp2_submit_rst_stream(s_.ng(), NGHTTP2_FLAG_NONE, id_, NGHTTP2_INTERNAL_ERROR);
   }
@@ -305,14 +305,14 @@ void Http2Stream::on_exchange_done(Exchange& ex, Outcome outcome) noexcept {
 }
 
 bool Http2Stream::on_close(uint32_t) noexcept {
-  closed_ = true;
-  if (ex_ == nullptr || !ex_->running()) return true;
-  if (resp_end_ && resp_off_ == resp_.size()) {
+  if (exchange_running() && resp_end_ && resp_off_ == resp_.size()) {
     // The whole response went out as the exchange ends (its flush sent the last frame): it
     // finishes on its own and its end frees the stream.
+    closed_ = true;
     return false;
   }
-  ex_->abort();  // on_exchange_done gives the exchange back
+  gone_ = true;  // the caller frees the stream
+  if (exchange_running()) ex_->abort();  // on_exchange_done gives the exchange back
   return true;
 }
 

@@ -147,6 +147,10 @@ constexpr Variants kAlgorithmV{kAlgorithms.size(), [](size_t i) { return kAlgori
 constexpr Variants kRejectV{static_cast<size_t>(proxy::Reject::kCount), [](size_t i) {
                               return proxy::reject_name(static_cast<proxy::Reject>(i));
                             }};
+constexpr Variants kH2ErrorV{std::size(proxy::kH2ErrorNames),
+                             [](size_t i) { return proxy::kH2ErrorNames[i]; }};
+constexpr Variants kH2FloodV{std::size(proxy::kH2FloodNames),
+                             [](size_t i) { return proxy::kH2FloodNames[i]; }};
 constexpr Variants kRouteV{proxy::kRouteReasons, [](size_t i) {
                              return proxy::route_reason_name(static_cast<core::RouteReason>(i));
                            }};
@@ -442,6 +446,32 @@ constexpr Family kFamilies[] = {
      [](const Row& r, size_t) -> Value { return d(r.s.daemon.stats().backend_connections_open); }},
     {"rondel_backend_connections", kGauge, {"pool", "backend", "state"}, Scope::kBackend,
      "Connections to a backend, by state.", kConnStateV, connections},
+
+    // HTTP/2 to clients.
+    {"rondel_h2_connections_total", kCounter, kNone, Scope::kDaemon,
+     "HTTP/2 client connections accepted.", {},
+     [](const Row& r, size_t) -> Value { return d(r.s.daemon.stats().h2_connections); }},
+    {"rondel_h2_connections_open", kGauge, kNone, Scope::kDaemon,
+     "HTTP/2 client connections open now.", {},
+     [](const Row& r, size_t) -> Value {
+       const auto& st = r.s.daemon.stats();
+       return d(st.h2_connections) - d(st.h2_connections_closed);
+     }},
+    {"rondel_h2_streams_total", kCounter, kNone, Scope::kDaemon,
+     "HTTP/2 request streams opened by clients.", {},
+     [](const Row& r, size_t) -> Value { return d(r.s.daemon.stats().h2_streams); }},
+    {"rondel_h2_resets_received_total", kCounter, {"code"}, Scope::kDaemon,
+     "RST_STREAM frames received from HTTP/2 clients, by error code.", kH2ErrorV,
+     [](const Row& r, size_t i) -> Value { return d(r.s.daemon.stats().h2_resets_received[i]); }},
+    {"rondel_h2_resets_sent_total", kCounter, {"code"}, Scope::kDaemon,
+     "RST_STREAM frames sent to HTTP/2 clients, by error code.", kH2ErrorV,
+     [](const Row& r, size_t i) -> Value { return d(r.s.daemon.stats().h2_resets_sent[i]); }},
+    {"rondel_h2_goaways_sent_total", kCounter, kNone, Scope::kDaemon,
+     "GOAWAY frames sent to HTTP/2 clients (drain, defences, errors).", {},
+     [](const Row& r, size_t) -> Value { return d(r.s.daemon.stats().h2_goaways_sent); }},
+    {"rondel_h2_defences_total", kCounter, {"defence"}, Scope::kDaemon,
+     "HTTP/2 defences that fired, by kind.", kH2FloodV,
+     [](const Row& r, size_t i) -> Value { return d(r.s.daemon.stats().h2_floods[i]); }},
 
     // Configuration and reloads.
     {"rondel_build_info", kGauge, {"version"}, Scope::kCustom,

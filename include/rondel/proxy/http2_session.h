@@ -61,10 +61,16 @@ class Http2Stream final : private BodySource, private ResponseSink, private Exch
   // The connection's output drained: resume an exchange that the sink stopped.
   void on_output_drained() noexcept;
   bool exchange_running() const noexcept { return ex_ != nullptr && ex_->running(); }
+  // The stream waits for the client: for request body bytes, or for window to send response
+  // bytes already queued (a zero-window stall), or it never started an exchange.
+  bool client_stalled() const noexcept {
+    return !exchange_running() || body_wanted_ || resp_off_ < resp_.size();
+  }
   // The connection closes: a running exchange ends as a client abort (the session frees the
   // stream after).
   void abort_exchange() noexcept {
     closed_ = false;
+    gone_ = true;
     if (exchange_running()) ex_->abort();
   }
 
@@ -103,7 +109,8 @@ class Http2Stream final : private BodySource, private ResponseSink, private Exch
   bool resp_submitted_ = false;
   bool resp_end_ = false;
   bool deferred_ = false;
-  bool closed_ = false;
+  bool closed_ = false;  // closed by nghttp2 while the exchange ends: its end frees the stream
+  bool gone_ = false;    // closed or reset: whoever closed it frees the stream
   mutable bool stalled_ = false;
 };
 
@@ -141,7 +148,8 @@ class Http2Session final : private net::TransportEvents {
   static void on_timer(uv_timer_t* t) noexcept;
   static void on_timer_closed(uv_handle_t* h) noexcept;
   void handle_closed() noexcept;
-  static int install_callbacks(nghttp2_session_callbacks* cbs) noexcept;
+  // One incoming RST_STREAM from the token bucket (h2_max_resets_per_second, burst x10).
+  bool take_reset_token() noexcept;
 
   friend struct Http2Callbacks;
   Worker& worker_;
@@ -157,6 +165,8 @@ class Http2Session final : private net::TransportEvents {
   std::string out_;  // frames taken from nghttp2, being written
   net::OutQueue out_q_;
   std::vector<Http2Stream*> streams_;
+  double reset_tokens_ = 0;
+  uint64_t reset_refill_ms_ = 0;
   int open_handles_ = 0;
   bool flushing_ = false;
   bool in_recv_ = false;

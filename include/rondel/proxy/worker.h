@@ -49,8 +49,8 @@ struct WorkerStats {
   std::atomic<uint64_t> h2_connections{0};
   std::atomic<uint64_t> h2_connections_closed{0};
   std::atomic<uint64_t> h2_streams{0};
-  std::atomic<uint64_t> h2_resets_received{0};
-  std::atomic<uint64_t> h2_resets_sent{0};
+  std::array<std::atomic<uint64_t>, 14> h2_resets_received{};  // by error code (kH2ErrorNames)
+  std::array<std::atomic<uint64_t>, 14> h2_resets_sent{};
   std::atomic<uint64_t> h2_goaways_sent{0};
   std::array<std::atomic<uint64_t>, 4> h2_floods{};  // by kH2Flood*
 };
@@ -60,6 +60,12 @@ constexpr size_t kH2FloodHeaderList = 0;  // a header list over h2_max_header_li
 constexpr size_t kH2FloodCalm = 1;        // GOAWAY ENHANCE_YOUR_CALM (rapid reset, ...)
 constexpr size_t kH2FloodFrames = 2;      // SETTINGS/PING/CONTINUATION flood: connection closed
 constexpr size_t kH2FloodTimeout = 3;     // the client stalled (zero window, idle): closed
+// HTTP/2 error codes (RFC 9113 7) by value, as the reset metrics label them.
+constexpr std::string_view kH2ErrorNames[] = {
+    "no_error",       "protocol_error", "internal_error",     "flow_control_error",
+    "settings_timeout", "stream_closed", "frame_size_error",  "refused_stream",
+    "cancel",         "compression_error", "connect_error",   "enhance_your_calm",
+    "inadequate_security", "http_1_1_required"};
 constexpr std::string_view kH2FloodNames[] = {"header_list", "enhance_your_calm", "frame_flood",
                                               "stall_timeout"};
 
