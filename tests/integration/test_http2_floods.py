@@ -9,8 +9,10 @@ and the defence that fired is counted in rondel_h2_defences_total or the GOAWAY/
 - SETTINGS flood without reading the acks: connection closed.
 - header list over h2_max_header_list_size: that stream is reset, the connection serves on.
 - zero window: a client that opens no window for a large response is closed after body_timeout.
+- SIGTERM (draining): an idle h2 connection gets GOAWAY NO_ERROR, then the close.
 """
 import re
+from signal import SIGTERM
 import shutil
 import socket
 import struct
@@ -198,6 +200,35 @@ log:
             timeout=5))
         self.assertTrue(wait_until(lambda: self.r.in_flight() == 0, timeout=10))
         self.assert_still_serving()
+
+
+class Http2Drain(unittest.TestCase):
+    def test_sigterm_sends_goaway(self):
+        group = BackendGroup(["b0"])
+        r = Rondel(f"""listeners:
+  - name: h2
+    bind: 127.0.0.1:0
+    pool: p
+    http2: prior_knowledge
+pools:
+  - name: p
+    backends:
+      - {{ address: {group.members[0].address} }}
+log:
+  level: info
+""")
+        try:
+            s = connect(r.ports["h2"])
+            s.sendall(frame(SETTINGS, 1, 0))
+            s.settimeout(5)
+            s.recv(65536)  # rondel's SETTINGS: the session is up
+            r.proc.send_signal(SIGTERM)
+            frames = read_until_closed(s)
+            s.close()
+            self.assertEqual(goaway_code(frames), 0)  # GOAWAY NO_ERROR, then the close
+        finally:
+            r.stop()
+            group.stop()
 
 
 if __name__ == "__main__":
