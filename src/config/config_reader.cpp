@@ -144,6 +144,15 @@ class ConfigReader {
       if (auto* g = m.get("forwarded_headers")) r_.read_bool(*g, l.forwarded_headers);
       if (auto* g = m.get("proxy_protocol")) read_proxy_protocol(*g, l.proxy_protocol);
       if (auto* g = m.get("tls")) read_tls(*g, l.tls);
+      if (auto* g = m.get("http2")) r_.read_choice<Http2Mode>(*g, kHttp2Modes, l.http2);
+      if (auto* g = m.get("h2_max_concurrent_streams")) {
+        r_.read_unsigned(*g, l.h2_max_concurrent_streams, 1, kU32Max);
+      }
+      if (auto* g = m.get("h2_max_header_list_size")) r_.read_size(*g, l.h2_max_header_list_size, 1);
+      if (auto* g = m.get("h2_hpack_table_size")) r_.read_size(*g, l.h2_hpack_table_size, 0);
+      if (auto* g = m.get("h2_max_resets_per_second")) {
+        r_.read_unsigned(*g, l.h2_max_resets_per_second, 1, kU32Max);
+      }
       c.listeners.push_back(std::move(l));
       listener_spots_.push_back(spots);
     });

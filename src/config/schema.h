@@ -58,7 +58,12 @@ constexpr string_view kListenerKeys[] = {"name",
                                          "max_headers",
                                          "max_body_bytes",
                                          "forwarded_headers",
-                                         "proxy_protocol", "tls"};
+                                         "proxy_protocol", "tls",
+                                         "http2",
+                                         "h2_max_concurrent_streams",
+                                         "h2_max_header_list_size",
+                                         "h2_hpack_table_size",
+                                         "h2_max_resets_per_second"};
 constexpr string_view kProxyProtocolKeys[] = {"trusted"};
 constexpr string_view kPoolKeys[] = {"name",
                                      "algorithm",
@@ -121,6 +126,8 @@ constexpr string_view kDnsKeys[] = {"nameservers", "ttl", "jitter", "timeout", "
 constexpr uint64_t kMinDnsTtlMs = 100;
 constexpr uint64_t kMaxDnsAttempts = 16;
 
+constexpr Choice<Http2Mode> kHttp2Modes[] = {{"off", Http2Mode::kOff},
+                                             {"prior_knowledge", Http2Mode::kPriorKnowledge}};
 constexpr Choice<Algorithm> kAlgorithms[] = {{"ring", Algorithm::kRing},
                                              {"rendezvous", Algorithm::kRendezvous},
                                              {"maglev", Algorithm::kMaglev},

@@ -39,7 +39,8 @@ void append_num(std::string& out, uint64_t v) {
 }
 
 // The record's fields in line order, as data: both formats walk this one table. An optional
-// field is left out of the line when empty (the TLS fields of a plain connection).
+// field is left out of the line when empty or 0 (the TLS fields of a plain connection, the HTTP/2
+// fields of an HTTP/1 request).
 struct AccessField {
   std::string_view name;
   std::string_view AccessRecord::*text;  // null for a number
@@ -60,6 +61,8 @@ constexpr AccessField kAccessFields[] = {
     {"attempts", nullptr, &AccessRecord::attempts},
     {"duration_us", nullptr, &AccessRecord::duration_us},
     {"outcome", &AccessRecord::outcome, nullptr},
+    {"proto", &AccessRecord::proto, nullptr, true},
+    {"stream", nullptr, &AccessRecord::stream, true},
     {"worker", nullptr, &AccessRecord::worker},
     {"tls_version", &AccessRecord::tls_version, nullptr, true},
     {"sni", &AccessRecord::sni, nullptr, true},
@@ -74,7 +77,7 @@ void format_access(const AccessRecord& r, AccessFormat format, std::string& out)
   out += json ? "{" : "access";
   bool first = true;
   for (const AccessField& f : kAccessFields) {
-    if (f.optional && (r.*f.text).empty()) continue;
+    if (f.optional && (f.text != nullptr ? (r.*f.text).empty() : r.*f.number == 0)) continue;
     if (json) {
       if (!first) out += ',';
       util::JsonWriter::append_string(out, f.name);

@@ -4,6 +4,7 @@
 #include "rondel/proxy/backend_state.h"
 #include "rondel/proxy/exchange.h"
 #include "rondel/proxy/http1_session.h"
+#include "rondel/proxy/http2_session.h"
 
 namespace rondel::proxy {
 
@@ -146,6 +147,11 @@ std::span<uint64_t> Worker::scratch(size_t words) {
 }
 
 void Worker::accept(uv_stream_t* server, const std::string& listener_name) {
+  const config::ListenerConfig* l = snapshot_ ? snapshot_->route(listener_name).config : nullptr;
+  if (choose_client_protocol(l, {}) == ClientProtocol::kHttp2) {
+    Http2Session::accept(*this, server, listener_name);
+    return;
+  }
   Http1Session::accept(*this, server, listener_name);
 }
 
@@ -157,11 +163,17 @@ void Worker::drain() {
     s->drain();
     s = next;
   }
+  for (Http2Session* h = h2_head_; h != nullptr;) {
+    Http2Session* next = h->next_;
+    h->drain();
+    h = next;
+  }
 }
 
 void Worker::close_all() {
   draining_ = true;
   while (sessions_head_ != nullptr) sessions_head_->close_now_public();
+  while (h2_head_ != nullptr) h2_head_->close_now();
   timeouts_.close();
 }
 
@@ -177,6 +189,23 @@ void Worker::add_session(Http1Session* s) noexcept {
 void Worker::remove_session(Http1Session* s) noexcept {
   if (s->prev_ != nullptr) s->prev_->next_ = s->next_;
   else if (sessions_head_ == s) sessions_head_ = s->next_;
+  else return;  // not in the list
+  if (s->next_ != nullptr) s->next_->prev_ = s->prev_;
+  s->prev_ = s->next_ = nullptr;
+  sessions_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void Worker::add_h2_session(Http2Session* s) noexcept {
+  s->prev_ = nullptr;
+  s->next_ = h2_head_;
+  if (h2_head_ != nullptr) h2_head_->prev_ = s;
+  h2_head_ = s;
+  sessions_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Worker::remove_h2_session(Http2Session* s) noexcept {
+  if (s->prev_ != nullptr) s->prev_->next_ = s->next_;
+  else if (h2_head_ == s) h2_head_ = s->next_;
   else return;  // not in the list
   if (s->next_ != nullptr) s->next_->prev_ = s->prev_;
   s->prev_ = s->next_ = nullptr;

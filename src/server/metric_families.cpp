@@ -169,6 +169,10 @@ constexpr Variants kTlsVersionV{static_cast<size_t>(tls::TlsVersion::kCount), []
 constexpr Variants kTlsAlpnV{static_cast<size_t>(tls::AlpnResult::kCount), [](size_t i) {
   return tls::alpn_result_name(static_cast<tls::AlpnResult>(i));
 }};
+constexpr Variants kH2ErrorV{std::size(proxy::kH2ErrorNames),
+                             [](size_t i) { return proxy::kH2ErrorNames[i]; }};
+constexpr Variants kH2FloodV{std::size(proxy::kH2FloodNames),
+                             [](size_t i) { return proxy::kH2FloodNames[i]; }};
 constexpr Variants kRouteV{proxy::kRouteReasons, [](size_t i) {
                              return proxy::route_reason_name(static_cast<core::RouteReason>(i));
                            }};
@@ -534,6 +538,32 @@ constexpr Family kFamilies[] = {
     {"rondel_proxy_protocol_rejects_total", kCounter, {"listener", "reason"}, Scope::kCustom,
      "Connections closed in the PROXY protocol header stage, by reason.", {}, nullptr,
      proxy_protocol_rejects},
+
+    // HTTP/2 to clients.
+    {"rondel_h2_connections_total", kCounter, kNone, Scope::kDaemon,
+     "HTTP/2 client connections accepted.", {},
+     [](const Row& r, size_t) -> Value { return d(r.s.daemon.stats().h2_connections); }},
+    {"rondel_h2_connections_open", kGauge, kNone, Scope::kDaemon,
+     "HTTP/2 client connections open now.", {},
+     [](const Row& r, size_t) -> Value {
+       const auto& st = r.s.daemon.stats();
+       return d(st.h2_connections) - d(st.h2_connections_closed);
+     }},
+    {"rondel_h2_streams_total", kCounter, kNone, Scope::kDaemon,
+     "HTTP/2 request streams opened by clients.", {},
+     [](const Row& r, size_t) -> Value { return d(r.s.daemon.stats().h2_streams); }},
+    {"rondel_h2_resets_received_total", kCounter, {"code"}, Scope::kDaemon,
+     "RST_STREAM frames received from HTTP/2 clients, by error code.", kH2ErrorV,
+     [](const Row& r, size_t i) -> Value { return d(r.s.daemon.stats().h2_resets_received[i]); }},
+    {"rondel_h2_resets_sent_total", kCounter, {"code"}, Scope::kDaemon,
+     "RST_STREAM frames sent to HTTP/2 clients, by error code.", kH2ErrorV,
+     [](const Row& r, size_t i) -> Value { return d(r.s.daemon.stats().h2_resets_sent[i]); }},
+    {"rondel_h2_goaways_sent_total", kCounter, kNone, Scope::kDaemon,
+     "GOAWAY frames sent to HTTP/2 clients (drain, defences, errors).", {},
+     [](const Row& r, size_t) -> Value { return d(r.s.daemon.stats().h2_goaways_sent); }},
+    {"rondel_h2_defences_total", kCounter, {"defence"}, Scope::kDaemon,
+     "HTTP/2 defences that fired, by kind.", kH2FloodV,
+     [](const Row& r, size_t i) -> Value { return d(r.s.daemon.stats().h2_floods[i]); }},
 
     // Configuration and reloads.
     {"rondel_build_info", kGauge, {"version"}, Scope::kCustom,

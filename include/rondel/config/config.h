@@ -182,6 +182,12 @@ struct TlsConfig {
   Position position;
 };
 
+// Which HTTP/2 a listener offers (ALPN h2 on TLS listeners is chosen by the handshake).
+enum class Http2Mode : uint8_t {
+  kOff,             // HTTP/1.1 only
+  kPriorKnowledge,  // cleartext h2c with prior knowledge: every connection speaks HTTP/2
+};
+
 struct ListenerConfig {
   std::string name;
   Address bind;
@@ -199,6 +205,12 @@ struct ListenerConfig {
   bool forwarded_headers = true;
   ProxyProtocolConfig proxy_protocol;
   TlsConfig tls;
+  // HTTP/2 to clients (issue 16).
+  Http2Mode http2 = Http2Mode::kOff;
+  uint32_t h2_max_concurrent_streams = 100;   // SETTINGS_MAX_CONCURRENT_STREAMS (nginx: 128)
+  uint64_t h2_max_header_list_size = 65536;   // decoded header list of one request; RST beyond
+  uint64_t h2_hpack_table_size = 4096;        // SETTINGS_HEADER_TABLE_SIZE
+  uint32_t h2_max_resets_per_second = 100;    // rapid reset: incoming RST_STREAM rate, burst x10
   Position position;
 };
 

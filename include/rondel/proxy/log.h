@@ -39,6 +39,9 @@ struct AccessRecord {
   uint64_t duration_us = 0;
   std::string_view outcome;      // ok | client_abort | backend_error | timeout | rejected
   uint64_t worker = 0;
+  // HTTP/2 streams only (empty / 0 on HTTP/1: left out of the line).
+  std::string_view proto;        // h2
+  uint64_t stream = 0;           // the stream id
   // TLS listeners only (empty on plain connections: the fields are left out of the line).
   std::string_view tls_version;  // TLSv1.2 | TLSv1.3
   std::string_view sni;          // the client's SNI name, "-" if none

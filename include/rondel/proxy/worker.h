@@ -25,6 +25,7 @@
 namespace rondel::proxy {
 
 class Http1Session;
+class Http2Session;
 class BackendConn;
 class Exchange;
 struct Http1Buffers;
@@ -45,7 +46,29 @@ struct WorkerStats {
   std::atomic<uint64_t> requests{0};
   std::atomic<uint64_t> retries{0};
   std::array<std::atomic<uint64_t>, static_cast<size_t>(Reject::kCount)> rejected{};
+  // HTTP/2 client connections (Http2Session owns these counters).
+  std::atomic<uint64_t> h2_connections{0};
+  std::atomic<uint64_t> h2_connections_closed{0};
+  std::atomic<uint64_t> h2_streams{0};
+  std::array<std::atomic<uint64_t>, 14> h2_resets_received{};  // by error code (kH2ErrorNames)
+  std::array<std::atomic<uint64_t>, 14> h2_resets_sent{};
+  std::atomic<uint64_t> h2_goaways_sent{0};
+  std::array<std::atomic<uint64_t>, 4> h2_floods{};  // by kH2Flood*
 };
+
+// The HTTP/2 defences that fired, as WorkerStats::h2_floods indexes them (kH2FloodNames).
+constexpr size_t kH2FloodHeaderList = 0;  // a header list over h2_max_header_list_size: RST
+constexpr size_t kH2FloodCalm = 1;        // GOAWAY ENHANCE_YOUR_CALM (rapid reset, ...)
+constexpr size_t kH2FloodFrames = 2;      // SETTINGS/PING/CONTINUATION flood: connection closed
+constexpr size_t kH2FloodTimeout = 3;     // the client stalled (zero window, idle): closed
+// HTTP/2 error codes (RFC 9113 7) by value, as the reset metrics label them.
+constexpr std::string_view kH2ErrorNames[] = {
+    "no_error",       "protocol_error", "internal_error",     "flow_control_error",
+    "settings_timeout", "stream_closed", "frame_size_error",  "refused_stream",
+    "cancel",         "compression_error", "connect_error",   "enhance_your_calm",
+    "inadequate_security", "http_1_1_required"};
+constexpr std::string_view kH2FloodNames[] = {"header_list", "enhance_your_calm", "frame_flood",
+                                              "stall_timeout"};
 
 // Fixed-size I/O buffers recycled through a free list, so an idle connection holds none.
 class BufferPool {
@@ -140,6 +163,8 @@ class Worker {
   // Session registry (intrusive list) for draining.
   void add_session(Http1Session* s) noexcept;
   void remove_session(Http1Session* s) noexcept;
+  void add_h2_session(Http2Session* s) noexcept;
+  void remove_h2_session(Http2Session* s) noexcept;
 
   // Hook for the metrics module; called on the loop thread after each exchange.
   void (*on_exchange)(void* ctx, const ExchangeRecord& rec) = nullptr;
@@ -160,6 +185,7 @@ class Worker {
   std::vector<uint64_t> scratch_;
   Router routing_;
   Http1Session* sessions_head_ = nullptr;
+  Http2Session* h2_head_ = nullptr;
   std::atomic<size_t> sessions_{0};
   std::atomic<size_t> exchanges_{0};
   uint32_t id_ = 0;

@@ -1,0 +1,177 @@
+// Http2Session: one HTTP/2 client connection (nghttp2 server session), the codec beside
+// Http1Session that drives one Exchange per stream.
+//
+// Each stream (Http2Stream) builds the http::RequestHead an HTTP/1 request for the same URL
+// produces (:method, :path as the target, :authority as Host, the other fields), so routing and
+// the hash key are identical; it is its Exchange's BodySource (its DATA frames; the stream's
+// window opens only as the exchange consumes, so a slow backend stops that stream, not the
+// connection) and its ResponseSink (the response head submitted as HEADERS, the body through a
+// deferred data provider, bounded per stream). Backends stay HTTP/1.1. Exchanges come from the
+// worker's pool and count in the bound like HTTP/1 requests. Loop thread only.
+#pragma once
+
+#include <nghttp2/nghttp2.h>
+#include <uv.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rondel/http/message.h"
+#include "rondel/net/out_queue.h"
+#include "rondel/net/tcp_transport.h"
+#include "rondel/proxy/body_source.h"
+#include "rondel/proxy/exchange.h"
+#include "rondel/proxy/response_sink.h"
+#include "rondel/proxy/snapshot.h"
+#include "rondel/proxy/worker.h"
+
+namespace rondel::proxy {
+
+class Http2Session;
+
+// The client protocol a connection speaks, as the listener or (later) ALPN decides it.
+enum class ClientProtocol : uint8_t { kHttp1, kHttp2 };
+
+// The one place the client codec is chosen: `alpn` is the negotiated protocol ("h2",
+// "http/1.1") or empty on cleartext, where the listener's `http2` setting decides.
+ClientProtocol choose_client_protocol(const config::ListenerConfig* l, std::string_view alpn);
+
+// One request stream: its head, body source, response sink and Exchange.
+class Http2Stream final : private BodySource, private ResponseSink, private ExchangeOwner {
+ public:
+  Http2Stream(Http2Session& s, int32_t id) : s_(s), id_(id) {}
+  ~Http2Stream();
+  int32_t id() const noexcept { return id_; }
+
+  // Header collection (nghttp2 callbacks). False: the header list is over its limit.
+  bool add_header(std::string_view name, std::string_view value, uint64_t limit);
+  // The head is whole (END_HEADERS): builds the RequestHead; false if it is not a valid request.
+  bool finish_head(bool end_stream);
+  void start() noexcept;
+  void on_data(const uint8_t* data, size_t len) noexcept;
+  void on_end_stream() noexcept;
+  // The stream closed (reset or done): an exchange still running ends as a client abort,
+  // unless its whole response went out. True: the stream may be freed now; false: the
+  // exchange's end frees it (Http2Session::stream_gone).
+  bool on_close(uint32_t error_code) noexcept;
+  // The data provider: copies up to `len` response bytes into `buf`.
+  ssize_t read_response(uint8_t* buf, size_t len, uint32_t* flags) noexcept;
+  // The connection's output drained: resume an exchange that the sink stopped.
+  void on_output_drained() noexcept;
+  bool exchange_running() const noexcept { return ex_ != nullptr && ex_->running(); }
+  // The stream waits for the client: for request body bytes, or for window to send response
+  // bytes already queued (a zero-window stall), or it never started an exchange.
+  bool client_stalled() const noexcept {
+    return !exchange_running() || body_wanted_ || resp_off_ < resp_.size();
+  }
+  // The connection closes: a running exchange ends as a client abort (the session frees the
+  // stream after).
+  void abort_exchange() noexcept {
+    closed_ = false;
+    gone_ = true;
+    if (exchange_running()) ex_->abort();
+  }
+
+ private:
+  BodyView peek() noexcept override;
+  void consume(size_t n) noexcept override;
+  bool want_more() noexcept override;
+  BodyFailure failure() const noexcept override { return {400, "h2_body"}; }
+  Interim sink_interim(const http::ResponseHead&) noexcept override { return Interim::kSkipped; }
+  void sink_head(const http::ResponseHead& head) noexcept override;
+  bool sink_body(std::string_view body) noexcept override;
+  void sink_end() noexcept override;
+  void sink_local(uint16_t status) noexcept override;
+  bool sink_flush() noexcept override;
+  bool sink_busy() const noexcept override;
+  void on_exchange_done(Exchange& ex, Outcome outcome) noexcept override;
+  void submit(uint16_t status, const std::vector<nghttp2_nv>& extra, bool with_body) noexcept;
+  void log_access(Outcome outcome, const ExchangeState& st) noexcept;
+
+  Http2Session& s_;
+  int32_t id_;
+  std::string hbuf_;                            // header names and values, back to back
+  std::vector<uint32_t> hoff_;                  // per field: name offset, name len, value len
+  std::vector<http::Header> headers_;
+  http::RequestHead head_;
+  uint64_t header_bytes_ = 0;
+  Exchange* ex_ = nullptr;
+  std::string body_;      // request body bytes received, [body_off_, end) not yet consumed
+  size_t body_off_ = 0;
+  size_t body_unacked_ = 0;  // consumed bytes not yet given back to the stream window
+  std::string resp_;      // response body bytes queued, [resp_off_, end) not yet sent
+  size_t resp_off_ = 0;
+  uint64_t start_ns_ = 0, bytes_in_ = 0, bytes_out_ = 0;
+  bool req_end_ = false;
+  bool body_wanted_ = false;
+  bool resp_submitted_ = false;
+  bool resp_end_ = false;
+  bool deferred_ = false;
+  bool closed_ = false;  // closed by nghttp2 while the exchange ends: its end frees the stream
+  bool gone_ = false;    // closed or reset: whoever closed it frees the stream
+  mutable bool stalled_ = false;
+};
+
+class Http2Session final : private net::TransportEvents {
+ public:
+  // Accepts a connection from `server` on a listener that speaks h2c.
+  static void accept(Worker& worker, uv_stream_t* server, const std::string& listener);
+  // Sends GOAWAY (no new streams) and closes once the open streams are done.
+  void drain() noexcept;
+  void close_now() noexcept;
+
+  Worker& worker() noexcept { return worker_; }
+  nghttp2_session* ng() noexcept { return ng_; }
+  const config::ListenerConfig* listener() const noexcept { return listener_cfg_; }
+  const Pool* pool() const noexcept { return listener_pool_; }
+  std::string_view client_ip() const noexcept { return client_ip_; }
+  // Writes what nghttp2 has to send (safe to call from anywhere but inside mem_send).
+  void flush() noexcept;
+  bool output_pending() const noexcept { return out_q_.pending; }
+  void stream_gone(Http2Stream* st) noexcept;
+
+  // Intrusive list links (Worker owns the list).
+  Http2Session* prev_ = nullptr;
+  Http2Session* next_ = nullptr;
+
+ private:
+  explicit Http2Session(Worker& worker) : worker_(worker) {}
+  ~Http2Session();
+  bool init_session() noexcept;
+  void on_transport_alloc(uv_buf_t* buf) noexcept override;
+  void on_transport_read(ssize_t nread) noexcept override;
+  void on_transport_written(int status) noexcept override;
+  void on_transport_closed() noexcept override;
+  void arm_timer() noexcept;
+  static void on_timer(uv_timer_t* t) noexcept;
+  static void on_timer_closed(uv_handle_t* h) noexcept;
+  void handle_closed() noexcept;
+  // One incoming RST_STREAM from the token bucket (h2_max_resets_per_second, burst x10).
+  bool take_reset_token() noexcept;
+
+  friend struct Http2Callbacks;
+  Worker& worker_;
+  std::shared_ptr<const Snapshot> snap_;
+  const config::ListenerConfig* listener_cfg_ = nullptr;
+  const Pool* listener_pool_ = nullptr;
+  std::shared_ptr<ListenerState> listener_state_;
+  net::TcpTransport tcp_;
+  uv_timer_t timer_{};
+  nghttp2_session* ng_ = nullptr;
+  char* buf_ = nullptr;
+  std::string client_ip_;
+  std::string out_;  // frames taken from nghttp2, being written
+  net::OutQueue out_q_;
+  std::vector<Http2Stream*> streams_;
+  double reset_tokens_ = 0;
+  uint64_t reset_refill_ms_ = 0;
+  int open_handles_ = 0;
+  bool flushing_ = false;
+  bool in_recv_ = false;
+  bool closing_ = false;
+  bool goaway_sent_ = false;
+};
+
+}  // namespace rondel::proxy

@@ -1,0 +1,396 @@
+// Http2Session, connection side: accepting, the nghttp2 server session and its settings and
+// flood limits, reading frames into it, writing what it sends, the connection timeout, GOAWAY
+// on drain, closing. The streams (head, body source, response sink) are http2_stream.cpp.
+#include "rondel/proxy/http2_session.h"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+namespace rondel::proxy {
+
+namespace {
+
+constexpr size_t kOutChunk = 64 * 1024;  // frames gathered into one write
+
+void count(std::atomic<uint64_t>& c) noexcept { c.fetch_add(1, std::memory_order_relaxed); }
+
+}  // namespace
+
+ClientProtocol choose_client_protocol(const config::ListenerConfig* l, std::string_view alpn) {
+  if (alpn == "h2") return ClientProtocol::kHttp2;
+  if (!alpn.empty()) return ClientProtocol::kHttp1;
+  if (l != nullptr && l->http2 == config::Http2Mode::kPriorKnowledge) return ClientProtocol::kHttp2;
+  return ClientProtocol::kHttp1;
+}
+
+// The nghttp2 callbacks: each finds its session (user_data) and stream (stream user data).
+struct Http2Callbacks {
+  static Http2Stream* stream(nghttp2_session* ng, int32_t id) noexcept {
+    return static_cast<Http2Stream*>(nghttp2_session_get_stream_user_data(ng, id));
+  }
+
+  static int on_begin_headers(nghttp2_session* ng, const nghttp2_frame* f, void* ud) noexcept {
+    auto* s = static_cast<Http2Session*>(ud);
+    if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+    auto* st = new (std::nothrow) Http2Stream(*s, f->hd.stream_id);
+    if (st == nullptr) return NGHTTP2_ERR_CALLBACK_FAILURE;
+    s->streams_.push_back(st);
+    nghttp2_session_set_stream_user_data(ng, f->hd.stream_id, st);
+    count(s->worker_.stats().h2_streams);
+    return 0;
+  }
+
+  static int on_header(nghttp2_session* ng, const nghttp2_frame* f, const uint8_t* name,
+                       size_t namelen, const uint8_t* value, size_t valuelen, uint8_t,
+                       void* ud) noexcept {
+    auto* s = static_cast<Http2Session*>(ud);
+    Http2Stream* st = stream(ng, f->hd.stream_id);
+    if (st == nullptr) return 0;
+    std::string_view n(reinterpret_cast<const char*>(name), namelen);
+    std::string_view v(reinterpret_cast<const char*>(value), valuelen);
+    if (!st->add_header(n, v, s->listener_cfg_->h2_max_header_list_size)) {
+      count(s->worker_.stats().h2_floods[kH2FloodHeaderList]);
+      // Refuse the stream (RST_STREAM); the connection goes on.
+      return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    }
+    return 0;
+  }
+
+  static int on_frame_recv(nghttp2_session* ng, const nghttp2_frame* f, void* ud) noexcept {
+    auto* s = static_cast<Http2Session*>(ud);
+    if (f->hd.type == NGHTTP2_RST_STREAM) {
+      count(s->worker_.stats().h2_resets_received[std::min<uint32_t>(f->rst_stream.error_code, 13)]);
+      if (!s->take_reset_token()) {
+        // Rapid reset (CVE-2023-44487): more resets than the listener allows.
+        nghttp2_session_terminate_session(ng, NGHTTP2_ENHANCE_YOUR_CALM);
+        return 0;
+      }
+    }
+    Http2Stream* st = stream(ng, f->hd.stream_id);
+    if (st == nullptr) return 0;
+    bool end = (f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
+    if (f->hd.type == NGHTTP2_HEADERS && f->headers.cat == NGHTTP2_HCAT_REQUEST) {
+      if (!st->finish_head(end)) {
+        nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, st->id(), NGHTTP2_PROTOCOL_ERROR);
+        return 0;
+      }
+      st->start();
+    } else if (f->hd.type == NGHTTP2_DATA && end) {
+      st->on_end_stream();
+    }
+    return 0;
+  }
+
+  static int on_data_chunk(nghttp2_session* ng, uint8_t, int32_t id, const uint8_t* data,
+                           size_t len, void*) noexcept {
+    // The connection window reopens at once (the per-stream window bounds the memory); the
+    // stream's own reopens as the exchange consumes.
+    nghttp2_session_consume_connection(ng, len);
+    Http2Stream* st = stream(ng, id);
+    if (st != nullptr) st->on_data(data, len);
+    return 0;
+  }
+
+  static int on_stream_close(nghttp2_session* ng, int32_t id, uint32_t code, void* ud) noexcept {
+    auto* s = static_cast<Http2Session*>(ud);
+    Http2Stream* st = stream(ng, id);
+    if (st == nullptr) return 0;
+    nghttp2_session_set_stream_user_data(ng, id, nullptr);
+    if (st->on_close(code)) s->stream_gone(st);
+    return 0;
+  }
+
+  static int on_frame_send(nghttp2_session*, const nghttp2_frame* f, void* ud) noexcept {
+    auto* s = static_cast<Http2Session*>(ud);
+    if (f->hd.type == NGHTTP2_RST_STREAM) {
+      count(s->worker_.stats().h2_resets_sent[std::min<uint32_t>(f->rst_stream.error_code, 13)]);
+    }
+    if (f->hd.type == NGHTTP2_GOAWAY) {
+      count(s->worker_.stats().h2_goaways_sent);
+      if (f->goaway.error_code == NGHTTP2_ENHANCE_YOUR_CALM) {
+        count(s->worker_.stats().h2_floods[kH2FloodCalm]);
+      }
+    }
+    return 0;
+  }
+
+  static ssize_t read_data(nghttp2_session* ng, int32_t id, uint8_t* buf, size_t len,
+                           uint32_t* flags, nghttp2_data_source*, void*) noexcept {
+    Http2Stream* st = stream(ng, id);
+    if (st == nullptr) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    return st->read_response(buf, len, flags);
+  }
+};
+
+nghttp2_data_provider h2_data_provider() noexcept {
+  nghttp2_data_provider p{};
+  p.read_callback = &Http2Callbacks::read_data;
+  return p;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Life cycle
+
+Http2Session::~Http2Session() {
+  if (ng_ != nullptr) nghttp2_session_del(ng_);
+}
+
+void Http2Session::accept(Worker& worker, uv_stream_t* server, const std::string& listener) {
+  const auto& snap = worker.snapshot();
+  ListenerRoute route = snap ? snap->route(listener) : ListenerRoute{};
+  auto* s = new Http2Session(worker);
+  s->snap_ = snap;
+  s->listener_cfg_ = route.config;
+  s->listener_pool_ = route.pool;
+  worker.add_h2_session(s);
+  worker.stats().client_connections_open.fetch_add(1, std::memory_order_relaxed);
+  worker.stats().client_connections_total.fetch_add(1, std::memory_order_relaxed);
+  count(worker.stats().h2_connections);
+  uv_timer_init(worker.loop(), &s->timer_);
+  s->timer_.data = s;
+  s->open_handles_ = 1;
+  if (s->tcp_.accept(worker.loop(), server, s) != 0) {
+    s->close_now();
+    return;
+  }
+  s->open_handles_ = 2;
+  char ip[64];
+  s->client_ip_.assign(ip, s->tcp_.peer().format(ip, sizeof ip));
+  if (route.config == nullptr || worker.draining()) {
+    s->close_now();
+    return;
+  }
+  s->listener_state_ = route.state;
+  if (s->listener_state_->open.fetch_add(1, std::memory_order_relaxed) >=
+      route.config->max_connections) {
+    worker.stats().rejected[static_cast<size_t>(Reject::kMaxConnections)].fetch_add(
+        1, std::memory_order_relaxed);
+    s->close_now();
+    return;
+  }
+  if (!s->init_session()) {
+    s->close_now();
+    return;
+  }
+  s->tcp_.start_reading();
+  s->arm_timer();
+  s->flush();
+}
+
+bool Http2Session::init_session() noexcept {
+  nghttp2_session_callbacks* cbs = nullptr;
+  if (nghttp2_session_callbacks_new(&cbs) != 0) return false;
+  nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, &Http2Callbacks::on_begin_headers);
+  nghttp2_session_callbacks_set_on_header_callback(cbs, &Http2Callbacks::on_header);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, &Http2Callbacks::on_frame_recv);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, &Http2Callbacks::on_data_chunk);
+  nghttp2_session_callbacks_set_on_stream_close_callback(cbs, &Http2Callbacks::on_stream_close);
+  nghttp2_session_callbacks_set_on_frame_send_callback(cbs, &Http2Callbacks::on_frame_send);
+  nghttp2_option* opt = nullptr;
+  if (nghttp2_option_new(&opt) != 0) {
+    nghttp2_session_callbacks_del(cbs);
+    return false;
+  }
+  const config::ListenerConfig& l = *listener_cfg_;
+  nghttp2_option_set_no_auto_window_update(opt, 1);
+  nghttp2_option_set_max_deflate_dynamic_table_size(opt, 4096);
+  // Flood defences (Debian's 1.52.0-1+deb12u3 carries the CVE-2023-44487 and CVE-2024-28182
+  // fixes: the reset rate limit and the CONTINUATION count).
+  // rondel's own bucket (take_reset_token) answers ENHANCE_YOUR_CALM first; nghttp2's, twice as
+  // large, is the backstop.
+  nghttp2_option_set_stream_reset_rate_limit(opt, uint64_t{l.h2_max_resets_per_second} * 20,
+                                             uint64_t{l.h2_max_resets_per_second} * 2);
+  reset_tokens_ = static_cast<double>(l.h2_max_resets_per_second) * 10;
+  reset_refill_ms_ = worker_.now_ms();
+  nghttp2_option_set_max_continuations(opt, 8);
+  nghttp2_option_set_max_outbound_ack(opt, 1000);
+  nghttp2_option_set_max_settings(opt, 32);
+  int rv = nghttp2_session_server_new2(&ng_, cbs, this, opt);
+  nghttp2_option_del(opt);
+  nghttp2_session_callbacks_del(cbs);
+  if (rv != 0) return false;
+  nghttp2_settings_entry iv[] = {
+      {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, l.h2_max_concurrent_streams},
+      {NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, static_cast<uint32_t>(l.h2_hpack_table_size)},
+      {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, static_cast<uint32_t>(l.h2_max_header_list_size)},
+      {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+  };
+  return nghttp2_submit_settings(ng_, NGHTTP2_FLAG_NONE, iv, std::size(iv)) == 0;
+}
+
+bool Http2Session::take_reset_token() noexcept {
+  const double rate = listener_cfg_->h2_max_resets_per_second;
+  uint64_t now = worker_.now_ms();
+  reset_tokens_ = std::min(rate * 10, reset_tokens_ + rate * static_cast<double>(now - reset_refill_ms_) / 1000.0);
+  reset_refill_ms_ = now;
+  if (reset_tokens_ < 1) return false;
+  reset_tokens_ -= 1;
+  return true;
+}
+
+void Http2Session::close_now() noexcept {
+  if (closing_) return;
+  closing_ = true;
+  // Every stream still running ends as a client abort.
+  std::vector<Http2Stream*> streams;
+  streams.swap(streams_);
+  for (Http2Stream* st : streams) {
+    if (ng_ != nullptr) nghttp2_session_set_stream_user_data(ng_, st->id(), nullptr);
+    if (st->exchange_running()) st->abort_exchange();
+    delete st;
+  }
+  worker_.stats().client_connections_open.fetch_sub(1, std::memory_order_relaxed);
+  count(worker_.stats().h2_connections_closed);
+  if (listener_state_) {
+    listener_state_->open.fetch_sub(1, std::memory_order_relaxed);
+    listener_state_.reset();
+  }
+  worker_.remove_h2_session(this);
+  uv_close(reinterpret_cast<uv_handle_t*>(&timer_), &Http2Session::on_timer_closed);
+  if (open_handles_ == 2) tcp_.close();
+}
+
+void Http2Session::on_timer_closed(uv_handle_t* h) noexcept {
+  static_cast<Http2Session*>(h->data)->handle_closed();
+}
+
+void Http2Session::on_transport_closed() noexcept { handle_closed(); }
+
+void Http2Session::handle_closed() noexcept {
+  if (--open_handles_ > 0) return;
+  if (buf_ != nullptr) worker_.buffers().put(buf_);
+  delete this;
+}
+
+void Http2Session::stream_gone(Http2Stream* st) noexcept {
+  auto it = std::find(streams_.begin(), streams_.end(), st);
+  if (it != streams_.end()) {
+    *it = streams_.back();
+    streams_.pop_back();
+  }
+  delete st;
+}
+
+void Http2Session::drain() noexcept {
+  if (closing_ || goaway_sent_ || ng_ == nullptr) return;
+  goaway_sent_ = true;
+  nghttp2_submit_goaway(ng_, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(ng_),
+                        NGHTTP2_NO_ERROR, nullptr, 0);
+  flush();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading, writing, the timeout
+
+void Http2Session::arm_timer() noexcept {
+  if (closing_ || listener_cfg_ == nullptr) return;
+  // No stream: the idle timeout; streams open: the client must show life within the body
+  // timeout (a zero-window stall, a stream that never ends its body).
+  uint64_t ms = streams_.empty() ? listener_cfg_->idle_timeout_ms : listener_cfg_->body_timeout_ms;
+  uv_timer_start(&timer_, &Http2Session::on_timer, ms, 0);
+}
+
+void Http2Session::on_timer(uv_timer_t* t) noexcept {
+  auto* s = static_cast<Http2Session*>(t->data);
+  if (s->closing_) return;
+  bool client_stalled = s->streams_.empty();
+  for (Http2Stream* st : s->streams_) client_stalled = client_stalled || st->client_stalled();
+  if (!client_stalled) {
+    // The exchanges wait for their backends (whose own timeouts apply), not for the client.
+    s->arm_timer();
+    return;
+  }
+  count(s->worker_.stats().h2_floods[kH2FloodTimeout]);
+  if (s->ng_ != nullptr) {
+    nghttp2_session_terminate_session(s->ng_, NGHTTP2_NO_ERROR);
+    s->flush();
+  }
+  s->close_now();
+}
+
+void Http2Session::on_transport_alloc(uv_buf_t* buf) noexcept {
+  if (buf_ == nullptr) buf_ = worker_.buffers().get();
+  *buf = uv_buf_init(buf_, static_cast<unsigned>(BufferPool::kSize));
+}
+
+void Http2Session::on_transport_read(ssize_t nread) noexcept {
+  if (closing_ || nread == 0) return;
+  if (nread < 0) {
+    close_now();
+    return;
+  }
+  in_recv_ = true;
+  ssize_t rv = nghttp2_session_mem_recv(ng_, reinterpret_cast<const uint8_t*>(buf_),
+                                        static_cast<size_t>(nread));
+  in_recv_ = false;
+  if (closing_) return;
+  if (rv < 0) {
+    if (rv == NGHTTP2_ERR_FLOODED || rv == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS) {
+      count(worker_.stats().h2_floods[kH2FloodFrames]);
+    }
+    if (rv != NGHTTP2_ERR_FLOODED) {
+      nghttp2_session_terminate_session(ng_, NGHTTP2_PROTOCOL_ERROR);
+      flush();  // the GOAWAY, as far as the socket takes it now
+    }
+    close_now();
+    return;
+  }
+  if (streams_.empty() && buf_ != nullptr) {
+    worker_.buffers().put(buf_);
+    buf_ = nullptr;
+  }
+  arm_timer();
+  flush();
+}
+
+void Http2Session::flush() noexcept {
+  if (closing_ || in_recv_ || flushing_ || out_q_.pending || ng_ == nullptr) return;
+  flushing_ = true;  // calls back into flush() from the streams return at once
+  for (int round = 0; !closing_; ++round) {
+    out_.clear();
+    while (out_.size() < kOutChunk) {
+      const uint8_t* data = nullptr;
+      ssize_t n = nghttp2_session_mem_send(ng_, &data);
+      if (n < 0) {
+        flushing_ = false;
+        close_now();
+        return;
+      }
+      if (n == 0) break;
+      out_.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
+    }
+    if (!out_.empty()) {
+      out_q_.clear();
+      out_q_.push(out_.data(), out_.size());
+      int r = tcp_.write(out_q_);
+      if (r < 0) {
+        flushing_ = false;
+        close_now();
+        return;
+      }
+      if (r == 1) break;  // on_transport_written continues
+    }
+    // The output is free again: the streams whose sink stopped move on (and may queue more).
+    for (size_t i = 0; i < streams_.size() && !closing_; ++i) streams_[i]->on_output_drained();
+    if (closing_ || nghttp2_session_want_write(ng_) == 0) break;
+  }
+  flushing_ = false;
+  if (!closing_ && !out_q_.pending && nghttp2_session_want_read(ng_) == 0 &&
+      nghttp2_session_want_write(ng_) == 0) {
+    close_now();  // GOAWAY exchanged and every stream done
+  }
+}
+
+void Http2Session::on_transport_written(int status) noexcept {
+  out_q_.pending = false;
+  out_q_.clear();
+  if (closing_) return;
+  if (status < 0) {
+    close_now();
+    return;
+  }
+  flush();
+}
+
+}  // namespace rondel::proxy

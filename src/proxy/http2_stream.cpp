@@ -1,0 +1,344 @@
+// Http2Stream: one HTTP/2 request stream. Builds the request head an HTTP/1 request for the same
+// URL gives (so the same backend is chosen), is the Exchange's BodySource (DATA frames, the
+// stream window given back as the exchange consumes) and its ResponseSink (HEADERS, then DATA
+// through a deferred data provider), and writes the access-log line.
+#include <cstdio>
+#include <cstring>
+
+#include "rondel/http/writer.h"
+#include "rondel/proxy/http2_session.h"
+
+namespace rondel::proxy {
+
+nghttp2_data_provider h2_data_provider() noexcept;
+
+namespace {
+
+constexpr size_t kRespBufLimit = 64 * 1024;  // response bytes queued per stream before it stalls
+
+bool idempotent_method(std::string_view m) {
+  return m == "GET" || m == "HEAD" || m == "OPTIONS" || m == "TRACE" || m == "PUT" ||
+         m == "DELETE";
+}
+
+// Fields that HTTP/2 forbids (RFC 9113 8.2.2), never sent to the client.
+bool connection_specific(std::string_view name) {
+  return http::iequals(name, "connection") || http::iequals(name, "keep-alive") ||
+         http::iequals(name, "proxy-connection") || http::iequals(name, "transfer-encoding") ||
+         http::iequals(name, "upgrade");
+}
+
+nghttp2_nv make_nv(std::string_view n, std::string_view v) {
+  return nghttp2_nv{reinterpret_cast<uint8_t*>(const_cast<char*>(n.data())),
+                    reinterpret_cast<uint8_t*>(const_cast<char*>(v.data())), n.size(), v.size(),
+                    NGHTTP2_NV_FLAG_NONE};
+}
+
+}  // namespace
+
+Http2Stream::~Http2Stream() {
+  if (ex_ != nullptr) s_.worker().give_exchange(ex_);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The request head
+
+bool Http2Stream::add_header(std::string_view name, std::string_view value, uint64_t limit) {
+  header_bytes_ += name.size() + value.size() + 32;  // RFC 9113 6.5.2's accounting
+  if (header_bytes_ > limit) return false;
+  if (http::iequals(name, "cookie") && !hoff_.empty()) {
+    // Split cookie fields are joined for HTTP/1 (RFC 9113 8.2.3), so a cookie key sees one.
+    for (size_t i = 0; i < hoff_.size(); i += 3) {
+      std::string_view n(hbuf_.data() + hoff_[i], hoff_[i + 1]);
+      if (n == "cookie" && i + 3 == hoff_.size()) {
+        hbuf_.append("; ").append(value);
+        hoff_[i + 2] += static_cast<uint32_t>(value.size() + 2);
+        return true;
+      }
+    }
+  }
+  hoff_.push_back(static_cast<uint32_t>(hbuf_.size()));
+  hoff_.push_back(static_cast<uint32_t>(name.size()));
+  hoff_.push_back(static_cast<uint32_t>(value.size()));
+  hbuf_.append(name).append(value);
+  return true;
+}
+
+bool Http2Stream::finish_head(bool end_stream) {
+  headers_.clear();
+  std::string_view authority, host;
+  head_ = http::RequestHead{};
+  for (size_t i = 0; i < hoff_.size(); i += 3) {
+    std::string_view n(hbuf_.data() + hoff_[i], hoff_[i + 1]);
+    std::string_view v(hbuf_.data() + hoff_[i] + hoff_[i + 1], hoff_[i + 2]);
+    if (!n.empty() && n[0] == ':') {
+      if (n == ":method") head_.method = v;
+      else if (n == ":path") head_.target = v;
+      else if (n == ":authority") authority = v;
+      continue;
+    }
+    if (n == "host") host = v;
+    if (n == "content-length") {
+      uint64_t len = 0;
+      for (char c : v) {
+        if (c < '0' || c > '9') return false;
+        len = len * 10 + static_cast<uint64_t>(c - '0');
+      }
+      head_.framing = http::Framing::kLength;
+      head_.content_length = len;
+    }
+    headers_.push_back(http::Header{n, v, false});
+  }
+  if (head_.method.empty() || head_.target.empty()) return false;
+  // Host from :authority, as an HTTP/1 request for that URL carries it.
+  if (host.empty() && !authority.empty()) {
+    host = authority;
+    headers_.insert(headers_.begin(), http::Header{"host", authority, false});
+  }
+  head_.host = host;
+  head_.headers = headers_;
+  head_.is_head = head_.method == "HEAD";
+  head_.idempotent = idempotent_method(head_.method);
+  head_.keep_alive = true;
+  if (end_stream) {
+    head_.framing = http::Framing::kNone;
+    req_end_ = true;
+  } else if (head_.framing != http::Framing::kLength) {
+    head_.framing = http::Framing::kChunked;  // a body of unknown length: chunked to the backend
+  }
+  return true;
+}
+
+void Http2Stream::start() noexcept {
+  Worker& w = s_.worker();
+  start_ns_ = uv_hrtime();
+  w.stats().requests.fetch_add(1, std::memory_order_relaxed);
+  if (s_.pool() == nullptr || (ex_ = w.take_exchange()) == nullptr) {
+    sink_local(503);
+    return;
+  }
+  ExchangeRequest rq;
+  rq.head = &head_;
+  rq.forward.client_ip = s_.client_ip();
+  rq.forward.forwarded = s_.listener()->forwarded_headers;
+  rq.pool = s_.pool();
+  rq.body = head_.framing == http::Framing::kNone ? static_cast<BodySource*>(&EmptyBody::instance())
+                                                  : this;
+  rq.sink = this;
+  rq.owner = this;
+  if (ex_->start(rq) == Exchange::Start::kNoKey) {
+    w.give_exchange(ex_);
+    ex_ = nullptr;
+    w.stats().rejected[static_cast<size_t>(Reject::kBadRequest)].fetch_add(
+        1, std::memory_order_relaxed);
+    sink_local(400);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The body source
+
+void Http2Stream::on_data(const uint8_t* data, size_t len) noexcept {
+  bytes_in_ += len;
+  body_.append(reinterpret_cast<const char*>(data), len);
+  if (body_wanted_ && ex_ != nullptr) {
+    body_wanted_ = false;
+    ex_->on_body_available();
+  }
+}
+
+void Http2Stream::on_end_stream() noexcept {
+  req_end_ = true;
+  if (body_wanted_ && ex_ != nullptr) {
+    body_wanted_ = false;
+    ex_->on_body_available();
+  }
+}
+
+BodyView Http2Stream::peek() noexcept {
+  std::string_view v(body_.data() + body_off_, body_.size() - body_off_);
+  return BodyView{v, req_end_ ? BodyState::kEnd : BodyState::kMore};
+}
+
+void Http2Stream::consume(size_t n) noexcept {
+  body_off_ += n;
+  body_unacked_ += n;
+}
+
+bool Http2Stream::want_more() noexcept {
+  // Every consumed byte is written to the backend: free it and reopen the stream's window.
+  body_.erase(0, body_off_);
+  body_off_ = 0;
+  if (body_unacked_ > 0) {
+    nghttp2_session_consume_stream(s_.ng(), id_, body_unacked_);
+    body_unacked_ = 0;
+    s_.flush();
+  }
+  if (!body_.empty() || req_end_) return true;
+  body_wanted_ = true;
+  return false;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The response sink
+
+void Http2Stream::submit(uint16_t status, const std::vector<nghttp2_nv>& extra,
+                         bool with_body) noexcept {
+  char code[4];
+  std::snprintf(code, sizeof code, "%03u", static_cast<unsigned>(status % 1000));
+  std::vector<nghttp2_nv> nv;
+  nv.reserve(extra.size() + 1);
+  nv.push_back(make_nv(":status", std::string_view(code, 3)));
+  nv.insert(nv.end(), extra.begin(), extra.end());
+  nghttp2_data_provider dp = h2_data_provider();
+  nghttp2_submit_response(s_.ng(), id_, nv.data(), nv.size(), with_body ? &dp : nullptr);
+  resp_submitted_ = true;
+  s_.flush();
+}
+
+void Http2Stream::sink_head(const http::ResponseHead& rh) noexcept {
+  // Names go lowercase (RFC 9113 8.2.1); nghttp2 copies them when submitting.
+  std::string names;
+  size_t total = 0;
+  for (const auto& h : rh.headers) total += h.name.size();
+  names.reserve(total);
+  std::vector<nghttp2_nv> nv;
+  nv.reserve(rh.headers.size());
+  for (const auto& h : rh.headers) {
+    if (h.hop_by_hop || connection_specific(h.name)) continue;
+    size_t at = names.size();
+    for (char c : h.name) names += static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
+    nv.push_back(make_nv(std::string_view(names.data() + at, h.name.size()), h.value));
+  }
+  bool body = !head_.is_head && rh.status != 204 && rh.status != 304;
+  submit(rh.status, nv, body);
+  if (!body) resp_end_ = true;
+}
+
+bool Http2Stream::sink_body(std::string_view body) noexcept {
+  bytes_out_ += body.size();
+  if (resp_off_ == resp_.size()) {
+    resp_.clear();
+    resp_off_ = 0;
+  }
+  resp_.append(body);
+  if (deferred_) {
+    deferred_ = false;
+    nghttp2_session_resume_data(s_.ng(), id_);
+  }
+  s_.flush();
+  return !sink_busy();
+}
+
+void Http2Stream::sink_end() noexcept {
+  resp_end_ = true;
+  if (deferred_) {
+    deferred_ = false;
+    nghttp2_session_resume_data(s_.ng(), id_);
+  }
+}
+
+void Http2Stream::sink_local(uint16_t status) noexcept {
+  std::string_view canned = http::canned_response(status);
+  (void)canned;
+  static constexpr std::string_view kZero = "0";
+  std::vector<nghttp2_nv> nv{make_nv("content-length", kZero)};
+  resp_end_ = true;
+  submit(status, nv, false);
+}
+
+bool Http2Stream::sink_flush() noexcept {
+  s_.flush();
+  return !sink_busy();
+}
+
+bool Http2Stream::sink_busy() const noexcept {
+  bool busy = resp_.size() - resp_off_ >= kRespBufLimit;
+  if (busy) stalled_ = true;
+  return busy;
+}
+
+ssize_t Http2Stream::read_response(uint8_t* buf, size_t len, uint32_t* flags) noexcept {
+  size_t n = std::min(len, resp_.size() - resp_off_);
+  std::memcpy(buf, resp_.data() + resp_off_, n);
+  resp_off_ += n;
+  if (resp_off_ == resp_.size() && resp_end_) {
+    *flags |= NGHTTP2_DATA_FLAG_EOF;
+    return static_cast<ssize_t>(n);
+  }
+  if (n == 0) {
+    deferred_ = true;
+    return NGHTTP2_ERR_DEFERRED;
+  }
+  return static_cast<ssize_t>(n);
+}
+
+void Http2Stream::on_output_drained() noexcept {
+  if (!stalled_ || ex_ == nullptr || !ex_->running()) return;
+  if (resp_.size() - resp_off_ >= kRespBufLimit / 2) return;
+  stalled_ = false;
+  ex_->on_sink_drained();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The end of the exchange, of the stream
+
+void Http2Stream::on_exchange_done(Exchange& ex, Outcome outcome) noexcept {
+  const ExchangeState& st = ex.state();
+  log_access(outcome, st);
+  Worker& w = s_.worker();
+  if (w.on_exchange != nullptr && st.pool != nullptr) {
+    w.on_exchange(w.on_exchange_ctx, ex.record(bytes_in_, bytes_out_));
+  }
+  if (outcome != Outcome::kOk && st.response != ResponseState::kLocal && resp_submitted_ &&
+      !closed_ && !gone_) {
+    // Part of the response went out: resetting the stream is the only signal left.
+    nghttp2_submit_rst_stream(s_.ng(), NGHTTP2_FLAG_NONE, id_, NGHTTP2_INTERNAL_ERROR);
+  }
+  w.give_exchange(ex_);
+  ex_ = nullptr;
+  if (closed_) {
+    s_.stream_gone(this);  // deletes this stream
+    return;
+  }
+  s_.flush();
+}
+
+bool Http2Stream::on_close(uint32_t) noexcept {
+  if (exchange_running() && resp_end_ && resp_off_ == resp_.size()) {
+    // The whole response went out as the exchange ends (its flush sent the last frame): it
+    // finishes on its own and its end frees the stream.
+    closed_ = true;
+    return false;
+  }
+  gone_ = true;  // the caller frees the stream
+  if (exchange_running()) ex_->abort();  // on_exchange_done gives the exchange back
+  return true;
+}
+
+void Http2Stream::log_access(Outcome outcome, const ExchangeState& st) noexcept {
+  LogSink& sink = s_.worker().access_log();
+  if (!sink.enabled()) return;
+  AccessRecord r;
+  r.client = s_.client_ip();
+  r.method = head_.method;
+  r.target = head_.target;
+  r.status = st.status;
+  r.bytes_in = bytes_in_;
+  r.bytes_out = bytes_out_;
+  if (st.pool != nullptr) r.pool = st.pool->name();
+  if (st.backend != core::kNoBackend) r.backend = st.pool->backend(st.backend).id();
+  if (st.owner != core::kNoBackend && st.keyed) r.owner = st.pool->backend(st.owner).id();
+  r.hops = st.hops;
+  r.attempts = st.attempts;
+  r.duration_us = (uv_hrtime() - start_ns_) / 1000;
+  r.outcome = outcome_name(outcome);
+  r.proto = "h2";
+  r.stream = static_cast<uint64_t>(id_);
+  r.worker = s_.worker().id();
+  std::string& l = s_.worker().log_line();
+  format_access(r, sink.format(), l);
+  sink.write(l);
+}
+
+}  // namespace rondel::proxy
