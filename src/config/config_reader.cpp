@@ -7,6 +7,9 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "edge_reader.h"
+#include "health_reader.h"
+#include "reader_util.h"
 #include "scalars.h"
 #include "schema.h"
 
@@ -16,21 +19,6 @@ namespace {
 using std::string_view;
 using namespace schema;  // the key tables, limits and choices (schema.h)
 
-std::string quote(string_view s) {
-  return "'" + std::string(s) + "'";
-}
-
-// RFC 9110 section 5.6.2 token characters (header names, methods, cookie names).
-bool is_token(string_view s) {
-  constexpr string_view kSpecials = "!#$%&'*+-.^_`|~";
-  if (s.empty()) return false;
-  for (char c : s) {
-    const bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-    if (!alnum && kSpecials.find(c) == string_view::npos) return false;
-  }
-  return true;
-}
-
 // Listener and pool names appear in logs as key=value and in metric labels: keep them plain.
 bool is_plain_name(string_view s) {
   if (s.empty()) return false;
@@ -39,13 +27,6 @@ bool is_plain_name(string_view s) {
     if (!alnum && c != '_' && c != '-' && c != '.') return false;
   }
   return true;
-}
-
-bool has_space_or_control(string_view s) {
-  for (char c : s) {
-    if (static_cast<unsigned char>(c) <= ' ' || c == 0x7f) return true;
-  }
-  return false;
 }
 
 // Where each cross-checked value of a listener came from (line 0: the value was invalid).
@@ -78,19 +59,9 @@ class ConfigReader {
   }
 
  private:
-  // Reads the entries of a list field, calling `each(node, fallback position)` per entry.
   template <class Each>
   void for_each_entry(const Field& f, Each each) {
-    if (!r_.read_sequence(f)) return;
-    if (f.value.size() == 0) {
-      r_.error(NodeReader::value_position(f), quote(f.key) + " must have at least one entry");
-      return;
-    }
-    for (const YAML::Node& entry : f.value) {
-      Position fallback = NodeReader::position_of(entry);
-      if (entry.IsNull() || fallback.line == 0) fallback = NodeReader::value_position(f);
-      each(entry, fallback);
-    }
+    config::for_each_entry(r_, f, each);
   }
 
   void read_log(const Field& f, LogConfig& log) {
@@ -142,8 +113,8 @@ class ConfigReader {
       if (auto* g = m.get("max_headers")) r_.read_unsigned(*g, l.max_headers, 1, kU32Max);
       if (auto* g = m.get("max_body_bytes")) r_.read_size(*g, l.max_body_bytes, 0);
       if (auto* g = m.get("forwarded_headers")) r_.read_bool(*g, l.forwarded_headers);
-      if (auto* g = m.get("proxy_protocol")) read_proxy_protocol(*g, l.proxy_protocol);
-      if (auto* g = m.get("tls")) read_tls(*g, l.tls);
+      if (auto* g = m.get("proxy_protocol")) read_proxy_protocol(r_, *g, l.proxy_protocol);
+      if (auto* g = m.get("tls")) read_tls(r_, *g, l.tls);
       if (auto* g = m.get("http2")) r_.read_choice<Http2Mode>(*g, kHttp2Modes, l.http2);
       if (auto* g = m.get("h2_max_concurrent_streams")) {
         r_.read_unsigned(*g, l.h2_max_concurrent_streams, 1, kU32Max);
@@ -156,102 +127,6 @@ class ConfigReader {
       c.listeners.push_back(std::move(l));
       listener_spots_.push_back(spots);
     });
-  }
-
-  // `proxy_protocol: { trusted: [CIDR, ...] }`; each CIDR error at the entry.
-  void read_proxy_protocol(const Field& f, ProxyProtocolConfig& pp) {
-    MapFields m = r_.map(f.value, quote(f.key), NodeReader::value_position(f), kProxyProtocolKeys);
-    if (!m.is_map()) return;
-    const Field* t = r_.require(m, "trusted");
-    if (t == nullptr) return;
-    bool ok = true;
-    std::vector<core::Cidr> trusted;
-    for_each_entry(*t, [&](const YAML::Node& node, Position fallback) {
-      Field entry{t->key, t->key_node, node};
-      std::string text;
-      if (!r_.read_string(entry, text, false)) {
-        ok = false;
-        return;
-      }
-      core::Cidr cidr;
-      std::string why;
-      if (!core::Cidr::parse(text, cidr, why)) {
-        Position at = NodeReader::position_of(node);
-        r_.error(at.line > 0 ? at : fallback,
-                 "'trusted' entry " + quote(text) + " is not a network (CIDR): " + why);
-        ok = false;
-        return;
-      }
-      trusted.push_back(cidr);
-    });
-    if (!ok || trusted.empty()) return;
-    pp.enabled = true;
-    pp.trusted = std::move(trusted);
-  }
-
-  void read_tls(const Field& f, TlsConfig& t) {
-    MapFields m = r_.map(f.value, quote(f.key), NodeReader::value_position(f), kTlsKeys);
-    if (!m.is_map()) return;
-    t.enabled = true;
-    t.position = NodeReader::value_position(f);
-    if (auto* g = r_.require(m, "certificates")) {
-      for_each_entry(*g, [&](const YAML::Node& node, Position fallback) {
-        MapFields cm = r_.map(node, "each entry of 'certificates'", fallback, kTlsCertificateKeys);
-        if (!cm.is_map()) return;
-        TlsCertificateConfig cert;
-        cert.position = cm.position();
-        if (auto* h = r_.require(cm, "cert")) r_.read_string(*h, cert.cert, false);
-        if (auto* h = r_.require(cm, "key")) r_.read_string(*h, cert.key, false);
-        t.certificates.push_back(std::move(cert));
-      });
-    }
-    if (auto* g = m.get("alpn")) read_alpn(*g, t.alpn);
-    if (auto* g = m.get("min_version")) r_.read_choice<uint16_t>(*g, kTlsVersions, t.min_version);
-    if (auto* g = m.get("max_version")) r_.read_choice<uint16_t>(*g, kTlsVersions, t.max_version);
-    if (t.min_version > t.max_version) {
-      r_.error(t.position, "'min_version' is above 'max_version'");
-    }
-    if (auto* g = m.get("ciphers")) r_.read_string(*g, t.ciphers, false);
-    if (auto* g = m.get("ciphersuites")) r_.read_string(*g, t.ciphersuites, false);
-    if (auto* g = m.get("groups")) r_.read_string(*g, t.groups, false);
-    if (auto* g = m.get("session_tickets")) r_.read_bool(*g, t.session_tickets);
-    if (auto* g = m.get("ticket_key_rotation")) {
-      r_.read_duration(*g, t.ticket_key_rotation_ms, kMinTicketRotationMs);
-    }
-    if (auto* g = m.get("client_ca"); g && r_.read_string(*g, t.client_ca, false)) {
-      t.verify = TlsVerify::kRequired;
-    }
-    if (auto* g = m.get("verify")) {
-      r_.read_choice<TlsVerify>(*g, kTlsVerifyModes, t.verify);
-      if (t.verify != TlsVerify::kNone && t.client_ca.empty()) {
-        r_.error(NodeReader::value_position(*g), "'verify' needs 'client_ca' (the CA bundle)");
-      }
-    }
-    if (auto* g = m.get("handshake_timeout")) r_.read_duration(*g, t.handshake_timeout_ms, 1);
-    if (auto* g = m.get("max_handshakes")) r_.read_unsigned(*g, t.max_handshakes, 1, kU32Max);
-  }
-
-  void read_alpn(const Field& f, std::vector<std::string>& out) {
-    if (!r_.read_sequence(f)) return;
-    std::vector<std::string> list;
-    for (const YAML::Node& entry : f.value) {
-      Field one{f.key, f.key_node, entry};
-      std::string name;
-      if (!r_.read_string(one, name, false)) return;
-      if (std::find(std::begin(kAlpnProtocols), std::end(kAlpnProtocols), name) ==
-          std::end(kAlpnProtocols)) {
-        r_.error(NodeReader::value_position(one),
-                 "'alpn' protocols are http/1.1 and h2, got " + quote(name));
-        return;
-      }
-      list.push_back(std::move(name));
-    }
-    if (std::find(list.begin(), list.end(), "http/1.1") == list.end()) {
-      r_.error(NodeReader::value_position(f),
-               "'alpn' must include http/1.1 (h2 is not served yet)");
-      return;
-    }
-    out = std::move(list);
   }
 
   void read_pools(const Field& f, Config& c) {
@@ -289,7 +164,7 @@ class ConfigReader {
       r_.read_unsigned(*g, p.spill_memory, 0, kMaxSpillMemory);
     }
     if (auto* g = m.get("spill_hysteresis")) r_.read_unsigned(*g, p.spill_hysteresis, 0, kU32Max);
-    if (auto* g = m.get("hot_keys")) read_hot_keys(*g, p.hot_keys);
+    if (auto* g = m.get("hot_keys")) read_hot_keys(r_, *g, p.hot_keys);
     if (auto* g = m.get("replica_choice")) {
       r_.read_choice<ReplicaChoice>(*g, kReplicaChoices, p.replica_choice);
     }
@@ -314,8 +189,8 @@ class ConfigReader {
       r_.read_unsigned(*g, p.max_connections_per_backend, 0, kU32Max);
     }
     if (auto* g = m.get("slow_start")) r_.read_duration(*g, p.slow_start_ms, 0);
-    if (auto* g = m.get("health_check")) read_health(*g, p.health);
-    if (auto* g = m.get("passive_health")) read_passive(*g, p.passive);
+    if (auto* g = m.get("health_check")) read_health(r_, *g, p.health);
+    if (auto* g = m.get("passive_health")) read_passive(r_, *g, p.passive);
     if (auto* g = m.get("dns")) read_dns(*g, p.dns);
     if (auto* g = r_.require(m, "backends")) read_backends(*g, p);
     if (auto* g = m.get("range_chunk")) read_range_chunk(*g, p);
@@ -476,78 +351,6 @@ class ConfigReader {
     }
     key.name = std::string(name);
     out = std::move(key);
-  }
-
-  void read_health(const Field& f, HealthCheckConfig& h) {
-    MapFields m = r_.map(f.value, quote(f.key), NodeReader::value_position(f), kHealthKeys);
-    if (auto* g = m.get("enabled")) r_.read_bool(*g, h.enabled);
-    std::string text;
-    if (auto* g = m.get("method"); g && r_.read_string(*g, text, false)) {
-      if (is_token(text)) {
-        h.method = text;
-      } else {
-        r_.error(NodeReader::value_position(*g),
-                 "'method' must be an HTTP method such as GET or HEAD, got " + quote(text));
-      }
-    }
-    if (auto* g = m.get("path"); g && r_.read_string(*g, text, false)) {
-      if (text.front() == '/' && !has_space_or_control(text)) {
-        h.path = text;
-      } else {
-        r_.error(NodeReader::value_position(*g),
-                 "'path' must start with '/' and contain no spaces, got " + quote(text));
-      }
-    }
-    if (auto* g = m.get("expect_status")) read_status_range(*g, h);
-    if (auto* g = m.get("interval")) r_.read_duration(*g, h.interval_ms, 1);
-    if (auto* g = m.get("timeout")) r_.read_duration(*g, h.timeout_ms, 1);
-    if (auto* g = m.get("rise")) r_.read_unsigned(*g, h.rise, 1, kU32Max);
-    if (auto* g = m.get("fall")) r_.read_unsigned(*g, h.fall, 1, kU32Max);
-  }
-
-  void read_status_range(const Field& f, HealthCheckConfig& h) {
-    constexpr string_view kExpected = "a status code or range such as 200 or 200-399";
-    if (!f.value.IsScalar()) {
-      r_.report_type(f, kExpected);
-      return;
-    }
-    const std::string& text = f.value.Scalar();
-    const size_t dash = text.find('-');
-    uint64_t lo = 0;
-    uint64_t hi = 0;
-    const bool parsed = dash == std::string::npos
-                            ? parse_unsigned(text, lo) && (hi = lo, true)
-                            : parse_unsigned(string_view(text).substr(0, dash), lo) &&
-                                  parse_unsigned(string_view(text).substr(dash + 1), hi);
-    if (!parsed) {
-      r_.report_type(f, kExpected);
-      return;
-    }
-    if (lo < 100 || hi > 599 || lo > hi) {
-      r_.error(NodeReader::value_position(f),
-               "'expect_status' must name codes from 100 to 599, lowest first, got " + quote(text));
-      return;
-    }
-    h.expect_status_min = static_cast<uint16_t>(lo);
-    h.expect_status_max = static_cast<uint16_t>(hi);
-  }
-
-  void read_hot_keys(const Field& f, HotKeysConfig& h) {
-    MapFields m = r_.map(f.value, quote(f.key), NodeReader::value_position(f), kHotKeysKeys);
-    if (auto* g = m.get("share")) r_.read_unsigned(*g, h.share, 0, kMaxHotShare);
-    if (auto* g = m.get("max_replicas")) r_.read_unsigned(*g, h.max_replicas, 0, kMaxReplicas);
-    if (auto* g = m.get("window")) r_.read_duration(*g, h.window_ms, kMinHotWindowMs);
-    if (auto* g = m.get("capacity")) r_.read_unsigned(*g, h.capacity, 1, kMaxHotCapacity);
-    if (auto* g = m.get("min_count")) r_.read_unsigned(*g, h.min_count, 1, kU32Max);
-  }
-
-  void read_passive(const Field& f, PassiveHealthConfig& p) {
-    MapFields m = r_.map(f.value, quote(f.key), NodeReader::value_position(f), kPassiveKeys);
-    if (auto* g = m.get("consecutive_failures")) {
-      r_.read_unsigned(*g, p.consecutive_failures, 0, kU32Max);
-    }
-    if (auto* g = m.get("ejection_time")) r_.read_duration(*g, p.ejection_ms, 1);
-    if (auto* g = m.get("max_ejected_percent")) r_.read_unsigned(*g, p.max_ejected_percent, 0, 100);
   }
 
   void read_backends(const Field& f, PoolConfig& p) {

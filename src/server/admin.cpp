@@ -7,6 +7,9 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <span>
+#include <string>
 #include <utility>
 
 #include "admin_json.h"
@@ -406,6 +409,54 @@ std::string route_sentence(const proxy::RouteDecision& d) {
          std::to_string(d.skipped_excluded) + " down): first backend with room in preference order";
 }
 
+// The `range` parameter of /api/route (bytes=A-B, or A-B): the chunk a request with that Range
+// header would be placed by under `range_chunk`; `hash` becomes the chunk's hash.
+struct RangeQuery {
+  std::string range;  // "" without the parameter
+  uint64_t chunk = 0;
+  bool chunked = false;
+};
+RangeQuery range_query(const proxy::Pool& p, std::string_view target, uint64_t& hash) {
+  RangeQuery q;
+  std::string_view raw;
+  if (!proxy::find_query_param(target, "range", raw) || raw.empty()) return q;
+  q.range = url_decode(raw);
+  if (q.range.find('=') == std::string::npos) q.range.insert(0, "bytes=");
+  q.chunked = p.config().range_chunk > 0 &&
+              proxy::range_chunk_index(q.range, p.config().range_chunk, q.chunk);
+  if (q.chunked) hash = proxy::chunk_hash(hash, q.chunk);
+  return q;
+}
+
+// The key's count in the pool's hot-key window (0 if not hot); `window_total` gets the window's.
+uint64_t hot_count_of(const proxy::Pool& p, uint64_t hash, uint64_t& window_total) {
+  const auto& ps = p.state();
+  std::lock_guard<std::mutex> lock(ps.hot_mu);
+  window_total = ps.hot_window_total;
+  uint64_t count = 0;
+  for (const auto& h : ps.hot) {
+    if (h.hash == hash) count = h.count;
+  }
+  return count;
+}
+
+// The key's preference order with each backend's state, in-flight count and capacity.
+void write_preference(util::JsonWriter& w, const proxy::Pool& p,
+                      std::span<const core::BackendIndex> order, uint64_t total) {
+  const uint64_t w_total = p.set().total_weight();
+  w.begin_array("preference");
+  for (core::BackendIndex i : order) {
+    const auto& b = p.backend(i);
+    w.begin();
+    w.field("id", b.id());
+    w.field("state", health_name(b.health()));
+    w.field("in_flight", uint64_t{b.in_flight.load()});
+    w.field("capacity", core::capacity(total, p.set()[i].weight, w_total, p.bounded()));
+    w.end();
+  }
+  w.end_array();
+}
+
 }  // namespace
 
 // One answer, the data path's: Router::explain runs the pick a new request for the key would
@@ -425,18 +476,8 @@ bool Admin::api_route(std::string_view query, std::string& out) {
   }
   const std::string key = url_decode(key_raw);
   uint64_t hash = core::hash64(key);
-  // range=bytes=A-B (or A-B): the chunk a request with that Range header would be placed by.
-  std::string_view range_raw;
-  std::string range;
-  uint64_t chunk = 0;
-  bool chunked = false;
-  if (proxy::find_query_param(target, "range", range_raw) && !range_raw.empty()) {
-    range = url_decode(range_raw);
-    if (range.find('=') == std::string::npos) range.insert(0, "bytes=");
-    chunked = p->config().range_chunk > 0 &&
-              proxy::range_chunk_index(range, p->config().range_chunk, chunk);
-    if (chunked) hash = proxy::chunk_hash(hash, chunk);
-  }
+  const RangeQuery rq = range_query(*p, target, hash);
+  const std::string& range = rq.range;
   const proxy::RouteDecision d = proxy::Router::explain(*p, hash);
   const proxy::LastDecision last = proxy::Router::last_decision(*p, hash);
   auto id_of = [p](core::BackendIndex b) -> std::string_view {
@@ -445,16 +486,8 @@ bool Admin::api_route(std::string_view query, std::string& out) {
   std::vector<core::BackendIndex> order(p->size());
   const size_t n = p->selector(d.placement).preference(p->placement_hash(d.placement, hash), order);
   const uint64_t total = p->state().total_in_flight.load();
-  const uint64_t w_total = p->set().total_weight();
-  uint64_t hot_count = 0, hot_total = 0;
-  {
-    const auto& ps = p->state();
-    std::lock_guard<std::mutex> lock(ps.hot_mu);
-    hot_total = ps.hot_window_total;
-    for (const auto& h : ps.hot) {
-      if (h.hash == hash) hot_count = h.count;
-    }
-  }
+  uint64_t hot_total = 0;
+  const uint64_t hot_count = hot_count_of(*p, hash, hot_total);
   char hex[24];
   std::snprintf(hex, sizeof hex, "%016" PRIx64, hash);
   util::JsonWriter w;
@@ -465,7 +498,7 @@ bool Admin::api_route(std::string_view query, std::string& out) {
   if (!range.empty()) {
     w.field("range", range);
     w.field("range_chunk", p->config().range_chunk);
-    w.field("chunk", chunked ? std::to_string(chunk) : std::string());  // "": hashed as a whole
+    w.field("chunk", rq.chunked ? std::to_string(rq.chunk) : std::string());  // "": hashed whole
   }
   w.field("owner", id_of(d.owner));
   if (p->has_previous()) {
@@ -479,17 +512,7 @@ bool Admin::api_route(std::string_view query, std::string& out) {
     w.field("previous_home", id_of(home_in(core::PlacementVersion::kPrevious)));
   }
   w.field("total_in_flight", total);
-  w.begin_array("preference");
-  for (size_t i = 0; i < n; ++i) {
-    const auto& b = p->backend(order[i]);
-    w.begin();
-    w.field("id", b.id());
-    w.field("state", health_name(b.health()));
-    w.field("in_flight", uint64_t{b.in_flight.load()});
-    w.field("capacity", core::capacity(total, p->set()[order[i]].weight, w_total, p->bounded()));
-    w.end();
-  }
-  w.end_array();
+  write_preference(w, *p, std::span<const core::BackendIndex>(order.data(), n), total);
   w.field("chosen", id_of(d.backend));
   w.field("skipped_full", uint64_t{d.skipped_full});
   w.field("skipped_down", uint64_t{d.skipped_excluded});
