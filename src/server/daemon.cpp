@@ -4,8 +4,6 @@
 #include <csignal>
 #include <cstdio>
 #include <ctime>
-#include <fstream>
-#include <sstream>
 #include <unordered_set>
 
 #include "rondel/config/loader.h"
@@ -421,81 +419,6 @@ void Daemon::on_dns_change() {
   old.reset();
   registry_.prune();
   log_.log(proxy::Level::kInfo, "dns_update", "generation=" + std::to_string(generation_));
-}
-
-core::Result<bool> Daemon::read_admin_token(const config::Config& cfg) {
-  admin_token_.clear();
-  const std::string& path = cfg.admin.token_file;
-  if (path.empty()) return false;
-  std::ifstream in(path);
-  if (!in) return core::fail(path + ": cannot be read");
-  std::ostringstream text;
-  text << in.rdbuf();
-  std::string token = text.str();
-  while (!token.empty() && (token.back() == '\n' || token.back() == '\r' ||
-                            token.back() == ' ' || token.back() == '\t')) {
-    token.pop_back();
-  }
-  if (token.empty()) return core::fail(path + ": the token file is empty");
-  admin_token_ = std::move(token);
-  return true;
-}
-
-void Daemon::load_admin_states(const config::Config& cfg) {
-  const std::string& path = cfg.admin.state_file;
-  if (path.empty()) return;
-  std::vector<std::string> warnings;
-  auto ok = admin_states_.load(path, warnings);
-  for (const auto& w : warnings) log_.log(proxy::Level::kWarn, "admin_state_skipped", w);
-  if (!ok) {
-    log_.log(proxy::Level::kError, "admin_state_unreadable", ok.error().message);
-    return;
-  }
-  log_.log(proxy::Level::kInfo, "admin_state_loaded",
-           "file=" + path + " entries=" + std::to_string(admin_states_.size()));
-}
-
-Daemon::AdminResult Daemon::set_backend_admin(const std::string& pool, const std::string& id,
-                                              const AdminSetting& s) {
-  const AdminSetting before = admin_states_.get(pool, id);
-  if (before == s) return {};
-  admin_states_.set(pool, id, s);
-  auto old = worker_->snapshot();
-  std::shared_ptr<const proxy::Snapshot> next;
-  if (s.weight != before.weight) {
-    // A new weight moves keys: the placement is rebuilt from the running configuration.
-    auto snap = build_snapshot(base_cfg_, generation_ + 1);
-    if (!snap) {
-      admin_states_.set(pool, id, before);
-      admin_states_.apply_states(*old);
-      return {AdminOutcome::kRejected, snap.error().message};
-    }
-    next = *snap;
-  }
-  if (const std::string& path = base_cfg_.admin.state_file; !path.empty()) {
-    if (auto saved = admin_states_.save(path); !saved) {
-      admin_states_.set(pool, id, before);
-      admin_states_.apply_states(*old);
-      log_.log(proxy::Level::kError, "admin_state_write_failed", saved.error().message);
-      return {AdminOutcome::kNotSaved, saved.error().message};
-    }
-  }
-  log_.log(proxy::Level::kInfo, "backend_admin_change",
-           "pool=" + pool + " backend=" + id + " state=" +
-               std::string(admin_state_name(s.state)) + " weight=" +
-               (s.weight ? std::to_string(*s.weight) : std::string("configured")) +
-               " was=" + std::string(admin_state_name(before.state)));
-  if (!next) {
-    admin_states_.apply_states(*old);
-    return {AdminOutcome::kChanged, {}};
-  }
-  ++generation_;
-  report_moved(*old, *next, "admin_moved");
-  publish(next);
-  after_publish(old);
-  old.reset();
-  registry_.prune();
-  return {AdminOutcome::kChanged, {}};
 }
 
 void Daemon::watch_connect_failures() {
