@@ -1,6 +1,7 @@
 // Daemon: start-up, SIGHUP reload with key-movement report, graceful drain, periodic tick.
 #include "rondel/server/daemon.h"
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
@@ -124,6 +125,7 @@ bool Daemon::start(config::Config cfg) {
   drain_timer_.data = this;
   reload_stats_.last_ok_unix = std::time(nullptr);
   for (auto& t : threads_) t->start();
+  wait_for_workers();  // "started" and READY=1 mean every worker listens
   log_.log(proxy::Level::kInfo, "started",
            "config=" + config_path_ + " pools=" + std::to_string(cfg.pools.size()) +
                " workers=" + std::to_string(workers_));
@@ -278,8 +280,21 @@ bool Daemon::apply_listeners(const config::Config& cfg, bool at_start) {
     std::vector<ListenerSpec> specs;
     for (const auto& e : listeners_) specs.push_back({e.name, e.host, e.listener->port()});
     for (auto& t : threads_) t->set_listeners(specs);
+    if (started_) wait_for_workers();  // "reload_ok": every worker accepts on the new set
   }
   return true;
+}
+
+void Daemon::wait_for_workers() noexcept {
+  // A worker applies a command within one turn of its loop; the limit only guards the daemon's
+  // loop against a worker stuck in a callback.
+  constexpr std::chrono::milliseconds kLimit{2000};
+  for (auto& t : threads_) {
+    if (!t->wait_applied(kLimit)) {
+      log_.log(proxy::Level::kWarn, "worker_slow",
+               "worker=" + std::to_string(t->id()) + " commands not applied within 2000 ms");
+    }
+  }
 }
 
 void Daemon::publish(std::shared_ptr<const proxy::Snapshot> snap) {

@@ -1,6 +1,7 @@
 // WorkerThread: an extra worker's loop, its listeners and the daemon's commands.
 #include "rondel/server/worker_thread.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace rondel::server {
@@ -53,6 +54,11 @@ void WorkerThread::run() noexcept {
   uv_run(&loop_, UV_RUN_DEFAULT);
   uv_run(&loop_, UV_RUN_NOWAIT);
   uv_loop_close(&loop_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopped_loop_ = true;
+  }
+  applied_cv_.notify_all();
   // worker_ itself (plain memory by now) goes with this object, after the join: the daemon may
   // still read its counters.
   access_sink_.flush();
@@ -101,7 +107,26 @@ void WorkerThread::on_async(uv_async_t* a) noexcept {
 }
 
 void WorkerThread::apply() noexcept {
-  if (stopped_) return;
+  uint64_t seen;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    seen = sent_;
+  }
+  if (!stopped_) apply_pending();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    applied_ = std::max(applied_, seen);
+  }
+  applied_cv_.notify_all();
+}
+
+bool WorkerThread::wait_applied(std::chrono::milliseconds limit) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const uint64_t want = sent_;
+  return applied_cv_.wait_for(lock, limit, [&] { return applied_ >= want || stopped_loop_; });
+}
+
+void WorkerThread::apply_pending() noexcept {
   bool has_snap, has_listeners, drain, stop, reopen;
   std::shared_ptr<const proxy::Snapshot> snap;
   std::vector<ListenerSpec> specs;

@@ -94,6 +94,7 @@ class Daemon {
  private:
   bool apply_listeners(const config::Config& cfg, bool at_start);
   // Publishes `snap` to every worker and to the metrics; marks the backends it dropped retired.
+  void wait_for_workers() noexcept;  // until every worker thread applied what was sent
   void publish(std::shared_ptr<const proxy::Snapshot> snap);
   // Open client sessions / running exchanges of all workers.
   size_t total_sessions() const noexcept;

@@ -15,6 +15,8 @@
 #include <uv.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -61,6 +63,10 @@ class WorkerThread {
   void stop();        // close everything; the loop ends and the thread exits
   void reopen_logs();
   void join();
+  // Waits (at most `limit`) until the loop has applied every command sent so far; false on
+  // timeout. The daemon calls it after start() and after a listener change, so that "started",
+  // READY=1 and "reload_ok" mean every worker accepts on every listener.
+  bool wait_applied(std::chrono::milliseconds limit);
 
   // Open client sessions of this worker (relaxed; for the daemon's drain check).
   size_t sessions() const noexcept { return worker_->sessions(); }
@@ -74,6 +80,7 @@ class WorkerThread {
     {
       std::lock_guard<std::mutex> lock(mu_);
       record();
+      ++sent_;
     }
     uv_async_send(&async_);
   }
@@ -83,7 +90,8 @@ class WorkerThread {
   };
   static void on_async(uv_async_t* a) noexcept;
   static void on_tick(uv_timer_t* t) noexcept;
-  void apply() noexcept;
+  void apply() noexcept;          // apply_pending(), then records what it covered
+  void apply_pending() noexcept;
   void apply_listeners(const std::vector<ListenerSpec>& specs) noexcept;
   void close_listeners() noexcept;
   void run() noexcept;
@@ -110,6 +118,10 @@ class WorkerThread {
   bool drain_ = false;
   bool stop_ = false;
   bool reopen_ = false;
+  uint64_t sent_ = 0;     // commands recorded
+  uint64_t applied_ = 0;  // commands the loop has acted on
+  bool stopped_loop_ = false;  // the loop has ended: nothing more will be applied
+  std::condition_variable applied_cv_;
 };
 
 }  // namespace rondel::server
