@@ -22,14 +22,14 @@ test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_FLAGS)
 
 sanitize:
-	@$(MAKE) test BUILD=build-asan CMAKE_FLAGS=-DRONDEL_SANITIZE=ON
+	@$(MAKE) test BUILD=build-asan CMAKE_FLAGS='-DRONDEL_SANITIZE=ON -DRONDEL_BUILD_MICROBENCH=OFF'
 
 # The whole suite N times (the sanitizer build with SANITIZE=1, under `stress-ng --cpu 2` with
 # LOAD=1, only the tests matching R): each failure with its output, then per-test counts.
 N ?= 20
 test-repeat:
 ifeq ($(SANITIZE),1)
-	@$(MAKE) build BUILD=build-asan CMAKE_FLAGS=-DRONDEL_SANITIZE=ON
+	@$(MAKE) build BUILD=build-asan CMAKE_FLAGS='-DRONDEL_SANITIZE=ON -DRONDEL_BUILD_MICROBENCH=OFF'
 	@scripts/test-repeat.sh -n $(N) -b build-asan $(if $(filter 1,$(LOAD)),--load) $(if $(R),-R '$(R)')
 else
 	@$(MAKE) build

@@ -1,3 +1,3 @@
-// The one translation unit per test binary that provides doctest's main().
+// doctest's main(), compiled once into unit_test_main, which every unit-test binary links.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
