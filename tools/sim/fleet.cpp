@@ -132,9 +132,18 @@ core::Result<FleetReport> run_fleet(const SimOptions& opt, bool reports) {
   for (; req < opt.clients && req < opt.requests; ++req) {
     arrive(req, static_cast<uint32_t>(req), 0.0);
   }
+  double next_poll = opt.report_poll;
   for (; req < opt.requests; ++req) {
     const auto [when, b, client] = departures.top();
     departures.pop();
+    // Out-of-band polls (health checks) due before this departure: every instance reads every
+    // backend's true count.
+    while (reports && opt.report_poll > 0 && next_poll <= when) {
+      for (Instance& x : inst) {
+        for (size_t i = 0; i < n; ++i) x.report[i] = {truth[i], ms(next_poll), 0, 0};
+      }
+      next_poll += opt.report_poll;
+    }
     Instance& x = inst[client_instance[client]];
     --x.local[b];
     --truth[b];

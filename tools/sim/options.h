@@ -71,6 +71,8 @@ struct SimOptions {
   bool fleet = false;
   std::vector<uint32_t> fleet_split = {60, 30, 10};  // --fleet-split: clients per instance, %
   double report_age = 2.0;            // --report-age A: a report's max age, time units
+  double report_poll = 0.0;           // --report-poll P: every instance polls every backend
+                                      // each P time units too (0: reports on responses only)
 };
 
 // Returns the usage text printed by --help and on a parse error.

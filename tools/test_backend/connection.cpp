@@ -245,6 +245,8 @@ void Connection::finish_request() noexcept {
   r.counted = counted_;
   counted_ = false;
   uint64_t delay = 0;
+  r.report_form = o.report_form;  // every response reports, /healthz too (polling)
+  r.report_header = o.report_header;
   switch (parsed_.endpoint) {
     case Endpoint::kStats:
       r.text = b.stats_json();
@@ -271,8 +273,6 @@ void Connection::finish_request() noexcept {
         break;
       }
       r.fail = parsed_.fail.value_or(o.fail_mode);
-      r.report_form = o.report_form;
-      r.report_header = o.report_header;
       r.report_raw = parsed_.load;
       r.has_crc = checksum_;
       r.request_crc = body_crc_;
