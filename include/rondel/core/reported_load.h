@@ -45,7 +45,8 @@ struct ParsedReport {
 //  * TEXT form: `TEXT name=value, name=value` (Envoy's, the prefix and '=');
 //  * colon form: `name:value, name:value` (no prefix);
 //  * JSON form: `JSON {...}`: an object whose values are numbers or objects of numbers (one
-//    level: named_metrics, utilization, request_cost); "a.b" names key b of object a. Strict
+//    level: named_metrics, utilization, request_cost); "a.b" names key b of object a (or a
+//    top-level key spelled "a.b"). Strict
 //    subset: no escapes in strings, no arrays, true/false/null, duplicate keys or trailing
 //    commas; at most 64 members in all.
 // Names are [A-Za-z0-9_.-]+, whitespace around items is optional; a name may repeat in the

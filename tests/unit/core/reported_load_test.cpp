@@ -52,7 +52,7 @@ TEST_CASE("ORCA JSON form") {
   CHECK(orca_load("JSON {\n \"a\" : 1e2 \n}", "a") == 100);
   CHECK(orca_status(R"(JSON {})") == ReportStatus::kMissing);
   CHECK(orca_status(R"(JSON {"named_metrics": {}})") == ReportStatus::kMissing);
-  // "named_metrics.in_flight" as a top-level key is not the nested one.
+  // A top-level key spelled with the dot names the metric too.
   CHECK(orca_status(R"(JSON {"named_metrics.in_flight": 3})") == ReportStatus::kOk);
 }
 
