@@ -9,6 +9,7 @@
 
 #include "edge_reader.h"
 #include "health_reader.h"
+#include "load_report_reader.h"
 #include "reader_util.h"
 #include "scalars.h"
 #include "schema.h"
@@ -165,6 +166,7 @@ class ConfigReader {
     }
     if (auto* g = m.get("spill_hysteresis")) r_.read_unsigned(*g, p.spill_hysteresis, 0, kU32Max);
     if (auto* g = m.get("hot_keys")) read_hot_keys(r_, *g, p.hot_keys);
+    if (auto* g = m.get("load_report")) read_load_report(r_, *g, p.load_report);
     if (auto* g = m.get("replica_choice")) {
       r_.read_choice<ReplicaChoice>(*g, kReplicaChoices, p.replica_choice);
     }

@@ -94,7 +94,11 @@ constexpr string_view kPoolKeys[] = {"name",
                                      "range_chunk",
                                      "seed",
                                      "previous",
-                                     "migrate_percent"};
+                                     "migrate_percent",
+                                     "load_report"};
+// Backend-reported load (docs/algorithms.md): `load_report` of a pool.
+constexpr string_view kLoadReportKeys[] = {"header", "metric", "max_age", "scale"};
+constexpr uint32_t kMaxLoadReportScale = 1'000'000;
 // Gradual migration (docs/routing.md): the placement keys move from, under `previous`.
 constexpr string_view kPreviousKeys[] = {"algorithm",         "points_per_weight", "max_points",
                                          "maglev_table_size", "seed",              "backends"};

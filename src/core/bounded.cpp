@@ -50,8 +50,10 @@ class Picker {
     return false;
   }
 
-  // In-flight count of b, from whichever view the caller filled.
+  // Load of b: the effective loads when given, else the in-flight count from whichever view
+  // the caller filled.
   uint32_t load_of(BackendIndex b) const noexcept {
+    if (!in_.loads.empty()) return b < in_.loads.size() ? in_.loads[b] : 0;
     if (!in_.in_flight_ptrs.empty()) {
       return b < in_.in_flight_ptrs.size() ? in_.in_flight_ptrs[b]->load(std::memory_order_relaxed)
                                            : 0;

@@ -128,6 +128,9 @@ bool Exchange::response_head() noexcept {
     }
   }
   st_.status = rh.status;
+  if (const auto& lr = st_.pool->config().load_report; lr.enabled) {
+    report_from(lr, rh, worker_.now_ms(), st_.pool->backend(st_.backend).report);
+  }
   if (!rh.keep_alive) st_.backend_reusable = false;
   // The sink reads state(): the response is streaming and the request perhaps not done.
   st_.response = ResponseState::kStreaming;

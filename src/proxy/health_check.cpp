@@ -31,6 +31,8 @@ class HealthProbe final : public net::HandleCloser {
   std::string pool_;
   std::shared_ptr<BackendState> state_;
   config::HealthCheckConfig cfg_;
+  // The pool's load_report: a check's response carries a report too (out-of-band polling).
+  config::LoadReportConfig load_report_;
   HealthAttempt* attempt_ = nullptr;
   bool seen_ = false;  // sync() mark
 
@@ -131,6 +133,10 @@ class HealthAttempt final : public net::HandleCloser {
             continue;
           }
           const auto& cfg = a->probe_->cfg_;
+          if (const auto& lr = a->probe_->load_report_; lr.enabled) {
+            report_from(lr, a->parser_.head(), uv_now(a->probe_->owner_.loop_),
+                        a->probe_->state_->report);
+          }
           bool ok = code >= cfg.expect_status_min && code <= cfg.expect_status_max;
           a->finish(ok, "status_" + std::to_string(code));
           return;
@@ -229,6 +235,7 @@ void HealthChecker::sync(const Snapshot& snap, uint64_t now_ms) {
       }
       if (it != by_state.end()) {
         it->second->cfg_ = hc;
+        it->second->load_report_ = pool->config().load_report;
         it->second->seen_ = true;
         continue;
       }
@@ -238,6 +245,7 @@ void HealthChecker::sync(const Snapshot& snap, uint64_t now_ms) {
       uint64_t spread = std::min<uint64_t>(hc.interval_ms, 1000);
       auto* p = new HealthProbe(*this, pool->name(), pool->backend_ptr(static_cast<core::BackendIndex>(i)),
                                 hc, spread > 1 ? seed_ % spread : 0);
+      p->load_report_ = pool->config().load_report;
       p->seen_ = true;
       probes_.push_back(p);
     }

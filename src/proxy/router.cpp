@@ -2,11 +2,13 @@
 #include "rondel/proxy/router.h"
 
 #include <bit>
+#include <chrono>
 #include <mutex>
 
 #include "rondel/core/bitset.h"
 #include "rondel/core/hash.h"
 #include "rondel/proxy/hash_key.h"
+#include "rondel/proxy/load_report.h"
 
 namespace rondel::proxy {
 
@@ -76,6 +78,14 @@ RouteDecision decision_of(const core::RouteResult& rr, RouteKey::Kind kind) noex
 
 core::Affinity affinity_of(const RouteKey& k) noexcept {
   return k.kind == RouteKey::Kind::kKey ? core::Affinity::kKey : core::Affinity::kNone;
+}
+
+// With load_report on, the pick compares effective loads (reported while fresh, else local):
+// one buffer per thread, grown to the largest pool once.
+void use_reported_loads(const Pool& pool, uint64_t now_ms, core::PickInput& in) {
+  if (!pool.config().load_report.enabled) return;
+  thread_local std::vector<uint32_t> loads;
+  fill_effective_loads(pool, now_ms, loads, in);
 }
 
 // R of `hash` in the replica table the workers last published (1 when not hot).
@@ -157,6 +167,7 @@ RouteDecision Router::route(const Pool& pool, const PickRequest& rq, std::span<u
   const std::span<uint64_t> pick_scratch = scratch.subspan(pool.excluded_words());
   core::PickInput in;
   pool.pick_input(in, rq.tried, excluded);
+  use_reported_loads(pool, rq.now_ms, in);
   const uint16_t at_limit = exclude_at_limit(pool, rq.worker, in, excluded);
   RouteDecision d;
   if (!rq.key.walks()) {
@@ -198,7 +209,11 @@ RouteDecision Router::route(const Pool& pool, const PickRequest& rq, std::span<u
     }
     if (d.all_full) ps.all_full.fetch_add(1, std::memory_order_relaxed);
   }
-  if (d.backend == core::kNoBackend) ps.no_backend.fetch_add(1, std::memory_order_relaxed);
+  if (d.backend == core::kNoBackend) {
+    ps.no_backend.fetch_add(1, std::memory_order_relaxed);
+  } else if (pool.config().load_report.enabled) {
+    note_started(pool.backend(d.backend).report);  // every pick is followed by its attempt
+  }
   return d;
 }
 
@@ -210,6 +225,8 @@ RouteDecision Router::explain(const Pool& pool, uint64_t hash) {
       std::span<uint64_t>(scratch).subspan(pool.excluded_words());
   core::PickInput in;
   pool.pick_input(in, {}, excluded);
+  const auto now = std::chrono::steady_clock::now().time_since_epoch();  // uv_now's clock
+  use_reported_loads(pool, std::chrono::duration_cast<std::chrono::milliseconds>(now).count(), in);
   exclude_at_limit(pool, PickRequest::kAnyWorker, in, excluded);
   const core::PlacementVersion version = pool.placement_of(hash);
   const core::Selector& sel = pool.selector(version);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <limits>
@@ -12,6 +13,8 @@
 
 #include "metrics_shards.h"
 #include "rondel/core/bounded.h"
+#include "rondel/core/reported_load.h"
+#include "rondel/proxy/load_report.h"
 #include "rondel/server/admin_states.h"
 #include "rondel/net/proxy_protocol.h"
 #include "rondel/server/daemon.h"
@@ -176,6 +179,15 @@ constexpr Variants kH2FloodV{std::size(proxy::kH2FloodNames),
 constexpr Variants kRouteV{proxy::kRouteReasons, [](size_t i) {
                              return proxy::route_reason_name(static_cast<core::RouteReason>(i));
                            }};
+// Backend load reports by core::ReportStatus (ok, missing, malformed, ...).
+constexpr Variants kReportV{core::kReportStatuses, [](size_t i) {
+                              return core::report_status_name(static_cast<core::ReportStatus>(i));
+                            }};
+uint64_t steady_now_ms() noexcept {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
 
 // --- readers that need more than one line -----------------------------------------------------
 

@@ -9,6 +9,7 @@
 #include "options.h"
 #include "replay.h"
 #include "routing.h"
+#include "fleet.h"
 #include "transition.h"
 #include "versus.h"
 
@@ -290,8 +291,43 @@ int run_transition_mode(const SimOptions& o) {
   return 0;
 }
 
+// Runs the fleet model without and with reports and prints one line (or JSON object) each.
+int run_fleet_mode(const SimOptions& o) {
+  for (bool reports : {false, true}) {
+    auto res = run_fleet(o, reports);
+    if (!res) {
+      std::fprintf(stderr, "rondel-sim: %s\n", res.error().message.c_str());
+      return 2;
+    }
+    const FleetReport& r = *res;
+    if (o.json) {
+      JsonWriter j;
+      j.begin();
+      j.field("mode", "fleet");
+      j.field("reports", r.reports);
+      j.field("measured", r.measured);
+      j.field("max_over_mean", r.max_over_mean);
+      j.field("max_over_mean_peak", r.max_over_mean_peak);
+      j.field("max_over_cap", r.max_over_cap);
+      j.field("spill", r.spill);
+      j.field("miss_rate", r.miss_rate);
+      j.field("stale_reads", r.stale_reads);
+      j.end();
+      std::printf("%s\n", j.str().c_str());
+    } else {
+      std::printf("%-8s max/mean in flight %.4f (peak %.4f)  max/cap %.4f  spill %.4f  miss %.4f"
+                  "  stale reads %llu\n",
+                  r.reports ? "reports" : "local", r.max_over_mean, r.max_over_mean_peak,
+                  r.max_over_cap, r.spill, r.miss_rate,
+                  static_cast<unsigned long long>(r.stale_reads));
+    }
+  }
+  return 0;
+}
+
 int run(const SimOptions& o) {
   if (o.routing) return run_routing_mode(o);
+  if (o.fleet) return run_fleet_mode(o);
   if (o.transition) return run_transition_mode(o);
   std::vector<Check> checks;
   JsonWriter j;

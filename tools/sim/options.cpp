@@ -90,6 +90,9 @@ std::string usage() {
          "\n"
          "Measures key balance, movement on churn, memory, build and lookup time of one\n"
          "placement algorithm; with --replay, runs an event-driven bounded-load replay instead;\n"
+         "with --fleet (--clients K, --fleet-split 60,30,10, --report-age A, --report-poll P,\n"
+         "--slack S), runs K closed-loop clients through L instances, without then with\n"
+         "backend-reported load\n"
          "with --routing, replays routing policies against per-backend LRU caches (one line per\n"
          "policy and balance factor; --json: one JSON object per line).\n"
          "  --points K          ring and skeleton points per unit of weight (default 160)\n"
@@ -127,6 +130,7 @@ core::Result<SimOptions> parse_options(int argc, char** argv) {
     if (flag == "--check") { o.check = true; continue; }
     if (flag == "--replay") { o.replay = true; continue; }
     if (flag == "--routing") { o.routing = true; continue; }
+    if (flag == "--fleet") { o.fleet = true; continue; }
     if (i + 1 >= argc) return core::fail("missing value after " + std::string(flag));
     std::string_view v = argv[++i];
     uint64_t n = 0;
@@ -205,6 +209,17 @@ core::Result<SimOptions> parse_options(int argc, char** argv) {
         o.sweep.push_back(static_cast<uint32_t>(n));
       }
       ok = ok && !o.sweep.empty();
+    } else if (flag == "--fleet-split") {
+      o.fleet_split.clear();
+      for (const std::string& item : split(v)) {
+        ok = ok && parse_u64(item, 1, 100, n);
+        o.fleet_split.push_back(static_cast<uint32_t>(n));
+      }
+      ok = ok && !o.fleet_split.empty();
+    } else if (flag == "--report-age") {
+      ok = parse_double(v, 0.0, o.report_age);
+    } else if (flag == "--report-poll") {
+      ok = parse_double(v, 0.0, o.report_poll);
     } else if (flag == "--clients") {
       ok = parse_u64(v, 1, 1u << 24, n);
       o.clients = static_cast<uint32_t>(n);

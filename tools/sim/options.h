@@ -66,6 +66,13 @@ struct SimOptions {
   double check_max_spill = -1;        // --check-max-spill X: --check fails above it (< 0: off)
   double check_max_miss = -1;         // --check-max-miss X
   double check_max_ratio = 0;         // --check-max-ratio X: requests max/avg (0: off)
+
+  // --fleet: L instances with and without backend-reported load (fleet.h).
+  bool fleet = false;
+  std::vector<uint32_t> fleet_split = {60, 30, 10};  // --fleet-split: clients per instance, %
+  double report_age = 2.0;            // --report-age A: a report's max age, time units
+  double report_poll = 0.0;           // --report-poll P: every instance polls every backend
+                                      // each P time units too (0: reports on responses only)
 };
 
 // Returns the usage text printed by --help and on a parse error.

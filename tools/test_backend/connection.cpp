@@ -245,6 +245,8 @@ void Connection::finish_request() noexcept {
   r.counted = counted_;
   counted_ = false;
   uint64_t delay = 0;
+  r.report_form = o.report_form;  // every response reports, /healthz too (polling)
+  r.report_header = o.report_header;
   switch (parsed_.endpoint) {
     case Endpoint::kStats:
       r.text = b.stats_json();
@@ -271,6 +273,7 @@ void Connection::finish_request() noexcept {
         break;
       }
       r.fail = parsed_.fail.value_or(o.fail_mode);
+      r.report_raw = parsed_.load;
       r.has_crc = checksum_;
       r.request_crc = body_crc_;
       delay += parsed_.delay_ms.value_or(o.delay_ms);
@@ -495,6 +498,7 @@ bool Connection::serialise() noexcept {
       }
       r.started = true;
       if (r.counted) --stats.in_flight;
+      r.report_in_flight = stats.in_flight;  // the requests still held, this one excluded
       if (r.fail == FailMode::kCloseBeforeResponse) {
         pop_response();
         finishing_ = true;

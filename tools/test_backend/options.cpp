@@ -26,9 +26,14 @@ constexpr std::string_view kUsage =
     "  --ledger FILE          append '<X-Request-Id|-> <method> <target> <body bytes>' per request\n"
     "  --health-fail          /healthz answers 503 from the start\n"
     "  --checksum             add X-Request-Crc32 (CRC-32 of the request body) to responses\n"
+    "  --report-load FORM     report the true in-flight count (requests held when the head is\n"
+    "                         written, this one excluded) on every response: text | colon |\n"
+    "                         json (endpoint-load-metrics, named_metrics.in_flight) or\n"
+    "                         header:NAME (NAME: N); ?load=VALUE sends VALUE verbatim instead\n"
     "  --and                  the options that follow are another backend served by this\n"
     "                         process and its event loop (one 'listening' line each)\n"
     "Per request overrides: ?delay=MS ?size=N ?status=CODE ?chunked=0|1 ?fail=MODE ?checksum=1\n"
+    "  ?load=VALUE (with --report-load)\n"
     "Range: bytes=a-b | a- | -n (one range) on an ordinary path: 206 with that slice of the body\n"
     "  (416 past its end); other Range values are ignored. /_stats bytes_out = body bytes sent\n"
     "Control: GET /_stats, /_reset, /healthz, /_health?fail=0|1, /_echo (body = raw request head)\n";
@@ -121,6 +126,17 @@ core::Result<Options> parse_options(int argc, char** argv) {
       auto mode = parse_fail_mode(value);
       if (!mode) return core::fail("unknown --fail-mode '" + std::string(value) + "'");
       options.fail_mode = *mode;
+    } else if (arg == "--report-load") {
+      if (value == "text") options.report_form = LoadReportForm::kText;
+      else if (value == "colon") options.report_form = LoadReportForm::kColon;
+      else if (value == "json") options.report_form = LoadReportForm::kJson;
+      else if (value.starts_with("header:") && value.size() > 7) {
+        options.report_form = LoadReportForm::kPlain;
+        options.report_header = std::string(value.substr(7));
+      } else {
+        return core::fail("bad --report-load '" + std::string(value) +
+                          "' (text, colon, json or header:NAME)");
+      }
     } else if (arg == "--ledger") {
       options.ledger_path = std::string(value);
     } else {

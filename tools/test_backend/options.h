@@ -23,6 +23,16 @@ enum class FailMode {
   kExtraBytes,           // Answer validly, then send garbage bytes on the connection.
 };
 
+// How --report-load writes the backend's in-flight count on each response (the requests it
+// holds when the head is written, this one excluded).
+enum class LoadReportForm : uint8_t {
+  kNone,
+  kText,   // endpoint-load-metrics: TEXT named_metrics.in_flight=N
+  kColon,  // endpoint-load-metrics: named_metrics.in_flight:N
+  kJson,   // endpoint-load-metrics: JSON {"named_metrics": {"in_flight": N}}
+  kPlain,  // NAME: N (--report-load header:NAME)
+};
+
 // Parses a mode name such as "truncate-body"; nullopt if unknown.
 std::optional<FailMode> parse_fail_mode(std::string_view text) noexcept;
 
@@ -40,6 +50,8 @@ struct Options {
   std::string ledger_path;  // Empty: no ledger.
   bool health_fail = false;
   bool checksum = false;  // Compute a CRC-32 of every request body (X-Request-Crc32).
+  LoadReportForm report_form = LoadReportForm::kNone;
+  std::string report_header;  // kPlain: the header name
   bool help = false;
 };
 

@@ -46,6 +46,8 @@ std::string_view apply(RequestTarget& t, std::string_view key, std::string_view 
   } else if (key == "checksum") {
     t.checksum = parse_bool(value);
     if (!t.checksum) return "bad checksum";
+  } else if (key == "load") {
+    t.load = value;
   } else if (key == "fail") {
     if (t.endpoint == Endpoint::kHealth) {
       t.health_fail = parse_bool(value);

@@ -34,6 +34,7 @@ struct RequestTarget {
   std::optional<bool> checksum;
   std::optional<FailMode> fail;         // ?fail=MODE on ordinary paths.
   std::optional<bool> health_fail;      // ?fail=0|1 on /_health.
+  std::string_view load;                // ?load=VALUE: sent verbatim as the --report-load value
   std::string_view error;               // Non-empty: a known parameter had a bad value.
 };
 

@@ -48,6 +48,31 @@ std::string_view reason_phrase(uint16_t status) noexcept {
   }
 }
 
+// The --report-load field of `r`, if any.
+void append_load_report(std::string& out, const Response& r) {
+  if (r.report_form == LoadReportForm::kNone) return;
+  if (r.report_form == LoadReportForm::kPlain) {
+    out.append(r.report_header);
+    out.append(": ");
+  } else {
+    out.append("endpoint-load-metrics: ");
+  }
+  if (!r.report_raw.empty()) {
+    out.append(r.report_raw);
+    out.append("\r\n");
+    return;
+  }
+  switch (r.report_form) {
+    case LoadReportForm::kText: out.append("TEXT named_metrics.in_flight="); break;
+    case LoadReportForm::kColon: out.append("named_metrics.in_flight:"); break;
+    case LoadReportForm::kJson: out.append("JSON {\"named_metrics\": {\"in_flight\": "); break;
+    default: break;
+  }
+  append_number(out, r.report_in_flight);
+  if (r.report_form == LoadReportForm::kJson) out.append("}}");
+  out.append("\r\n");
+}
+
 void append_head(std::string& out, const Response& r, std::string_view fixed_headers) {
   out.append("HTTP/1.1 ");
   append_number(out, r.status);
@@ -60,6 +85,7 @@ void append_head(std::string& out, const Response& r, std::string_view fixed_hea
   out.append("\r\nX-Seen-Method: ");
   out.append(r.method);
   out.append("\r\n");
+  append_load_report(out, r);
   if (r.cache != CacheResult::kNone) {
     out.append(r.cache == CacheResult::kHit ? "X-Cache: HIT\r\n" : "X-Cache: MISS\r\n");
   }

@@ -34,6 +34,12 @@ struct Response {
   bool counted = false;         // Counted in Stats::in_flight until its head is serialised.
   bool started = false;         // Head serialised.
   bool use_text = false;        // Body is `text` rather than the backend's pattern.
+  // --report-load: the form, the header of kPlain, the in-flight count to report, and a
+  // verbatim value from ?load= (used instead of the count when non-empty).
+  LoadReportForm report_form = LoadReportForm::kNone;
+  std::string_view report_header;
+  uint64_t report_in_flight = 0;
+  std::string report_raw;
   std::string text;
 };
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "rondel/core/cidr.h"
+#include "rondel/core/reported_load.h"
 
 namespace rondel::config {
 
@@ -109,6 +110,19 @@ struct HotKeysConfig {
   uint32_t min_count = 16;      // a key seen fewer times in the window is never replicated
 };
 
+// Backend-reported load (docs/algorithms.md, "Reported load"): each response's `header` carries
+// the backend's own load; while the last report is younger than max_age_ms the bound compares
+// it (plus the requests started here since) instead of the local in-flight count.
+struct LoadReportConfig {
+  bool enabled = false;                        // true once the section is present
+  std::string header = "endpoint-load-metrics";  // lower case
+  // kOrca when header is endpoint-load-metrics, else kPlain (the value is one number).
+  core::LoadHeaderFormat format = core::LoadHeaderFormat::kOrca;
+  std::string metric = "named_metrics.in_flight";  // ORCA only
+  uint64_t max_age_ms = 1000;
+  uint32_t scale = 1;  // load = value * scale (e.g. utilization 0..1 times the capacity)
+};
+
 struct PoolConfig {
   std::string name;
   Algorithm algorithm = Algorithm::kRing;
@@ -146,6 +160,7 @@ struct PoolConfig {
   uint64_t seed = 0;
   PlacementConfig previous;
   uint32_t migrate_percent = 0;
+  LoadReportConfig load_report;
 };
 
 // A listener's PROXY protocol header stage (`proxy_protocol`): every connection must start with

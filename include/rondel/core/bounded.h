@@ -47,6 +47,9 @@ struct PickInput {
   // Alternative to in_flight when the counters are not contiguous (the daemon's live backend
   // state objects outlive configuration snapshots): used instead when non-empty.
   std::span<const std::atomic<uint32_t>* const> in_flight_ptrs;
+  // Effective loads (backend-reported load, core/reported_load.h: effective_load): used instead
+  // of both in-flight views when non-empty; total_in_flight must then be their sum.
+  std::span<const uint32_t> loads;
   std::span<const uint32_t> weights;   // effective weights (may differ from the set: slow start)
   uint64_t total_in_flight = 0;        // sum over all backends
   uint64_t total_weight = 0;           // W: sum of effective weights of backends that are up

@@ -1,0 +1,87 @@
+// Backend-reported load: parsing the load a backend reports in a response header (the ORCA
+// `endpoint-load-metrics` header or a plain named header with a number) and the effective load
+// the bounded-load pick compares while a report is fresh. Pure: no I/O, no clock, no
+// allocation. docs/algorithms.md ("Reported load") defines the bound that uses it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace rondel::core {
+
+// How a load header is written.
+enum class LoadHeaderFormat : uint8_t {
+  kOrca,   // endpoint-load-metrics: `TEXT a=1, b=2`, `a:1, b:2` or `JSON {"a": 1, ...}`
+  kPlain,  // the whole field value is one number, e.g. `x-load: 12`
+};
+
+// Why a report was accepted or ignored (metrics label `reason`, load_report_reason_name).
+enum class ReportStatus : uint8_t {
+  kOk,          // a finite value in [0, kMaxReportedLoad] after scaling
+  kMissing,     // the header parsed but does not carry the configured metric
+  kMalformed,   // the value does not follow the format (syntax, unknown form such as BIN)
+  kNotFinite,   // NaN or an infinity (spelled nan, inf, infinity), or a number overflowing
+  kNegative,    // below zero
+  kTooLarge,    // above kMaxReportedLoad once multiplied by the scale
+};
+inline constexpr size_t kReportStatuses = 6;
+// Label text of a status: ok, missing, malformed, not_finite, negative, too_large.
+std::string_view report_status_name(ReportStatus s) noexcept;
+
+// Reported loads above this (after scaling) are absurd and ignored: no backend holds a million
+// requests in flight, and the cap keeps every sum over 1,024 backends far below 2^32.
+inline constexpr double kMaxReportedLoad = 1'000'000.0;
+// Longest field value a parser looks at; a longer one is malformed.
+inline constexpr size_t kMaxReportBytes = 4096;
+
+struct ParsedReport {
+  ReportStatus status = ReportStatus::kMalformed;
+  uint32_t load = 0;  // kOk: round(value * scale), at most kMaxReportedLoad
+};
+
+// Parses an ORCA endpoint-load-metrics value and returns `metric` (e.g. "cpu_utilization",
+// "named_metrics.in_flight", "utilization.gpu") times `scale`.
+//  * TEXT form: `TEXT name=value, name=value` (Envoy's, the prefix and '=');
+//  * colon form: `name:value, name:value` (no prefix);
+//  * JSON form: `JSON {...}`: an object whose values are numbers or objects of numbers (one
+//    level: named_metrics, utilization, request_cost); "a.b" names key b of object a (or a
+//    top-level key spelled "a.b"). Strict
+//    subset: no escapes in strings, no arrays, true/false/null, duplicate keys or trailing
+//    commas; at most 64 members in all.
+// Names are [A-Za-z0-9_.-]+, whitespace around items is optional; a name may repeat in the
+// text forms (the last wins). Numbers are JSON numbers (-?digits[.digits][e[+-]digits]); nan,
+// inf and infinity (any case, with a sign) are kNotFinite. A value whose syntax is wrong
+// anywhere is kMalformed even when `metric` itself is well formed. O(size), no allocation.
+ParsedReport parse_orca(std::string_view value, std::string_view metric, uint32_t scale) noexcept;
+
+// Parses a plain header value: one number (optional surrounding whitespace) times `scale`.
+ParsedReport parse_plain_load(std::string_view value, uint32_t scale) noexcept;
+
+// Either parser, by format.
+inline ParsedReport parse_load_report(LoadHeaderFormat f, std::string_view value,
+                                      std::string_view metric, uint32_t scale) noexcept {
+  return f == LoadHeaderFormat::kOrca ? parse_orca(value, metric, scale)
+                                      : parse_plain_load(value, scale);
+}
+
+// What the pick knows of one backend's report.
+struct ReportView {
+  uint32_t reported = 0;     // load the backend reported
+  uint64_t at_ms = 0;        // when it arrived (monotonic ms); 0 = never
+  uint32_t started_since = 0;  // local requests started on the backend since the report
+  uint32_t local_in_flight = 0;  // this instance's in-flight count for the backend
+};
+
+// The load the bound compares for one backend: while the report is fresh (at_ms != 0 and
+// now_ms - at_ms <= max_age_ms) reported + started_since, saturating at UINT32_MAX; otherwise
+// local_in_flight. A report from the future (at_ms > now_ms, another thread's clock) is fresh.
+constexpr uint32_t effective_load(const ReportView& r, uint64_t now_ms,
+                                  uint64_t max_age_ms) noexcept {
+  const bool fresh = r.at_ms != 0 && (now_ms <= r.at_ms || now_ms - r.at_ms <= max_age_ms);
+  if (!fresh) return r.local_in_flight;
+  const uint64_t sum = uint64_t{r.reported} + r.started_since;
+  return sum > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(sum);
+}
+
+}  // namespace rondel::core

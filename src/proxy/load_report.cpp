@@ -1,0 +1,63 @@
+// Backend-reported load: reading reports from response heads, effective loads for the pick.
+#include "rondel/proxy/load_report.h"
+
+#include <string_view>
+
+#include "rondel/proxy/pool.h"
+
+namespace rondel::proxy {
+
+namespace {
+
+bool name_is(std::string_view name, std::string_view lower) noexcept {
+  if (name.size() != lower.size()) return false;
+  for (size_t i = 0; i < name.size(); ++i) {
+    char c = name[i];
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (c != lower[i]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void report_from(const config::LoadReportConfig& cfg, const http::ResponseHead& head,
+                 uint64_t now_ms, LoadReportState& st) noexcept {
+  const http::Header* field = nullptr;
+  for (const http::Header& h : head.headers) {
+    if (name_is(h.name, cfg.header)) field = &h;
+  }
+  if (field == nullptr) return;
+  const core::ParsedReport r =
+      core::parse_load_report(cfg.format, field->value, cfg.metric, cfg.scale);
+  st.counts[static_cast<size_t>(r.status)].fetch_add(1, std::memory_order_relaxed);
+  if (r.status != core::ReportStatus::kOk) return;
+  st.reported.store(r.load, std::memory_order_relaxed);
+  st.started.store(0, std::memory_order_relaxed);
+  st.at_ms.store(now_ms == 0 ? 1 : now_ms, std::memory_order_relaxed);
+}
+
+uint32_t effective_load_of(const Pool& pool, size_t i, uint64_t now_ms) noexcept {
+  const BackendState& b = pool.backend(static_cast<core::BackendIndex>(i));
+  core::ReportView v;
+  v.reported = b.report.reported.load(std::memory_order_relaxed);
+  v.at_ms = b.report.at_ms.load(std::memory_order_relaxed);
+  v.started_since = b.report.started.load(std::memory_order_relaxed);
+  v.local_in_flight = b.in_flight.load(std::memory_order_relaxed);
+  return core::effective_load(v, now_ms, pool.config().load_report.max_age_ms);
+}
+
+void fill_effective_loads(const Pool& pool, uint64_t now_ms, std::vector<uint32_t>& loads,
+                          core::PickInput& in) {
+  const size_t n = pool.size();
+  if (loads.size() < n) loads.resize(n);
+  uint64_t total = 0;
+  for (size_t i = 0; i < n; ++i) {
+    loads[i] = effective_load_of(pool, i, now_ms);
+    if (pool.backend(static_cast<core::BackendIndex>(i)).usable()) total += loads[i];
+  }
+  in.loads = std::span<const uint32_t>(loads.data(), n);
+  in.total_in_flight = total;
+}
+
+}  // namespace rondel::proxy

@@ -1,0 +1,134 @@
+// Router with load_report: a fresh report is what the bound compares (plus requests started
+// since), a stale one falls back to the local count, and reports never move a key's owner.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "rondel/core/hash.h"
+#include "rondel/proxy/load_report.h"
+#include "rondel/proxy/router.h"
+#include "router_fixture.h"
+
+namespace rondel::proxy {
+namespace {
+
+struct ReportFixture {
+  ReportFixture() {
+    cfg = test::pool_config({"a", "b", "c", "d"});
+    cfg.balance_factor = 125;
+    cfg.capacity_slack = 0;
+    cfg.spill_memory = 0;
+    cfg.hot_keys.share = 0;
+    cfg.load_report.enabled = true;
+    cfg.load_report.max_age_ms = 100;
+    pool = maker.build(cfg);
+    REQUIRE(pool != nullptr);
+    scratch.assign(pool->scratch_words(), 0);
+    key = RouteKey{RouteKey::Kind::kKey, core::hash64("/k"), "/k"};
+    owner = pool->selector().owner(key.hash);
+  }
+  RouteDecision route(uint64_t now_ms) {
+    PickRequest rq;
+    rq.key = key;
+    rq.now_ms = now_ms;
+    rq.worker = 0;
+    return router.route(*pool, rq, scratch);
+  }
+  // A response head of backend i carrying `value` in endpoint-load-metrics at `now_ms`.
+  void report(core::BackendIndex i, const std::string& value, uint64_t now_ms) {
+    http::Header h{"Endpoint-Load-Metrics", value};
+    http::ResponseHead head;
+    head.status = 200;
+    head.headers = std::span<const http::Header>(&h, 1);
+    report_from(cfg.load_report, head, now_ms, pool->backend(i).report);
+  }
+  config::PoolConfig cfg;
+  test::PoolMaker maker;
+  std::unique_ptr<Pool> pool;
+  Router router;
+  std::vector<uint64_t> scratch;
+  RouteKey key;
+  core::BackendIndex owner = core::kNoBackend;
+};
+
+TEST_CASE("a fresh report of a full owner sends the key elsewhere; a stale one does not") {
+  ReportFixture f;
+  // Other instances keep the owner busy: it reports 40, the others 0. Total 40 over 4
+  // backends: cap = ceil(1.25 * 41 / 4) = 13 < 40.
+  for (core::BackendIndex i = 0; i < 4; ++i) {
+    f.report(i, "TEXT named_metrics.in_flight=" + std::to_string(i == f.owner ? 40 : 0), 1000);
+  }
+  const RouteDecision d = f.route(1050);
+  CHECK(d.backend != f.owner);
+  CHECK(d.owner == f.owner);  // the placement did not change: only the load did
+  CHECK(d.reason == core::RouteReason::kSpill);
+  // The pick counted a start on the backend it chose.
+  CHECK(f.pool->backend(d.backend).report.started.load() == 1);
+  CHECK(effective_load_of(*f.pool, d.backend, 1050) == 1);
+  // 101 ms later every report is stale: the local counts (all 0) decide, the key goes home.
+  const RouteDecision stale = f.route(1101);
+  CHECK(stale.backend == f.owner);
+  CHECK(stale.reason == core::RouteReason::kHome);
+}
+
+TEST_CASE("starts since the report count until the next report resets them") {
+  ReportFixture f;
+  for (core::BackendIndex i = 0; i < 4; ++i) f.report(i, "named_metrics.in_flight:0", 10);
+  // With all four at 0 reported, requests go home until the owner's starts reach its cap:
+  // after k starts on the owner, total k: cap = ceil(1.25 * (k + 1) / 4) -> 1 while k < 4.
+  CHECK(f.route(20).backend == f.owner);
+  CHECK(effective_load_of(*f.pool, f.owner, 20) == 1);
+  CHECK(f.route(20).backend != f.owner);  // owner at 1, cap ceil(1.25 * 2 / 4) = 1
+  f.report(f.owner, "named_metrics.in_flight:0", 30);  // its requests finished
+  CHECK(f.pool->backend(f.owner).report.started.load() == 0);
+  CHECK(f.route(30).backend == f.owner);
+}
+
+TEST_CASE("ignored reports are counted by reason and keep the last accepted value") {
+  ReportFixture f;
+  const core::BackendIndex b = 0;
+  f.report(b, "TEXT named_metrics.in_flight=7", 5);
+  f.report(b, "TEXT named_metrics.in_flight=nan", 6);
+  f.report(b, "TEXT named_metrics.in_flight=-3", 6);
+  f.report(b, "TEXT named_metrics.in_flight=99999999", 6);
+  f.report(b, "TEXT cpu_utilization=0.1", 6);
+  f.report(b, "TEXT named_metrics.in_flight=1,", 6);
+  const LoadReportState& st = f.pool->backend(b).report;
+  CHECK(st.reported.load() == 7);
+  CHECK(st.at_ms.load() == 5);
+  for (auto s : {core::ReportStatus::kOk, core::ReportStatus::kNotFinite,
+                 core::ReportStatus::kNegative, core::ReportStatus::kTooLarge,
+                 core::ReportStatus::kMissing, core::ReportStatus::kMalformed}) {
+    CHECK(st.counts[static_cast<size_t>(s)].load() == 1);
+  }
+  // A head without the field counts nothing.
+  http::ResponseHead head;
+  report_from(f.cfg.load_report, head, 7, f.pool->backend(b).report);
+  uint64_t total = 0;
+  for (const auto& c : st.counts) total += c.load();
+  CHECK(total == 6);
+}
+
+TEST_CASE("without load_report the pick ignores reports") {
+  config::PoolConfig cfg = test::pool_config({"a", "b", "c", "d"});
+  cfg.capacity_slack = 0;
+  test::PoolMaker maker;
+  auto pool = maker.build(cfg);
+  REQUIRE(pool != nullptr);
+  const RouteKey key{RouteKey::Kind::kKey, core::hash64("/k"), "/k"};
+  const core::BackendIndex owner = pool->selector().owner(key.hash);
+  auto& st = pool->backend(owner).report;
+  st.reported.store(1000);
+  st.at_ms.store(1);
+  Router router;
+  std::vector<uint64_t> scratch(pool->scratch_words());
+  PickRequest rq;
+  rq.key = key;
+  rq.now_ms = 1;
+  CHECK(router.route(*pool, rq, scratch).backend == owner);
+  CHECK(st.started.load() == 0);
+}
+
+}  // namespace
+}  // namespace rondel::proxy

@@ -1,0 +1,167 @@
+// Fleet replay (see fleet.h): closed loop, exponential service (+ miss delay), LRU caches.
+#include "fleet.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <queue>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "balance.h"
+#include "lru.h"
+#include "placement.h"
+#include "rondel/core/bounded.h"
+#include "rondel/core/reported_load.h"
+#include "zipf.h"
+
+namespace rondel::sim {
+namespace {
+
+double exponential(std::mt19937_64& rng, double mean) {
+  double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;
+  return -std::log1p(-u) * mean;
+}
+
+// One instance's view: its own in-flight counts and its last report per backend.
+struct Instance {
+  std::vector<uint32_t> local;
+  std::vector<core::ReportView> report;  // reported, at (time units * 1000), started since
+  std::vector<uint32_t> loads;           // scratch: what the pick compares
+};
+
+}  // namespace
+
+core::Result<FleetReport> run_fleet(const SimOptions& opt, bool reports) {
+  if (opt.clients == 0) return core::fail("--fleet needs --clients K");
+  if (opt.fleet_split.empty()) return core::fail("--fleet needs --fleet-split");
+  std::vector<SimBackend> pool;
+  for (uint32_t g = 0; g < opt.backends; ++g) pool.push_back(make_backend(g, 1));
+  auto placement = Placement::build(opt.algo, pool, opt);
+  if (!placement) return placement.error();
+  const core::Selector& sel = *placement->selector();
+  const size_t n = placement->backend_set()->size();
+  std::vector<uint32_t> weights(n, 1);
+  std::vector<uint64_t> scratch(std::max<size_t>(core::pick_scratch_words(sel), 1));
+  std::vector<LruCache> caches;
+  for (size_t i = 0; i < n; ++i) caches.emplace_back(opt.cache_objects, opt.keys);
+  core::BoundedOptions bo;
+  bo.balance_factor = opt.balance_factor;
+  bo.slack = opt.slack;
+  bo.probe = opt.probe;
+
+  // Clients per instance by share, the remainder to the first.
+  const size_t l = opt.fleet_split.size();
+  uint64_t share_sum = 0;
+  for (uint32_t s : opt.fleet_split) share_sum += s;
+  std::vector<uint32_t> client_instance;
+  for (size_t k = 0; k < l; ++k) {
+    const uint64_t c = opt.clients * uint64_t{opt.fleet_split[k]} / share_sum;
+    client_instance.insert(client_instance.end(), c, static_cast<uint32_t>(k));
+  }
+  while (client_instance.size() < opt.clients) client_instance.insert(client_instance.begin(), 0);
+  std::vector<Instance> inst(l);
+  for (Instance& x : inst) {
+    x.local.assign(n, 0);
+    x.report.assign(n, {});
+    x.loads.assign(n, 0);
+  }
+  std::vector<uint32_t> truth(n, 0);
+  uint64_t truth_total = 0;
+  // Report ages are compared in integer milli-units of time.
+  const auto ms = [](double t) { return static_cast<uint64_t>(t * 1000.0) + 1; };
+  const uint64_t max_age = static_cast<uint64_t>(opt.report_age * 1000.0);
+
+  std::vector<uint64_t> key_hashes(opt.keys);
+  for (uint64_t i = 0; i < opt.keys; ++i) key_hashes[i] = key_hash(opt.seed, i);
+  ZipfSampler zipf(opt.keys, opt.zipf);
+  std::mt19937_64 rng(opt.seed * 0x2545F4914F6CDD1DULL + 17);
+  const uint64_t warmup = opt.warmup_requests > 0 ? opt.warmup_requests : opt.requests / 5;
+
+  FleetReport r;
+  r.reports = reports;
+  uint64_t spilled = 0, misses = 0;
+  double ratio_sum = 0.0, cap_sum = 0.0;
+  // (time, backend, client)
+  using Departure = std::tuple<double, core::BackendIndex, uint32_t>;
+  std::priority_queue<Departure, std::vector<Departure>, std::greater<>> departures;
+
+  auto arrive = [&](uint64_t req, uint32_t client, double now) {
+    Instance& x = inst[client_instance[client]];
+    const uint64_t key = zipf(rng);
+    const uint64_t hash = key_hashes[key];
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const core::ReportView v{x.report[i].reported, x.report[i].at_ms,
+                               x.report[i].started_since, x.local[i]};
+      x.loads[i] = reports ? core::effective_load(v, ms(now), max_age) : x.local[i];
+      if (reports && x.loads[i] == x.local[i] && v.at_ms != 0 &&
+          ms(now) - v.at_ms > max_age) {
+        ++r.stale_reads;
+      }
+      total += x.loads[i];
+    }
+    core::PickInput in;
+    in.loads = x.loads;
+    in.weights = weights;
+    in.total_in_flight = total;
+    in.total_weight = n;
+    const core::PickResult p = core::bounded_pick(sel, hash, in, bo, scratch);
+    const core::BackendIndex b = p.backend;
+    ++x.local[b];
+    ++x.report[b].started_since;
+    ++truth[b];
+    ++truth_total;
+    const bool hit = caches[b].access(static_cast<uint32_t>(key));
+    double service = exponential(rng, opt.mean_service);
+    if (!hit) service += opt.miss_delay;
+    departures.emplace(now + service, b, client);
+    if (req < warmup) return;
+    ++r.measured;
+    spilled += p.owner != b;
+    misses += !hit;
+    const uint32_t worst = *std::max_element(truth.begin(), truth.end());
+    const double ratio = static_cast<double>(worst) * n / truth_total;
+    ratio_sum += ratio;
+    r.max_over_mean_peak = std::max(r.max_over_mean_peak, ratio);
+    cap_sum += static_cast<double>(worst) / core::capacity(truth_total - 1, 1, n, bo);
+  };
+
+  uint64_t req = 0;
+  for (; req < opt.clients && req < opt.requests; ++req) {
+    arrive(req, static_cast<uint32_t>(req), 0.0);
+  }
+  double next_poll = opt.report_poll;
+  for (; req < opt.requests; ++req) {
+    const auto [when, b, client] = departures.top();
+    departures.pop();
+    // Out-of-band polls (health checks) due before this departure: every instance reads every
+    // backend's true count.
+    while (reports && opt.report_poll > 0 && next_poll <= when) {
+      for (Instance& x : inst) {
+        for (size_t i = 0; i < n; ++i) x.report[i] = {truth[i], ms(next_poll), 0, 0};
+      }
+      next_poll += opt.report_poll;
+    }
+    Instance& x = inst[client_instance[client]];
+    --x.local[b];
+    --truth[b];
+    --truth_total;
+    // The response carries the backend's count, this request excluded, to its instance.
+    x.report[b].reported = truth[b];
+    x.report[b].at_ms = ms(when);
+    x.report[b].started_since = 0;
+    arrive(req, client, when);
+  }
+  if (r.measured > 0) {
+    const double m = static_cast<double>(r.measured);
+    r.max_over_mean = ratio_sum / m;
+    r.max_over_cap = cap_sum / m;
+    r.spill = spilled / m;
+    r.miss_rate = misses / m;
+  }
+  return r;
+}
+
+}  // namespace rondel::sim

@@ -1,0 +1,33 @@
+// Fleet replay: L rondel instances in front of the same backends, each with its own in-flight
+// counts, with and without backend-reported load (core/reported_load.h, docs/routing.md
+// "Fleets: backend-reported load").
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "options.h"
+#include "rondel/core/result.h"
+
+namespace rondel::sim {
+
+// The figures of one fleet run, over the requests after the warm-up.
+struct FleetReport {
+  bool reports = false;
+  uint64_t measured = 0;
+  double max_over_mean = 0.0;       // mean at arrivals of max_i in_flight_i / mean (global)
+  double max_over_mean_peak = 0.0;
+  double max_over_cap = 0.0;        // mean at arrivals of max_i in_flight_i / pool cap(total)
+  double spill = 0.0;               // share of requests served away from the key's owner
+  double miss_rate = 0.0;
+  uint64_t stale_reads = 0;         // backend loads read as the local count: report too old
+};
+
+// Runs the closed-loop fleet model (--clients K split over instances by --fleet-split shares,
+// each client's requests through its own instance): with `reports`, each response tells the
+// instance that sent it the backend's true in-flight count (this request excluded) and the pick
+// compares effective loads; without, each instance bounds by its own counts. Equal weights.
+core::Result<FleetReport> run_fleet(const SimOptions& opt, bool reports);
+
+}  // namespace rondel::sim
