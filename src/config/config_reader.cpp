@@ -12,6 +12,7 @@
 #include "reader_util.h"
 #include "scalars.h"
 #include "schema.h"
+#include "subset_reader.h"
 
 namespace rondel::config {
 namespace {
@@ -147,6 +148,7 @@ class ConfigReader {
       }
       p.dns = c.dns;
       read_pool_fields(m, p);
+      if (auto* g = m.get("subsets")) read_subsets(r_, *g, p, c.listeners, pool_labels_);
       c.pools.push_back(std::move(p));
     });
   }
@@ -355,6 +357,7 @@ class ConfigReader {
 
   void read_backends(const Field& f, PoolConfig& p) {
     std::unordered_map<std::string, int> first_line;
+    pool_labels_.clear();
     size_t entries = 0;
     for_each_entry(f, [&](const YAML::Node& node, Position fallback) {
       ++entries;
@@ -364,8 +367,9 @@ class ConfigReader {
       b.position = m.position();
       bool ok = true;
       Position id_at;
+      if (auto* g = m.get("labels")) ok &= read_labels(r_, *g, b.labels, pool_labels_);
       if (const Field* s = m.get("srv")) {
-        if (!read_srv_backend(m, *s, b)) return;
+        if (!read_srv_backend(m, *s, b) || !ok) return;
         auto [it, inserted] = first_line.emplace(b.id, NodeReader::value_position(*s).line);
         if (!inserted) {
           r_.error(NodeReader::value_position(*s), "duplicate SRV name " + quote(b.address.host) +
@@ -563,6 +567,7 @@ class ConfigReader {
   NodeReader& r_;
   std::vector<ListenerSpots> listener_spots_;  // parallel to Config::listeners
   std::vector<std::string> pool_names_;        // valid pool names, in file order
+  std::vector<std::string> pool_labels_;       // the current pool's distinct backend labels
   Position admin_bind_;
 };
 
