@@ -100,6 +100,10 @@ class Subsets(unittest.TestCase):
         self.assertEqual(r["chosen"], got[0][1])
         self.assertEqual({p["id"] for p in r["preference"]}, {"b0", "b2", "b4"})
         self.assertEqual(self.route("p", KEYS[0])["subset"], "")
+        pools = {p["name"]: p for p in self.rondel.pools()["pools"]}
+        labels = {b["id"]: b["labels"] for b in pools["p"]["backends"]}
+        self.assertEqual(labels["b2"], ["pci", "ssd"])
+        self.assertEqual(labels["b1"], [])
 
     def test_header_subset_equals_a_pool_of_its_members_rendezvous(self):
         got = served(self.rondel.ports["webr"], KEYS, "X-Tier: fast\r\n")
