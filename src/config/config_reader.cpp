@@ -147,6 +147,7 @@ class ConfigReader {
         pool_names_.push_back(p.name);
       }
       p.dns = c.dns;
+      pool_labels_.clear();
       read_pool_fields(m, p);
       if (auto* g = m.get("subsets")) read_subsets(r_, *g, p, c.listeners, pool_labels_);
       c.pools.push_back(std::move(p));
@@ -357,7 +358,6 @@ class ConfigReader {
 
   void read_backends(const Field& f, PoolConfig& p) {
     std::unordered_map<std::string, int> first_line;
-    pool_labels_.clear();
     size_t entries = 0;
     for_each_entry(f, [&](const YAML::Node& node, Position fallback) {
       ++entries;

@@ -105,3 +105,23 @@ TEST_CASE("labels: the 65th distinct label of a pool is an error at its position
 
 }  // namespace
 }  // namespace rondel::config
+
+namespace rondel::config {
+namespace {
+
+TEST_CASE("subsets: labels are per pool; another pool's label is unknown here") {
+  constexpr std::string_view kBad = R"(listeners: [{name: web, bind: 127.0.0.1:0, pool: p}]
+pools:
+  - {name: p, backends: [{address: 127.0.0.1:9001, labels: [pci]}]}
+  - name: q
+    backends: [{address: 127.0.0.1:9002}]
+    subsets: [{when: {listener: web}, require: [pci]}]
+)";
+  const std::vector<std::string> errs = errors_of(kBad);
+  INFO(joined(errs));
+  REQUIRE(errs.size() == 1);
+  CHECK(errs[0] == "s.yaml:6:49: unknown label 'pci': no backend of pool 'q' carries it");
+}
+
+}  // namespace
+}  // namespace rondel::config
