@@ -13,6 +13,7 @@
 #include "reader_util.h"
 #include "scalars.h"
 #include "schema.h"
+#include "subset_reader.h"
 
 namespace rondel::config {
 namespace {
@@ -147,7 +148,9 @@ class ConfigReader {
         pool_names_.push_back(p.name);
       }
       p.dns = c.dns;
+      pool_labels_.clear();
       read_pool_fields(m, p);
+      if (auto* g = m.get("subsets")) read_subsets(r_, *g, p, c.listeners, pool_labels_);
       c.pools.push_back(std::move(p));
     });
   }
@@ -366,8 +369,9 @@ class ConfigReader {
       b.position = m.position();
       bool ok = true;
       Position id_at;
+      if (auto* g = m.get("labels")) ok &= read_labels(r_, *g, b.labels, pool_labels_);
       if (const Field* s = m.get("srv")) {
-        if (!read_srv_backend(m, *s, b)) return;
+        if (!read_srv_backend(m, *s, b) || !ok) return;
         auto [it, inserted] = first_line.emplace(b.id, NodeReader::value_position(*s).line);
         if (!inserted) {
           r_.error(NodeReader::value_position(*s), "duplicate SRV name " + quote(b.address.host) +
@@ -565,6 +569,7 @@ class ConfigReader {
   NodeReader& r_;
   std::vector<ListenerSpots> listener_spots_;  // parallel to Config::listeners
   std::vector<std::string> pool_names_;        // valid pool names, in file order
+  std::vector<std::string> pool_labels_;       // the current pool's distinct backend labels
   Position admin_bind_;
 };
 

@@ -11,6 +11,7 @@
 #include "rondel/config/config.h"
 #include "rondel/core/backend_set.h"
 #include "rondel/core/maglev.h"
+#include "rondel/core/subset.h"
 
 namespace rondel::config::schema {
 
@@ -40,6 +41,13 @@ constexpr uint64_t kMaxRingPoints = 1u << 24;
 // Maglev paper (Eisenbud et al., NSDI 2016) section 3.4 uses 65537; core caps M at 2^24.
 constexpr uint64_t kMaxMaglevTableSize = core::kMaglevMaxTableSize;
 constexpr uint64_t kMaxHotKeys = 10000;
+
+// Subsets (docs/routing.md "Subsets"): a pool's distinct backend labels are one 64-bit mask
+// (core::kMaxLabels); its selectors are counted per rule in the metrics, so they are bounded.
+constexpr size_t kMaxLabels = core::kMaxLabels;
+constexpr size_t kMaxSubsetRules = 64;
+constexpr string_view kSubsetKeys[] = {"name", "when", "require"};
+constexpr string_view kSubsetWhenKeys[] = {"listener", "header", "value", "path_prefix"};
 
 constexpr string_view kRootKeys[] = {"workers", "drain_timeout", "log",  "listeners",
                                      "pools",   "admin",         "dns",
@@ -95,7 +103,8 @@ constexpr string_view kPoolKeys[] = {"name",
                                      "seed",
                                      "previous",
                                      "migrate_percent",
-                                     "load_report"};
+                                     "load_report",
+                                     "subsets"};
 // Backend-reported load (docs/algorithms.md): `load_report` of a pool.
 constexpr string_view kLoadReportKeys[] = {"header", "metric", "max_age", "scale"};
 constexpr uint32_t kMaxLoadReportScale = 1'000'000;
@@ -109,7 +118,7 @@ constexpr string_view kPassiveKeys[] = {"consecutive_failures", "ejection_time",
                                         "max_ejected_percent"};
 constexpr string_view kHotKeysKeys[] = {"share", "max_replicas", "window", "capacity",
                                         "min_count"};
-constexpr string_view kBackendKeys[] = {"address", "weight", "id", "srv"};
+constexpr string_view kBackendKeys[] = {"address", "weight", "id", "srv", "labels"};
 constexpr string_view kTlsKeys[] = {"certificates", "alpn",         "min_version",
                                     "max_version",  "ciphers",      "ciphersuites",
                                     "groups",       "session_tickets", "ticket_key_rotation",

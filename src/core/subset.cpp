@@ -66,7 +66,9 @@ void restrict_to_subset(const Subset& subset, PickInput& in,
     for (uint64_t bits = members[w]; bits != 0; bits &= bits - 1) {
       const size_t i = 64 * w + static_cast<size_t>(__builtin_ctzll(bits));
       weight += i < in.weights.size() ? in.weights[i] : 0;
-      if (!in.in_flight_ptrs.empty()) {
+      if (!in.loads.empty()) {  // backend-reported load: the members' effective loads
+        if (i < in.loads.size()) in_flight += in.loads[i];
+      } else if (!in.in_flight_ptrs.empty()) {
         if (i < in.in_flight_ptrs.size())
           in_flight += in.in_flight_ptrs[i]->load(std::memory_order_relaxed);
       } else if (i < in.in_flight.size()) {

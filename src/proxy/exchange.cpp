@@ -28,7 +28,7 @@ http::Limits backend_limits() {
 
 std::string_view outcome_name(Outcome o) noexcept {
   static constexpr std::string_view kNames[] = {"ok", "client_abort", "backend_error", "timeout",
-                                                "rejected"};
+                                                "rejected", "no_subset_member"};
   return kNames[static_cast<size_t>(o)];
 }
 
@@ -72,6 +72,7 @@ Exchange::Start Exchange::start(const ExchangeRequest& rq) noexcept {
   st_.keyed = rk.walks();
   st_.key = rk.key;
   st_.hash = rk.hash;
+  st_.subset = st_.pool->select_subset(rq.listener, head());
   running_ = true;
   worker_.exchange_started();
   start_attempt();
@@ -105,6 +106,7 @@ core::BackendIndex Exchange::route_attempt(bool first_pick) noexcept {
   rq.kind = first_pick ? core::PickKind::kFirst : core::PickKind::kRetry;
   rq.now_ms = worker_.now_ms();
   rq.worker = worker_.id();
+  rq.subset = st_.subset;
   // One call: hash policy state, the bounded-load walk with backends at their connection limit
   // excluded, and the decision counters (routed, all_full, no_backend) are the Router's.
   const RouteDecision d =
@@ -120,7 +122,11 @@ void Exchange::start_attempt() noexcept {
   core::BackendIndex b = route_attempt(first_pick);
   if (b == core::kNoBackend) {
     ++st_.attempts;
-    fail(503, Reject::kNoBackend, Outcome::kRejected);
+    if (st_.subset != Pool::kNoSubset) {
+      fail(503, Reject::kNoSubsetMember, Outcome::kNoSubsetMember);  // the subset's 503
+    } else {
+      fail(503, Reject::kNoBackend, Outcome::kRejected);
+    }
     return;
   }
   begin_attempt(b, ConnSource::kIdleOrNew);

@@ -338,6 +338,7 @@ ExchangeRequest Http1Session::exchange_request() noexcept {
   rq.forward.forwarded = listener_cfg_->forwarded_headers;
   if (tls_) rq.forward.proto = "https";
   rq.pool = listener_pool_;
+  rq.listener = listener_cfg_->name;
   rq.body = this;
   rq.sink = this;
   rq.owner = this;

@@ -122,6 +122,7 @@ void Http2Stream::start() noexcept {
   rq.forward.client_ip = s_.client_ip();
   rq.forward.forwarded = s_.listener()->forwarded_headers;
   rq.pool = s_.pool();
+  rq.listener = s_.listener()->name;
   rq.body = head_.framing == http::Framing::kNone ? static_cast<BodySource*>(&EmptyBody::instance())
                                                   : this;
   rq.sink = this;

@@ -6,6 +6,7 @@
 #include "rondel/core/bitset.h"
 #include "rondel/core/hash.h"
 #include "rondel/net/uv_util.h"
+#include "rondel/proxy/hash_key.h"
 
 namespace rondel::proxy {
 
@@ -108,7 +109,75 @@ core::Result<std::unique_ptr<Pool>> Pool::build(const config::PoolConfig& cfg,
           std::max(pool->pick_words_, core::pick_scratch_words(pool->previous_->selector));
     }
   }
+  pool->build_subsets();
   return pool;
+}
+
+// The label masks (labels numbered in order of first appearance over the backends) and one
+// Subset per rule. The config reader bounds the labels at 64 and checks that every required
+// label is carried by some backend; a DNS update may leave one uncarried: that subset is empty.
+void Pool::build_subsets() {
+  labels_.assign(backends_.size(), 0);
+  for (size_t i = 0; i < cfg_.backends.size(); ++i) {
+    for (const std::string& l : cfg_.backends[i].labels) {
+      auto it = std::find(label_names_.begin(), label_names_.end(), l);
+      if (it == label_names_.end()) {
+        if (label_names_.size() == core::kMaxLabels) continue;
+        it = label_names_.insert(label_names_.end(), l);
+      }
+      labels_[i] |= core::LabelMask{1} << (it - label_names_.begin());
+    }
+  }
+  for (const config::SubsetRule& rule : cfg_.subsets) {
+    core::LabelMask required = 0;
+    bool carried = true;
+    for (const std::string& l : rule.require) {
+      auto it = std::find(label_names_.begin(), label_names_.end(), l);
+      if (it == label_names_.end()) carried = false;
+      else required |= core::LabelMask{1} << (it - label_names_.begin());
+    }
+    // A label no backend carries: no labels, one required bit: no member.
+    const std::span<const core::LabelMask> masks =
+        carried ? std::span<const core::LabelMask>(labels_) : std::span<const core::LabelMask>();
+    BuiltSubset b{core::Subset::build(set_, masks, carried ? required : 1),
+                  &state_->subset_counters(rule.name)};
+    subsets_.push_back(std::move(b));
+  }
+}
+
+uint8_t Pool::select_subset(std::string_view listener,
+                            const http::RequestHead& head) const noexcept {
+  for (size_t r = 0; r < cfg_.subsets.size(); ++r) {
+    const config::SubsetRule& rule = cfg_.subsets[r];
+    bool match = false;
+    switch (rule.match) {
+      case config::SubsetMatch::kListener:
+        match = listener == rule.what;
+        break;
+      case config::SubsetMatch::kHeader:
+        for (const http::Header& h : head.headers) {
+          if (http::iequals(h.name, rule.what) && h.value == rule.value) {
+            match = true;
+            break;
+          }
+        }
+        break;
+      case config::SubsetMatch::kPathPrefix:
+        match = origin_form(head.target).starts_with(rule.what);
+        break;
+    }
+    if (match) return static_cast<uint8_t>(r);
+  }
+  return kNoSubset;
+}
+
+PoolState::SubsetCounters& PoolState::subset_counters(const std::string& name) {
+  std::lock_guard<std::mutex> lock(subsets_mu);
+  for (const auto& c : subsets) {
+    if (c->name == name) return *c;
+  }
+  subsets.push_back(std::make_unique<SubsetCounters>(name));
+  return *subsets.back();
 }
 
 // nullptr when no backend the previous placement names is in the pool with a positive weight

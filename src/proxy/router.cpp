@@ -1,12 +1,14 @@
 // Router: hash policy -> route state -> bounded-load pick, and the routing counters.
 #include "rondel/proxy/router.h"
 
+#include <algorithm>
 #include <bit>
 #include <chrono>
 #include <mutex>
 
 #include "rondel/core/bitset.h"
 #include "rondel/core/hash.h"
+#include "rondel/core/subset.h"
 #include "rondel/proxy/hash_key.h"
 #include "rondel/proxy/load_report.h"
 
@@ -97,6 +99,25 @@ uint32_t published_replicas(const PoolState& ps, uint64_t hash) {
   return 1;
 }
 
+// Restricts `in` to the subset's members (core::restrict_to_subset: the exclusion set gains the
+// non-members, W and the in-flight total become the members'). W then counts down members too:
+// like Pool::pick_input, take them out, on the rare path only (some backend of the pool down).
+void restrict_to(const Pool& pool, const core::Subset& subset, core::PickInput& in,
+                 std::span<uint64_t> excluded) noexcept {
+  core::restrict_to_subset(subset, in, excluded);
+  if (pool.state().unusable.load(std::memory_order_acquire) == 0) return;
+  for (size_t i = 0; i < pool.size(); ++i) {
+    const auto b = static_cast<core::BackendIndex>(i);
+    if (subset.contains(b) && !pool.backend(b).usable() && i < in.weights.size()) {
+      in.total_weight -= std::min<uint64_t>(in.total_weight, in.weights[i]);
+    }
+  }
+}
+
+const core::Subset* subset_of(const Pool& pool, uint8_t subset) noexcept {
+  return subset < pool.subset_count() ? &pool.subset(subset) : nullptr;
+}
+
 }  // namespace
 
 RouteKey route_key(const config::PoolConfig& cfg, const http::RequestHead& head,
@@ -158,9 +179,15 @@ Router::PoolRoute* Router::state_for(const Pool& pool, bool& current) {
 
 RouteDecision Router::route(const Pool& pool, const PickRequest& rq, std::span<uint64_t> scratch) {
   PoolState& ps = pool.state();
+  const core::Subset* subset = subset_of(pool, rq.subset);
+  if (subset != nullptr && rq.kind == core::PickKind::kFirst) {
+    pool.subset_counters(rq.subset).requests.fetch_add(1, std::memory_order_relaxed);
+  }
   if (pool.empty()) {
     // A pool whose names resolved to nothing (its selector holds only a placeholder): 503.
     ps.no_backend.fetch_add(1, std::memory_order_relaxed);
+    if (subset != nullptr)
+      pool.subset_counters(rq.subset).unavailable.fetch_add(1, std::memory_order_relaxed);
     return {};
   }
   const std::span<uint64_t> excluded = scratch.first(pool.excluded_words());
@@ -171,6 +198,7 @@ RouteDecision Router::route(const Pool& pool, const PickRequest& rq, std::span<u
   const uint16_t at_limit = exclude_at_limit(pool, rq.worker, in, excluded);
   RouteDecision d;
   if (!rq.key.walks()) {
+    if (subset != nullptr) restrict_to(pool, *subset, in, excluded);
     d.backend = pool.least_loaded(excluded);
     d.hops = static_cast<uint16_t>(count_bits(rq.tried) + at_limit);
     d.skipped_excluded = d.hops;
@@ -180,6 +208,7 @@ RouteDecision Router::route(const Pool& pool, const PickRequest& rq, std::span<u
     const core::Selector& sel = pool.selector(version);
     const uint64_t hash = pool.placement_hash(version, rq.key.hash);
     if (version == core::PlacementVersion::kPrevious) pool.previous_input(in);
+    if (subset != nullptr) restrict_to(pool, *subset, in, excluded);
     core::RouteResult rr;
     if (!stateful(pool.config())) {
       rr = core::route_pick(sel, hash, in, pool.route_options(), core::RouteRequest{}, nullptr,
@@ -200,6 +229,10 @@ RouteDecision Router::route(const Pool& pool, const PickRequest& rq, std::span<u
     }
     d = decision_of(rr, rq.key.kind);
     d.placement = version;
+    if (subset != nullptr && rq.key.kind == RouteKey::Kind::kKey) {
+      // The natural owner within the subset: a pool of the members alone would place it there.
+      d.owner = core::subset_owner(sel, hash, *subset, pick_scratch);
+    }
     if (rq.kind == core::PickKind::kFirst) {
       ps.placement_routed[static_cast<size_t>(version)].fetch_add(1, std::memory_order_relaxed);
     }
@@ -211,13 +244,15 @@ RouteDecision Router::route(const Pool& pool, const PickRequest& rq, std::span<u
   }
   if (d.backend == core::kNoBackend) {
     ps.no_backend.fetch_add(1, std::memory_order_relaxed);
+    if (subset != nullptr)
+      pool.subset_counters(rq.subset).unavailable.fetch_add(1, std::memory_order_relaxed);
   } else if (pool.config().load_report.enabled) {
     note_started(pool.backend(d.backend).report);  // every pick is followed by its attempt
   }
   return d;
 }
 
-RouteDecision Router::explain(const Pool& pool, uint64_t hash) {
+RouteDecision Router::explain(const Pool& pool, uint64_t hash, uint8_t subset_index) {
   if (pool.empty()) return {};
   std::vector<uint64_t> scratch(pool.scratch_words());
   const std::span<uint64_t> excluded = std::span<uint64_t>(scratch).first(pool.excluded_words());
@@ -232,6 +267,8 @@ RouteDecision Router::explain(const Pool& pool, uint64_t hash) {
   const core::Selector& sel = pool.selector(version);
   const uint64_t placed = pool.placement_hash(version, hash);
   if (version == core::PlacementVersion::kPrevious) pool.previous_input(in);
+  const core::Subset* subset = subset_of(pool, subset_index);
+  if (subset != nullptr) restrict_to(pool, *subset, in, excluded);
   core::RouteResult rr;
   if (!stateful(pool.config())) {
     rr = core::route_pick(sel, placed, in, pool.route_options(), core::RouteRequest{}, nullptr,
@@ -246,6 +283,7 @@ RouteDecision Router::explain(const Pool& pool, uint64_t hash) {
   }
   RouteDecision d = decision_of(rr, RouteKey::Kind::kKey);
   d.placement = version;
+  if (subset != nullptr) d.owner = core::subset_owner(sel, placed, *subset, pick_scratch);
   return d;
 }
 

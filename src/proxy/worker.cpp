@@ -12,7 +12,7 @@ std::string_view reject_name(Reject r) noexcept {
   static constexpr std::string_view kNames[] = {
       "bad_request", "uri_too_long", "header_too_large", "body_too_large", "bad_version",
       "upgrade",     "no_backend",   "backend_error",    "timeout",        "client_timeout",
-      "max_connections"};
+      "max_connections", "no_subset_member"};
   static_assert(std::size(kNames) == static_cast<size_t>(Reject::kCount));
   return kNames[static_cast<size_t>(r)];
 }

@@ -428,6 +428,52 @@ RangeQuery range_query(const proxy::Pool& p, std::string_view target, uint64_t& 
   return q;
 }
 
+// The subset of /api/route: the one a request with the `listener`, `path` and
+// `header=NAME:VALUE` parameters would be selected into (Pool::select_subset).
+uint8_t subset_query(const proxy::Pool& p, std::string_view target) {
+  if (p.subset_count() == 0) return proxy::Pool::kNoSubset;
+  std::string_view raw;
+  std::string listener, path = "/", header;
+  if (proxy::find_query_param(target, "listener", raw)) listener = url_decode(raw);
+  if (proxy::find_query_param(target, "path", raw) && !raw.empty()) path = url_decode(raw);
+  if (proxy::find_query_param(target, "header", raw)) header = url_decode(raw);
+  const size_t colon = header.find(':');
+  http::Header h;
+  if (colon != std::string::npos) {
+    h.name = std::string_view(header).substr(0, colon);
+    h.value = std::string_view(header).substr(colon + 1);
+    while (!h.value.empty() && h.value.front() == ' ') h.value.remove_prefix(1);
+  }
+  http::RequestHead head;
+  head.target = path;
+  head.headers = std::span<const http::Header>(&h, colon != std::string::npos ? 1 : 0);
+  return p.select_subset(listener, head);
+}
+
+// The subset used ("" for the whole pool), its required labels and its member count.
+void write_subset(util::JsonWriter& w, const proxy::Pool& p, uint8_t s) {
+  if (p.subset_count() == 0) return;
+  w.field("subset", s == proxy::Pool::kNoSubset ? std::string() : p.subset_counters(s).name);
+  if (s == proxy::Pool::kNoSubset) return;
+  w.begin_array("require");
+  for (const std::string& l : p.config().subsets[s].require) w.value(l);
+  w.end_array();
+  w.field("subset_members", uint64_t{p.subset(s).size()});
+}
+
+// The bound's totals, in-flight and weight, over the pool or (a subset) over its members.
+void bound_totals(const proxy::Pool& p, uint8_t s, uint64_t& in_flight, uint64_t& weight) {
+  in_flight = p.state().total_in_flight.load();
+  weight = p.set().total_weight();
+  if (s == proxy::Pool::kNoSubset) return;
+  in_flight = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const auto b = static_cast<core::BackendIndex>(i);
+    if (p.subset(s).contains(b)) in_flight += p.backend(b).in_flight.load();
+  }
+  weight = p.subset(s).total_weight();
+}
+
 // The key's count in the pool's hot-key window (0 if not hot); `window_total` gets the window's.
 uint64_t hot_count_of(const proxy::Pool& p, uint64_t hash, uint64_t& window_total) {
   const auto& ps = p.state();
@@ -442,8 +488,7 @@ uint64_t hot_count_of(const proxy::Pool& p, uint64_t hash, uint64_t& window_tota
 
 // The key's preference order with each backend's state, in-flight count and capacity.
 void write_preference(util::JsonWriter& w, const proxy::Pool& p,
-                      std::span<const core::BackendIndex> order, uint64_t total) {
-  const uint64_t w_total = p.set().total_weight();
+                      std::span<const core::BackendIndex> order, uint64_t total, uint64_t w_total) {
   w.begin_array("preference");
   for (core::BackendIndex i : order) {
     const auto& b = p.backend(i);
@@ -471,21 +516,28 @@ bool Admin::api_route(std::string_view query, std::string& out) {
   const auto& snap = daemon_.snapshot();
   const proxy::Pool* p = has_pool ? snap->find_pool(url_decode(pool_name)) : nullptr;
   if (p == nullptr || !has_key) {
-    out = "{\"error\":\"usage: /api/route?pool=NAME&key=KEY[&range=bytes=A-B]\"}\n";
+    out = "{\"error\":\"usage: /api/route?pool=NAME&key=KEY[&range=bytes=A-B][&listener=L][&path=P][&header=NAME:VALUE]\"}\n";
     return false;
   }
   const std::string key = url_decode(key_raw);
   uint64_t hash = core::hash64(key);
   const RangeQuery rq = range_query(*p, target, hash);
   const std::string& range = rq.range;
-  const proxy::RouteDecision d = proxy::Router::explain(*p, hash);
+  const uint8_t subset = subset_query(*p, target);
+  const proxy::RouteDecision d = proxy::Router::explain(*p, hash, subset);
   const proxy::LastDecision last = proxy::Router::last_decision(*p, hash);
   auto id_of = [p](core::BackendIndex b) -> std::string_view {
     return b != core::kNoBackend ? std::string_view(p->backend(b).id()) : std::string_view();
   };
   std::vector<core::BackendIndex> order(p->size());
-  const size_t n = p->selector(d.placement).preference(p->placement_hash(d.placement, hash), order);
-  const uint64_t total = p->state().total_in_flight.load();
+  size_t n = p->selector(d.placement).preference(p->placement_hash(d.placement, hash), order);
+  if (subset != proxy::Pool::kNoSubset) {  // the subset's preference order: its members only
+    n = static_cast<size_t>(std::remove_if(order.begin(), order.begin() + static_cast<long>(n),
+                                           [&](auto b) { return !p->subset(subset).contains(b); }) -
+                            order.begin());
+  }
+  uint64_t total = 0, w_total = 0;
+  bound_totals(*p, subset, total, w_total);
   uint64_t hot_total = 0;
   const uint64_t hot_count = hot_count_of(*p, hash, hot_total);
   char hex[24];
@@ -501,6 +553,7 @@ bool Admin::api_route(std::string_view query, std::string& out) {
     w.field("chunk", rq.chunked ? std::to_string(rq.chunk) : std::string());  // "": hashed whole
   }
   w.field("owner", id_of(d.owner));
+  write_subset(w, *p, subset);
   if (p->has_previous()) {
     // Gradual migration: the key's home under each placement, and which one applied.
     auto home_in = [p, hash](core::PlacementVersion v) {
@@ -512,7 +565,7 @@ bool Admin::api_route(std::string_view query, std::string& out) {
     w.field("previous_home", id_of(home_in(core::PlacementVersion::kPrevious)));
   }
   w.field("total_in_flight", total);
-  write_preference(w, *p, std::span<const core::BackendIndex>(order.data(), n), total);
+  write_preference(w, *p, std::span<const core::BackendIndex>(order.data(), n), total, w_total);
   w.field("chosen", id_of(d.backend));
   w.field("skipped_full", uint64_t{d.skipped_full});
   w.field("skipped_down", uint64_t{d.skipped_excluded});

@@ -82,6 +82,9 @@ void backend_object(JsonWriter& j, const proxy::Pool& p, core::BackendIndex idx,
   j.field("weight", w);
   j.field("state", health_name(b.health()));
   j.field("admin_state", admin_state_name(b.admin_state()));
+  j.begin_array("labels");  // config `labels` (subsets)
+  for (const std::string& l : p.config().backends[idx].labels) j.value(l);
+  j.end_array();
   j.field("in_flight", b.in_flight.load());
   j.field("capacity", core::capacity(total, w, w_total, p.bounded()));
   j.field("key_share", idx < shares.size() ? shares[idx] : 0.0);

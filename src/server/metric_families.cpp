@@ -331,6 +331,16 @@ void spill_pairs(const Scrape& s, FamilyOut& o) {
   }
 }
 
+// Per subset name (config `subsets`: the rule's name or index), every name the pool has had.
+template <std::atomic<uint64_t> proxy::PoolState::SubsetCounters::*kCounter>
+void subset_counter(const Scrape& s, FamilyOut& o) {
+  for (const auto& p : s.pools) {
+    const auto& ps = p.pool->state();
+    std::lock_guard<std::mutex> lock(ps.subsets_mu);
+    for (const auto& c : ps.subsets) o.sample({p.pool->name(), c->name}, d((*c).*kCounter));
+  }
+}
+
 void hot_replicas(const Scrape& s, FamilyOut& o) {
   for (const auto& p : s.pools) {
     const auto& ps = p.pool->state();

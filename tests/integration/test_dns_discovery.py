@@ -160,7 +160,7 @@ class DnsDiscovery(unittest.TestCase):
                 "listeners:\n  - { name: web, bind: 127.0.0.1:0, pool: p }\n"
                 "pools:\n  - name: p\n"
                 "    passive_health: { consecutive_failures: 0 }\n"
-                f"    backends: [{{ address: {NAME}:{cls.port} }}]\n"
+                f"    backends: [{{ address: {NAME}:{cls.port}, labels: [found] }}]\n"
                 "admin: { bind: 127.0.0.1:0 }\nlog: { level: info }\n")
         cls.rondel = Rondel(text, workdir=cls.dir)
 
@@ -189,6 +189,9 @@ class DnsDiscovery(unittest.TestCase):
 
     def test_each_address_is_a_backend(self):
         self.assertEqual(self.ids(), self.expect(ADDRS))
+        # The entry's labels (subsets) apply to every address its name resolves to.
+        self.assertEqual([b["labels"] for b in self.rondel.pools()["pools"][0]["backends"]],
+                         [["found"]] * len(ADDRS))
         seen = set()
         for i in range(60):
             status, headers, _ = http_get(self.rondel.port, f"/obj/{i}")

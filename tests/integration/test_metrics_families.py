@@ -62,6 +62,11 @@ class EveryFamilyHasSamples(unittest.TestCase):
         cert, key = Certs().leaf("m", ["m.test"])
         text = text.replace("pools:\n", "  - { name: secure, bind: 127.0.0.1:0, pool: p, tls: "
                             f"{{ certificates: [ {{ cert: {cert}, key: {key} }} ] }} }}\npools:\n", 1)
+        # A subset no request selects (the subset families' rows, each 0).
+        text = text.replace(f"address: {cls.slow.address}",
+                            f"address: {cls.slow.address}, labels: [slow]", 1)
+        text = text.replace("    backends:\n", "    subsets: [{when: {header: X-Subset, value: s}, "
+                            "require: [slow]}]\n    backends:\n", 1)
         cls.rondel = Rondel(text, workdir=cls.dir)
 
     @classmethod

@@ -5,12 +5,15 @@
 // weight, 2^20-point budget); each backend carries each of k labels with probability 1/2.
 #include <benchmark/benchmark.h>
 
+#include <atomic>
 #include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "rondel/core/backend_set.h"
+#include "rondel/core/bitset.h"
+#include "rondel/core/bounded.h"
 #include "rondel/core/hash.h"
 #include "rondel/core/selector.h"
 #include "rondel/core/subset.h"
@@ -99,6 +102,40 @@ void bm_subset_own_ring(benchmark::State& state) {
   state.counters["members"] = static_cast<double>(sub.size());
 }
 
+// The daemon's pick within a subset (Router::route): restrict_to_subset over the pool's pick
+// input, then the bounded pick, against the bounded pick over the whole pool. Args as above,
+// plus a third: 1 = restricted to the subset, 0 = the whole pool (the reference).
+void bm_subset_bounded_pick(benchmark::State& state) {
+  const int k = static_cast<int>(state.range(0)), s = static_cast<int>(state.range(1));
+  const bool restricted = state.range(2) != 0;
+  const LabelledFleet f = make_fleet(k);
+  const core::Selector sel = std::move(*core::Selector::build(f.set, daemon_ring()));
+  const core::Subset sub = core::Subset::build(f.set, f.labels, (core::LabelMask{1} << s) - 1);
+  std::vector<std::atomic<uint32_t>> in_flight(f.set.size());
+  std::vector<uint32_t> weights(f.set.size(), 1);
+  std::mt19937_64 rng(7);
+  uint64_t total = 0;
+  for (auto& a : in_flight) {
+    a.store(static_cast<uint32_t>(rng() % 4), std::memory_order_relaxed);
+    total += a.load(std::memory_order_relaxed);
+  }
+  std::vector<uint64_t> excluded(core::bitset_words(f.set.size()));
+  std::vector<uint64_t> scratch(core::pick_scratch_words(sel));
+  const core::BoundedOptions opt;
+  const std::vector<uint64_t> h = hashes();
+  size_t i = 0;
+  for (auto _ : state) {
+    core::PickInput in;
+    in.in_flight = in_flight;
+    in.weights = weights;
+    in.total_in_flight = total;
+    in.total_weight = f.set.size();
+    if (restricted) core::restrict_to_subset(sub, in, excluded);
+    benchmark::DoNotOptimize(core::bounded_pick(sel, h[i++ & (kHashes - 1)], in, opt, scratch));
+  }
+  state.counters["members"] = static_cast<double>(sub.size());
+}
+
 void subset_args(benchmark::internal::Benchmark* b) {
   for (auto [k, s] : {std::pair{4, 1}, {4, 4}, {8, 1}, {8, 4}, {8, 8}, {12, 1}, {12, 4}, {12, 6}}) {
     b->Args({k, s});
@@ -115,3 +152,12 @@ BENCHMARK(rondel::bench::bm_subset_one_ring)
 BENCHMARK(rondel::bench::bm_subset_own_ring)
     ->Name("subset/own_ring")
     ->Apply(rondel::bench::subset_args);
+BENCHMARK(rondel::bench::bm_subset_bounded_pick)
+    ->Name("subset/bounded_pick")
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      for (auto [k, s] : {std::pair{8, 1}, {8, 4}, {12, 6}}) {
+        b->Args({k, s, 0});
+        b->Args({k, s, 1});
+      }
+      b->ArgNames({"k", "s", "subset"});
+    });

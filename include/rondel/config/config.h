@@ -52,6 +52,26 @@ struct BackendConfig {
   uint32_t weight = 1; // 0 = drained: never chosen, never a crash
   Position position;
   NameLookup lookup = NameLookup::kAddress;
+  // `labels` (docs/routing.md "Subsets"): features of this backend that subsets require; on a
+  // DNS or SRV entry they apply to every address the name resolves to.
+  std::vector<std::string> labels;
+};
+
+// A pool's subset selectors (`subsets`, docs/routing.md "Subsets"): the first rule whose `when`
+// matches a request restricts its pick to the backends carrying every label of `require`; no
+// match: the whole pool.
+enum class SubsetMatch : uint8_t {
+  kListener,    // when: { listener: NAME }: the request came in on that listener
+  kHeader,      // when: { header: NAME, value: V }: a field NAME (any case) equals V exactly
+  kPathPrefix,  // when: { path_prefix: P }: the target's path starts with P
+};
+struct SubsetRule {
+  std::string name;                  // metrics label; defaults to the rule's index ("0", "1", ...)
+  SubsetMatch match = SubsetMatch::kListener;
+  std::string what;                  // the listener name, the header name or the path prefix
+  std::string value;                 // kHeader: the value
+  std::vector<std::string> require;  // labels, at least one, each carried by some backend
+  Position position;
 };
 
 // A placement a pool migrates from (`previous`, docs/routing.md "Gradual migration"): its own
@@ -161,6 +181,8 @@ struct PoolConfig {
   PlacementConfig previous;
   uint32_t migrate_percent = 0;
   LoadReportConfig load_report;
+  // Subset selectors, in file order (first match wins); empty: every request uses the pool.
+  std::vector<SubsetRule> subsets;
 };
 
 // A listener's PROXY protocol header stage (`proxy_protocol`): every connection must start with

@@ -64,7 +64,8 @@ BackendIndex subset_owner(const Selector& sel, uint64_t hash, const Subset& subs
 
 // Restricts a pick input to `subset`: the exclusion set becomes in.excluded | non-members
 // (written to `excluded`, at least bitset_words(backends) words, which may alias in.excluded),
-// W the sum of `in.weights` over the members, and the in-flight total the members' sum, so that
+// W the sum of `in.weights` over the members, and the in-flight total the members' sum (of
+// their effective loads when `in.loads` is given), so that
 // bounded_pick's capacity is computed over the subset. O(backends / 64 + members).
 void restrict_to_subset(const Subset& subset, PickInput& in, std::span<uint64_t> excluded) noexcept;
 

@@ -30,7 +30,9 @@ class BackendConn;
 class Exchange;
 
 // How an exchange ended, as the access log names it (outcome_name).
-enum class Outcome : uint8_t { kOk, kClientAbort, kBackendError, kTimeout, kRejected };
+// kNoSubsetMember: answered 503 because no member of the request's subset was eligible.
+enum class Outcome : uint8_t { kOk, kClientAbort, kBackendError, kTimeout, kRejected,
+                               kNoSubsetMember };
 std::string_view outcome_name(Outcome o) noexcept;
 
 // Who runs an exchange: hears its end once.
@@ -51,6 +53,7 @@ struct ExchangeRequest {
   const http::RequestHead* head = nullptr;
   http::ForwardRequest forward;  // the rewrite inputs (client address, X-Forwarded-* setting)
   const Pool* pool = nullptr;     // the listener's pool, in the snapshot the owner holds
+  std::string_view listener;      // the listener's name (subset selection: Pool::select_subset)
   BodySource* body = nullptr;
   ResponseSink* sink = nullptr;
   ExchangeOwner* owner = nullptr;

@@ -64,6 +64,7 @@ struct ExchangeState {
   uint16_t hops = 0;          // backends passed over (full or excluded), all attempts
   uint16_t status = 0;
   uint8_t reason = 0;         // core::RouteReason of the last keyed pick
+  uint8_t subset = UINT8_MAX; // Pool::select_subset of the request (UINT8_MAX: the whole pool)
   RequestState request = RequestState::kForwarding;
   ResponseState response = ResponseState::kWaiting;
   bool keyed = false;         // the request had its hash key

@@ -29,6 +29,8 @@
 #include "rondel/core/result.h"
 #include "rondel/core/route_policy.h"
 #include "rondel/core/selector.h"
+#include "rondel/core/subset.h"
+#include "rondel/http/message.h"
 #include "rondel/proxy/backend_state.h"
 
 namespace rondel::proxy {
@@ -69,6 +71,20 @@ struct PoolState {
   // First picks of walked requests by the placement that placed them (core::PlacementVersion:
   // current, previous), for watching a gradual migration.
   std::array<std::atomic<uint64_t>, 2> placement_routed{};
+
+  // Subsets (config `subsets`, docs/routing.md "Subsets"): counters per subset name, so they
+  // survive reloads that keep the name. Appended only by Pool::build (under subsets_mu, which
+  // the metrics and admin readers take too, never a pick: a Pool holds pointers to its own).
+  struct SubsetCounters {
+    explicit SubsetCounters(std::string n) : name(std::move(n)) {}
+    const std::string name;
+    std::atomic<uint64_t> requests{0};     // first picks restricted to the subset
+    std::atomic<uint64_t> unavailable{0};  // answered 503: no member of the subset eligible
+  };
+  mutable std::mutex subsets_mu;
+  std::vector<std::unique_ptr<SubsetCounters>> subsets;
+  // The counters of subset `name`, created on first use. Takes subsets_mu; allocates once per name.
+  SubsetCounters& subset_counters(const std::string& name);
 };
 
 // Names of core::PlacementVersion values ("current", "previous"), as in metrics and the API.
@@ -156,6 +172,21 @@ class Pool {
   // exclusion set and in-flight counts stay. O(backends) only while some backend is unusable.
   void previous_input(core::PickInput& in) const noexcept;
 
+  // Subsets: one per rule of config().subsets, built with the pool (membership bitsets over this
+  // pool's backend indices: the backends of positive weight carrying every required label).
+  static constexpr uint8_t kNoSubset = UINT8_MAX;
+  size_t subset_count() const noexcept { return subsets_.size(); }
+  const core::Subset& subset(uint8_t i) const noexcept { return subsets_[i].subset; }
+  PoolState::SubsetCounters& subset_counters(uint8_t i) const noexcept {
+    return *subsets_[i].counters;
+  }
+  // The first rule whose `when` matches a request that came in on `listener` (its name) with
+  // `head`, or kNoSubset (the whole pool). No allocation; O(rules + header fields).
+  uint8_t select_subset(std::string_view listener, const http::RequestHead& head) const noexcept;
+  // Backend i's labels as a mask over the pool's labels (bit j = labels()[j]).
+  core::LabelMask labels_of(core::BackendIndex i) const noexcept { return labels_[i]; }
+  const std::vector<std::string>& labels() const noexcept { return label_names_; }
+
  private:
   Pool(core::BackendSet set, core::Selector selector)
       : set_(std::move(set)), selector_(std::move(selector)) {}
@@ -190,6 +221,14 @@ class Pool {
     uint64_t total_weight = 0;
   };
   std::unique_ptr<Previous> previous_;
+  struct BuiltSubset {
+    core::Subset subset;
+    PoolState::SubsetCounters* counters = nullptr;  // owned by state_
+  };
+  std::vector<BuiltSubset> subsets_;         // parallel to cfg_.subsets
+  std::vector<core::LabelMask> labels_;      // per backend
+  std::vector<std::string> label_names_;     // bit j of a mask = label_names_[j]
+  void build_subsets();
   static core::Result<std::unique_ptr<Previous>> build_previous(const config::PoolConfig& cfg,
                                                                 const core::BackendSet& set);
 };

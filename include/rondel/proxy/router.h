@@ -4,6 +4,9 @@
 // and the bounded-load walk, with down, already-tried and at-connection-limit backends in the
 // walk's exclusion set. The data path, /api/route (Router::explain) and rondel-sim --routing
 // (core::RoutePolicy) run this code; routing outcomes are counted here and in count_served only.
+// A request selected into a subset (config `subsets`) walks the same placement with the
+// subset's non-members excluded, so it lands where a pool of the members alone would place it
+// (ring, rendezvous: core/subset.h), and its natural owner is the subset's owner.
 #pragma once
 
 #include <cstdint>
@@ -85,6 +88,9 @@ struct PickRequest {
   // A backend at max_connections_per_backend is excluded unless this worker (kAnyWorker: any
   // worker) holds an idle connection to it.
   uint32_t worker = kAnyWorker;
+  // The subset the request was selected into (Pool::select_subset): the walk, the bound (W and
+  // the in-flight total over its members), retries and the connection limit stay inside it.
+  uint8_t subset = Pool::kNoSubset;
 };
 
 // The last recorded decision for a key (PoolState::recent), resolved in a given snapshot.
@@ -119,7 +125,9 @@ class Router {
   // What a first pick for `hash` would give now on a worker that has no memory of the key: the
   // same code as route(), with a scratch spill memory and R from the replica table the workers
   // last published; counts nothing. Allocates (the scratch state). Any thread.
-  static RouteDecision explain(const Pool& pool, uint64_t hash);
+  // With `subset`, as a request selected into that subset.
+  static RouteDecision explain(const Pool& pool, uint64_t hash,
+                               uint8_t subset = Pool::kNoSubset);
 
   // The one counting site of spills: once per exchange that reached a backend, with the final
   // backend and the key's owner (is_spill). Any thread.

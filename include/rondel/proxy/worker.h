@@ -33,7 +33,7 @@ struct Http1Buffers;
 // Why a request was refused or failed before a full response; indexes Stats::rejected.
 enum class Reject : uint8_t {
   kBadRequest, kUriTooLong, kHeaderTooLarge, kBodyTooLarge, kVersion, kUpgrade, kNoBackend,
-  kBackendError, kTimeout, kClientTimeout, kMaxConnections, kCount
+  kBackendError, kTimeout, kClientTimeout, kMaxConnections, kNoSubsetMember, kCount
 };
 std::string_view reject_name(Reject r) noexcept;
 // The counter of a request refused by a parser with `status` (413: kBodyTooLarge, ...).
