@@ -1,4 +1,4 @@
-"""Memory of idle keep-alive connections, plain and TLS (performance issue: "an idle connection costs little").
+"""Memory of idle keep-alive connections, plain and TLS ("an idle connection costs little").
 
 An idle client connection returns its read buffer and its exchange buffers (parsers, output
 queues, rewritten heads, the exchange's state) to the worker's pools, and its timeout is a node
