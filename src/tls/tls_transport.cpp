@@ -66,6 +66,34 @@ void give_back(TlsTransport::WireWrite* w) noexcept {
   t_spare.w[t_spare.n++] = w;
 }
 
+// Plaintext gathered so that the small buffers of one write (a head, a chunk-size line, a short
+// body) go out as one TLS record rather than one record (and one AEAD tag) each. Buffers larger
+// than kGather are encrypted where they are: no body byte is copied for them.
+constexpr size_t kGather = 2048;
+thread_local char t_plain[4 * kGather];
+
+// Encrypts every buffer of `q` in order into the SSL's output; false on a TLS error.
+bool encrypt(SSL* ssl, const net::OutQueue& q) noexcept {
+  size_t staged = 0;
+  auto flush = [&]() noexcept {
+    int r = staged == 0 ? 1 : SSL_write(ssl, t_plain, static_cast<int>(staged));
+    staged = 0;
+    return r > 0;
+  };
+  for (int i = 0; i < q.n; ++i) {
+    const uv_buf_t& b = q.bufs[i];
+    if (b.len == 0) continue;
+    if (b.len > kGather) {
+      if (!flush() || SSL_write(ssl, b.base, static_cast<int>(b.len)) <= 0) return false;
+      continue;
+    }
+    if (staged + b.len > sizeof t_plain && !flush()) return false;
+    std::memcpy(t_plain + staged, b.base, b.len);
+    staged += b.len;
+  }
+  return flush();
+}
+
 HandshakeFailure classify(unsigned long err) noexcept {
   if (ERR_GET_LIB(err) != ERR_LIB_SSL) return HandshakeFailure::kProtocol;
   switch (ERR_GET_REASON(err)) {
@@ -330,10 +358,7 @@ int TlsTransport::write(net::OutQueue& q) noexcept {
   if (closing_) return UV_ECANCELED;
   if (!established_) return UV_ENOTCONN;
   ERR_clear_error();
-  for (int i = 0; i < q.n; ++i) {
-    if (q.bufs[i].len == 0) continue;
-    if (SSL_write(ssl_, q.bufs[i].base, static_cast<int>(q.bufs[i].len)) <= 0) return UV_EPROTO;
-  }
+  if (!encrypt(ssl_, q)) return UV_EPROTO;
   size_t bytes = q.bytes;
   int r = flush_wire();
   if (r < 0) return r;

@@ -114,7 +114,8 @@ class TlsHAProxy(TlsProxy, HAProxy):
         path = os.path.join(self.dir, "haproxy.cfg")
         with open(path) as f:
             conf = f.read()
-        conf = conf.replace(f"    bind fd@{held.fd}\n", f"    bind fd@{held.fd} ssl crt {self.both}\n")
+        conf = conf.replace(f"    bind fd@{held.fd}\n",
+                            f"    bind fd@{held.fd} ssl crt {self.both}\n")
         self.write("haproxy.cfg", conf)
         return argv, env
 
@@ -325,5 +326,6 @@ def tls_section(results, args):
             out.append(f"| {what} | n/a | n/a |")
             continue
         x = m["rondel"][i] / ha[i]
-        out.append(f"| {what} | {x:.2f} | {'yes' if (x >= limit if higher else x <= limit) else 'no'} |")
+        met = x >= limit if higher else x <= limit
+        out.append(f"| {what} | {x:.2f} | {'yes' if met else 'no'} |")
     return "\n".join(out) + "\n"
