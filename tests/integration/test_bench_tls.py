@@ -71,7 +71,8 @@ def s_time_parse():
            "947 connections in 1 real seconds, 139 bytes read per connection\n")
     r = tls.s_time_result([out, out], wall=2.0, cpu_s=0.947)
     check(r["handshakes"] == 1894 and r["hs_per_s"] == 947.0, "s_time counts summed over clients")
-    check(r["cpu_us_per_hs"] == 500.0 and r["bytes_per_conn"] == 139, "CPU and bytes per connection")
+    check(r["cpu_us_per_hs"] == 500.0 and r["bytes_per_conn"] == 139,
+          "CPU and bytes per connection")
 
 
 def configs(workdir):
@@ -124,7 +125,9 @@ def real_round(workdir):
                 check(resumed >= r["handshakes"] - tls.HS_CLIENTS,
                       "s_time -reuse: all but each client's first handshake resumed")
         idle = tls.idle_tls(p, 20, warm=5)
-        check(idle["idle_bytes_per_conn"] >= 0, f"idle TLS memory measured: {idle}")
+        # 16 connections say nothing about the figure itself (allocator noise): it is read.
+        check(isinstance(idle["idle_bytes_per_conn"], float) and idle["idle_conns"] == 20,
+              f"idle TLS memory measured: {idle}")
     finally:
         p.stop()
         ctx.registry.stop_all()

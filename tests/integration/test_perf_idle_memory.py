@@ -108,6 +108,10 @@ class IdleTlsMemory(unittest.TestCase):
     tools/bench/run.sh --tls-only compares the cost itself with HAProxy's side by side."""
 
     def test_idle_tls_connection_holds_no_buffer_after_bulk_traffic(self):
+        if sanitized_build():
+            # AddressSanitizer's quarantine keeps the bulk transfers' freed buffers resident:
+            # the RSS would count them against the connections.
+            self.skipTest("RSS includes AddressSanitizer's quarantine of freed buffers")
         need = 3 * TLS_N + 600
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         if hard != resource.RLIM_INFINITY and hard < need:
@@ -158,8 +162,8 @@ class IdleTlsMemory(unittest.TestCase):
                   f"{cost_bulk:.0f} B ({cost_bulk / cost_small:.2f}x)")
             self.assertGreater(cost_small, 0)
             # Allocator noise over TLS_N connections is a few hundred bytes each; a kept 16 KiB
-            # buffer doubles the cost. AddressSanitizer's redzones and quarantine blur it more.
-            self.assertLess(cost_bulk, cost_small * (1.5 if sanitized_build() else 1.2))
+            # buffer doubles the cost.
+            self.assertLess(cost_bulk, cost_small * 1.2)
         finally:
             for s in held:
                 s.close()
