@@ -4,6 +4,11 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include <algorithm>
+#include <cstring>
+#include <new>
+#include <utility>
+
 #include "rondel/tls/tls_stats.h"
 
 namespace rondel::tls {
@@ -13,14 +18,80 @@ namespace {
 // Handshakes in progress on this thread (one worker loop per thread).
 thread_local uint32_t t_handshakes = 0;
 // Ciphertext read from a socket: alloc and read callbacks run back to back on the loop thread, and
-// every byte is handed to OpenSSL at once, so one buffer per thread serves every connection.
+// OpenSSL reads it from here during the read callback, so one buffer per thread serves every
+// connection (what is left unread is copied into the connection: see settle_input).
 thread_local char t_cipher[16 * 1024];
-// An output buffer keeps at most this much capacity between writes (idle connections stay small).
-constexpr size_t kKeepCapacity = 4096;
 
-void trim(std::string& s) {
-  s.clear();
-  if (s.capacity() > kKeepCapacity) std::string().swap(s);
+// Ciphertext writes not in use on this thread: a connection takes one when OpenSSL produces
+// ciphertext and gives it back once the kernel has it, so an idle connection holds none and the
+// steady state allocates nothing. Bounded in count and in the capacity kept per buffer.
+constexpr size_t kSpareWrites = 64;
+constexpr size_t kKeepCapacity = 32 * 1024;
+struct SpareWrites {
+  TlsTransport::WireWrite* w[kSpareWrites] = {};
+  size_t n = 0;
+  ~SpareWrites();
+};
+thread_local SpareWrites t_spare;
+
+}  // namespace
+
+// One ciphertext write: the bytes and the queue that writes them through the TCP transport.
+struct TlsTransport::WireWrite {
+  net::OutQueue q;
+  std::string bytes;
+};
+
+namespace {
+
+SpareWrites::~SpareWrites() {
+  for (size_t i = 0; i < n; ++i) delete w[i];
+}
+
+TlsTransport::WireWrite* take_write() noexcept {
+  if (t_spare.n > 0) return t_spare.w[--t_spare.n];
+  return new (std::nothrow) TlsTransport::WireWrite();
+}
+
+void give_back(TlsTransport::WireWrite* w) noexcept {
+  if (w == nullptr) return;
+  w->q.clear();
+  w->q.pending = false;
+  w->bytes.clear();
+  if (t_spare.n == kSpareWrites) {
+    delete w;
+    return;
+  }
+  if (w->bytes.capacity() > kKeepCapacity) std::string().swap(w->bytes);
+  t_spare.w[t_spare.n++] = w;
+}
+
+// Plaintext gathered so that the small buffers of one write (a head, a chunk-size line, a short
+// body) go out as one TLS record rather than one record (and one AEAD tag) each. Buffers larger
+// than kGather are encrypted where they are: no body byte is copied for them.
+constexpr size_t kGather = 2048;
+thread_local char t_plain[4 * kGather];
+
+// Encrypts every buffer of `q` in order into the SSL's output; false on a TLS error.
+bool encrypt(SSL* ssl, const net::OutQueue& q) noexcept {
+  size_t staged = 0;
+  auto flush = [&]() noexcept {
+    int r = staged == 0 ? 1 : SSL_write(ssl, t_plain, static_cast<int>(staged));
+    staged = 0;
+    return r > 0;
+  };
+  for (int i = 0; i < q.n; ++i) {
+    const uv_buf_t& b = q.bufs[i];
+    if (b.len == 0) continue;
+    if (b.len > kGather) {
+      if (!flush() || SSL_write(ssl, b.base, static_cast<int>(b.len)) <= 0) return false;
+      continue;
+    }
+    if (staged + b.len > sizeof t_plain && !flush()) return false;
+    std::memcpy(t_plain + staged, b.base, b.len);
+    staged += b.len;
+  }
+  return flush();
 }
 
 HandshakeFailure classify(unsigned long err) noexcept {
@@ -49,25 +120,68 @@ HandshakeFailure classify(unsigned long err) noexcept {
 
 }  // namespace
 
-// The write side of the SSL: ciphertext is appended to the transport's out_next_.
+// The SSL's one BIO, both ways: it reads the ciphertext at in_ (the worker's read buffer or the
+// connection's kept copy) and appends what OpenSSL writes to the transport's next_ write.
 struct WireBio {
   static BIO_METHOD* method() noexcept {
     static BIO_METHOD* m = [] {
       BIO_METHOD* bm = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "rondel_wire");
       BIO_meth_set_write(bm, &TlsTransport::wire_write);
-      BIO_meth_set_ctrl(bm, &ctrl);
+      BIO_meth_set_read(bm, &TlsTransport::wire_read);
+      BIO_meth_set_ctrl(bm, &TlsTransport::wire_ctrl);
       return bm;
     }();
     return m;
   }
-  static long ctrl(BIO*, int cmd, long, void*) noexcept { return cmd == BIO_CTRL_FLUSH ? 1 : 0; }
 };
 
 int TlsTransport::wire_write(BIO* b, const char* data, int len) noexcept {
   auto* t = static_cast<TlsTransport*>(BIO_get_data(b));
   if (len <= 0) return 0;
-  t->out_next_.append(data, static_cast<size_t>(len));
+  if (t->next_ == nullptr && (t->next_ = take_write()) == nullptr) return -1;
+  t->next_->bytes.append(data, static_cast<size_t>(len));
   return len;
+}
+
+int TlsTransport::wire_read(BIO* b, char* out, int len) noexcept {
+  auto* t = static_cast<TlsTransport*>(BIO_get_data(b));
+  BIO_clear_retry_flags(b);
+  if (len <= 0) return 0;
+  if (t->in_len_ == 0) {
+    BIO_set_retry_read(b);  // nothing buffered: "retry", not EOF
+    return -1;
+  }
+  size_t n = std::min(t->in_len_, static_cast<size_t>(len));
+  std::memcpy(out, t->in_, n);
+  t->in_ += n;
+  t->in_len_ -= n;
+  return static_cast<int>(n);
+}
+
+long TlsTransport::wire_ctrl(BIO* b, int cmd, long, void*) noexcept {
+  auto* t = static_cast<TlsTransport*>(BIO_get_data(b));
+  switch (cmd) {
+    case BIO_CTRL_FLUSH:
+      return 1;
+    case BIO_CTRL_PENDING:
+      return static_cast<long>(t->in_len_);
+    default:
+      return 0;
+  }
+}
+
+void TlsTransport::settle_input() noexcept {
+  if (in_len_ == 0) {
+    in_ = nullptr;
+    if (in_kept_.capacity() != 0) std::string().swap(in_kept_);
+    return;
+  }
+  if (in_ >= t_cipher && in_ < t_cipher + sizeof t_cipher) {
+    in_kept_.assign(in_, in_len_);  // the codec stopped reading mid-buffer: rare, bounded
+  } else {
+    in_kept_.erase(0, in_kept_.size() - in_len_);
+  }
+  in_ = in_kept_.data();
 }
 
 TlsTransport::TlsTransport(std::shared_ptr<const ServerContext> ctx, net::TcpTransport& tcp,
@@ -76,7 +190,9 @@ TlsTransport::TlsTransport(std::shared_ptr<const ServerContext> ctx, net::TcpTra
 
 TlsTransport::~TlsTransport() {
   end_handshake();
-  if (ssl_ != nullptr) SSL_free(ssl_);  // frees both BIOs
+  if (ssl_ != nullptr) SSL_free(ssl_);  // frees the BIO
+  give_back(flight_);
+  give_back(next_);
 }
 
 int TlsTransport::accept(uv_loop_t* loop, uv_stream_t* server) noexcept {
@@ -89,18 +205,14 @@ int TlsTransport::accept(uv_loop_t* loop, uv_stream_t* server) noexcept {
     return UV_EBUSY;
   }
   ssl_ = SSL_new(static_cast<SSL_CTX*>(ctx_->default_ctx()));
-  rbio_ = BIO_new(BIO_s_mem());
-  BIO* wbio = BIO_new(WireBio::method());
-  if (ssl_ == nullptr || rbio_ == nullptr || wbio == nullptr) {
-    BIO_free(rbio_);
-    BIO_free(wbio);
-    rbio_ = nullptr;
+  BIO* wire = BIO_new(WireBio::method());
+  if (ssl_ == nullptr || wire == nullptr) {
+    BIO_free(wire);
     return UV_ENOMEM;
   }
-  BIO_set_mem_eof_return(rbio_, -1);  // empty: "retry", not EOF
-  BIO_set_data(wbio, this);
-  BIO_set_init(wbio, 1);
-  SSL_set_bio(ssl_, rbio_, wbio);
+  BIO_set_data(wire, this);
+  BIO_set_init(wire, 1);
+  SSL_set_bio(ssl_, wire, wire);  // one reference, taken by the SSL
   SSL_set_accept_state(ssl_);
   handshaking_ = true;
   ++t_handshakes;
@@ -127,7 +239,7 @@ int TlsTransport::start_reading() noexcept {
   int rc = tcp_.start_reading();
   if (rc != 0) return rc;
   // Plaintext (or an EOF) already buffered: deliver it from the loop, not from inside this call.
-  if (peer_eof_ || SSL_has_pending(ssl_) == 1 || BIO_ctrl_pending(rbio_) > 0) {
+  if (peer_eof_ || SSL_has_pending(ssl_) == 1 || in_len_ > 0) {
     uv_timer_start(&timer_, &on_timer, 0, 0);
   }
   return 0;
@@ -150,9 +262,18 @@ void TlsTransport::on_transport_read(ssize_t n) noexcept {
     else deliver();
     return;
   }
-  BIO_write(rbio_, t_cipher, static_cast<int>(n));
+  if (in_len_ == 0) {
+    in_ = t_cipher;
+    in_len_ = static_cast<size_t>(n);
+  } else {  // ciphertext kept from before: append the new bytes behind it
+    in_kept_.erase(0, in_kept_.size() - in_len_);
+    in_kept_.append(t_cipher, static_cast<size_t>(n));
+    in_ = in_kept_.data();
+    in_len_ = in_kept_.size();
+  }
   if (handshaking_) continue_handshake();
   else if (established_) deliver();
+  settle_input();
 }
 
 void TlsTransport::continue_handshake() noexcept {
@@ -224,14 +345,12 @@ void TlsTransport::deliver() noexcept {
 }
 
 int TlsTransport::flush_wire() noexcept {
-  if (wire_q_.pending) return 1;
-  if (out_next_.empty() || closing_) return 0;
-  out_flight_.swap(out_next_);
-  out_next_.clear();
-  wire_q_.clear();
-  wire_q_.push(out_flight_.data(), out_flight_.size());
-  int r = tcp_.write(wire_q_);
-  if (r <= 0) trim(out_flight_);
+  if (flight_ != nullptr) return 1;
+  if (next_ == nullptr || closing_) return 0;
+  flight_ = std::exchange(next_, nullptr);
+  flight_->q.push(flight_->bytes.data(), flight_->bytes.size());
+  int r = tcp_.write(flight_->q);
+  if (r <= 0) give_back(std::exchange(flight_, nullptr));
   return r;
 }
 
@@ -239,10 +358,7 @@ int TlsTransport::write(net::OutQueue& q) noexcept {
   if (closing_) return UV_ECANCELED;
   if (!established_) return UV_ENOTCONN;
   ERR_clear_error();
-  for (int i = 0; i < q.n; ++i) {
-    if (q.bufs[i].len == 0) continue;
-    if (SSL_write(ssl_, q.bufs[i].base, static_cast<int>(q.bufs[i].len)) <= 0) return UV_EPROTO;
-  }
+  if (!encrypt(ssl_, q)) return UV_EPROTO;
   size_t bytes = q.bytes;
   int r = flush_wire();
   if (r < 0) return r;
@@ -257,9 +373,7 @@ int TlsTransport::write(net::OutQueue& q) noexcept {
 }
 
 void TlsTransport::on_transport_written(int status) noexcept {
-  wire_q_.pending = false;
-  wire_q_.clear();
-  trim(out_flight_);
+  give_back(std::exchange(flight_, nullptr));
   int r = status < 0 ? status : (closing_ ? 0 : flush_wire());
   if (r == 1) return;  // more ciphertext went out; its completion continues here
   if (r == 0 && shutdown_after_flush_ && !closing_) {
@@ -305,7 +419,10 @@ void TlsTransport::on_timer(uv_timer_t* t) noexcept {
   auto* self = static_cast<TlsTransport*>(t->data);
   if (self->closing_) return;
   if (self->handshaking_) self->handshake_failed(HandshakeFailure::kTimeout);
-  else if (self->established_) self->deliver();
+  else if (self->established_) {
+    self->deliver();
+    self->settle_input();
+  }
 }
 
 void TlsTransport::on_timer_closed(uv_handle_t* h) noexcept {

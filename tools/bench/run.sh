@@ -7,6 +7,7 @@
 #                      [--workers-pass] [--workers-only] [--batch-pass]
 #                      [--latency-pass] [--latency-only] [--latency-conns 100] [--latency-delay-ms 1]
 #                      [--bodies-pass] [--bodies-only] [--bodies-baseline RONDEL]
+#                      [--tls-pass] [--tls-only] [--tls-idle 1000]
 #
 # Installs haproxy, nginx-light, wrk, util-linux (taskset) and linux-perf on Debian when they are
 # missing (with a policy-rc.d that keeps the packages from starting services), builds rondel in

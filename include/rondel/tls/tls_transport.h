@@ -1,12 +1,16 @@
 // TlsTransport: the Transport of a TLS client connection, for the codec exactly like a plain one.
 //
 // It is the TransportEvents of the connection's TcpTransport (anything below TLS, such as a PROXY
-// header, stays in the TCP transport): ciphertext read from it is fed to OpenSSL through a memory
-// BIO, plaintext is decrypted into the codec's own read buffer, and the codec's writes are
-// encrypted into an output buffer written through the TCP transport with the same contract (one
-// write pending at a time; backpressure until the ciphertext is taken by the kernel). Reads reach
-// the codec only once the handshake is complete. A handshake has a timeout and takes one of the
-// worker's max_handshakes slots until it ends. Loop thread only.
+// header, stays in the TCP transport): ciphertext read from it is fed to OpenSSL straight from the
+// worker's read buffer through a BIO of our own, plaintext is decrypted into the codec's own read
+// buffer, and the codec's writes are encrypted into an output buffer written through the TCP
+// transport with the same contract (one write pending at a time; backpressure until the
+// ciphertext is taken by the kernel). Reads reach the codec only once the handshake is complete.
+// A handshake has a timeout and takes one of the worker's max_handshakes slots until it ends.
+// An idle connection holds no buffer of its own beyond OpenSSL's SSL object: a ciphertext write
+// (its bytes and its write request) goes back to a per-thread spare list once the kernel has it,
+// and ciphertext read is copied into the connection only when the codec stops reading in the
+// middle of it. Loop thread only.
 #pragma once
 
 #include <uv.h>
@@ -56,6 +60,9 @@ class TlsTransport final : public net::Transport, private net::TransportEvents {
   };
   LogFields log_fields() const noexcept;
 
+  // One ciphertext write (defined in the .cpp), taken from a per-thread spare list.
+  struct WireWrite;
+
  private:
   // The TCP transport's side.
   void on_transport_alloc(uv_buf_t* buf) noexcept override;
@@ -69,22 +76,28 @@ class TlsTransport final : public net::Transport, private net::TransportEvents {
   void end_handshake() noexcept;  // gives the in-progress slot back, stops its timer
   // Decrypts what is buffered into the codec while it reads; EOF/errors are passed on.
   void deliver() noexcept;
-  // Writes the ciphertext waiting in out_next_ unless a write is pending; < 0 on error.
+  // Writes the ciphertext waiting in next_ unless a write is pending: 0 written now, 1 pending
+  // (on_transport_written follows), < 0 on error.
   int flush_wire() noexcept;
   static void on_timer(uv_timer_t* t) noexcept;
   static void on_timer_closed(uv_handle_t* h) noexcept;
+  // Copies unread ciphertext out of the worker's read buffer, or frees the copy once read.
+  void settle_input() noexcept;
   static int wire_write(BIO* b, const char* data, int len) noexcept;
+  static int wire_read(BIO* b, char* out, int len) noexcept;
+  static long wire_ctrl(BIO* b, int cmd, long num, void* ptr) noexcept;
   friend struct WireBio;
 
   std::shared_ptr<const ServerContext> ctx_;
   net::TcpTransport& tcp_;
   net::TransportEvents& events_;
   SSL* ssl_ = nullptr;
-  BIO* rbio_ = nullptr;         // ciphertext from the peer (memory BIO, owned by ssl_)
+  const char* in_ = nullptr;    // ciphertext not yet read by OpenSSL: in the worker's read
+  size_t in_len_ = 0;           // buffer during a read callback, else in in_kept_
+  std::string in_kept_;         // unread ciphertext kept across callbacks (empty when idle)
   uv_timer_t timer_{};          // handshake timeout, then deferred delivery after start_reading
-  net::OutQueue wire_q_;        // the write in flight on tcp_
-  std::string out_flight_;      // ciphertext being written
-  std::string out_next_;        // ciphertext produced since (appended by the BIO)
+  WireWrite* flight_ = nullptr;  // the ciphertext write in flight on tcp_ (none when idle)
+  WireWrite* next_ = nullptr;    // ciphertext produced since (appended by the BIO)
   int pending_closes_ = 0;
   bool reading_ = false;        // the codec wants plaintext
   bool handshaking_ = false;    // holds an in-progress slot
@@ -94,7 +107,6 @@ class TlsTransport final : public net::Transport, private net::TransportEvents {
   bool shutdown_after_flush_ = false;
   bool closing_ = false;
   bool timer_open_ = false;
-  net::OutQueue* codec_q_ = nullptr;
 };
 
 }  // namespace rondel::tls

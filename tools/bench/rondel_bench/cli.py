@@ -21,6 +21,7 @@ from .latency import latency_pass, latency_section
 from .profile import profile
 from .report import batch_section, header, tables
 from .throughput import calibrate_backends, throughput_pass
+from .tls import tls_pass, tls_section
 from .workers import workers_pass, workers_section
 
 DESCRIPTION = "Side-by-side benchmark: rondel vs HAProxy vs nginx vs no proxy (see docs/benchmarks.md)."
@@ -68,6 +69,12 @@ def parser():
     ap.add_argument("--bodies-baseline", default=None, metavar="RONDEL",
                     help="another rondel binary (e.g. main's build) measured beside this one in "
                          "the large-body pass, for the 32 B no-regression check")
+    ap.add_argument("--tls-pass", action="store_true",
+                    help="add the TLS pass (keep-alive over TLS, full and resumed handshake "
+                         "rates, idle TLS connection memory; HAProxy ssl crt, nginx listen ssl)")
+    ap.add_argument("--tls-only", action="store_true", help="only the TLS pass")
+    ap.add_argument("--tls-idle", type=int, default=1000, metavar="N",
+                    help="idle TLS connections measured per proxy in the TLS pass (default 1000)")
     ap.add_argument("--calib-duration", type=int, default=5)
     ap.add_argument("--sweep-duration", type=int, default=4)
     ap.add_argument("--nice", type=int, default=0,
@@ -88,8 +95,12 @@ def parse_args(argv=None):
         args.reps, args.duration, args.calib_duration, args.sweep_duration = 1, 3, 2, 3
     if args.idle is None:
         args.idle = 2000 if args.quick else 10000
-    if sum([args.idle_only, args.profile_only, args.workers_only, args.bodies_only]) > 1:
-        ap.error("--idle-only, --profile-only, --workers-only and --bodies-only exclude each other")
+    if sum([args.idle_only, args.profile_only, args.workers_only, args.bodies_only,
+            args.tls_only]) > 1:
+        ap.error("--idle-only, --profile-only, --workers-only, --bodies-only and --tls-only "
+                 "exclude each other")
+    if args.tls_idle < 10:
+        ap.error("--tls-idle must be at least 10")
     if args.bodies_baseline and not os.access(args.bodies_baseline, os.X_OK):
         ap.error(f"--bodies-baseline {args.bodies_baseline}: not an executable file")
     if args.idle_only and args.idle <= 0:
@@ -164,6 +175,7 @@ ONLY_PASSES = (
     ("workers_only", "workers pass (unpinned) ...", "workers", "workers",
      workers_pass, lambda r, args: workers_section(r)),
     ("bodies_only", "large-body pass ...", "bodies", "bodies", bodies_pass, bodies_section),
+    ("tls_only", "TLS pass ...", "tls", "tls", tls_pass, tls_section),
 )
 
 
@@ -185,7 +197,7 @@ def run_full(ctx, make_backends, meta, calib, out, workloads, kind):
     """The throughput pass and every other pass the options add; one report."""
     args = ctx.opts
     results = throughput_pass(ctx, make_backends, workloads)
-    batch = lat = idle = workers = bodies = None
+    batch = lat = idle = workers = bodies = tls = None
     if args.batch_pass:
         log("throughput pass with wrk and the backends under SCHED_BATCH ...")
         batch_ctx = ctx.with_client_sched(SCHED_BATCH)
@@ -206,11 +218,14 @@ def run_full(ctx, make_backends, meta, calib, out, workloads, kind):
     if args.bodies_pass:
         log("large-body pass ...")
         bodies = bodies_pass(ctx)
+    if args.tls_pass:
+        log("TLS pass ...")
+        tls = tls_pass(ctx, make_backends)
     meta["load_after"] = procfs.loadavg()
     text = tables(results, dist_rows, calib, args, meta)
     for section in (batch and batch_section(batch, args), lat and latency_section(lat, args),
                     idle and idle_section(idle), workers and workers_section(workers),
-                    bodies and bodies_section(bodies, args)):
+                    bodies and bodies_section(bodies, args), tls and tls_section(tls, args)):
         if section:
             text += "\n" + section
     if args.profile:
@@ -222,7 +237,7 @@ def run_full(ctx, make_backends, meta, calib, out, workloads, kind):
                               "batch_runs": {wl: dict(v) for wl, v in batch.items()} if batch else None,
                               "latency_runs": lat,
                               "distribution": dist_rows, "idle": idle, "workers": workers,
-                              "bodies": bodies})
+                              "bodies": bodies, "tls": tls})
 
 
 def run(ctx, meta, out):
@@ -231,7 +246,7 @@ def run(ctx, meta, out):
     calib = None
     kind = args.backend
     if kind == "auto" and (args.profile_only or args.idle_only or args.workers_only or args.latency_only
-                           or args.bodies_only):
+                           or args.bodies_only or args.tls_only):
         kind = "test"
     if kind == "auto":
         log("calibrating backends ...")

@@ -84,10 +84,10 @@ backend be
 """
 
 
-def start_held(registry, argv_for, prefix, stderr_path, name):
+def start_held(registry, argv_for, prefix, stderr_path, name, wait=True):
     """Starts a daemon that listens on a socket held on port 0 (ports.HeldListener):
     argv_for(held) gives (argv, env or None); its stderr goes to stderr_path. Waits until it
-    answers HTTP. (Popen, port)."""
+    answers HTTP unless not `wait` (a TLS listener: the caller waits). (Popen, port)."""
     held = ports.HeldListener()
     argv, env = argv_for(held)
     try:
@@ -96,6 +96,8 @@ def start_held(registry, argv_for, prefix, stderr_path, name):
                                   stdout=subprocess.DEVNULL, stderr=err)
     finally:
         held.close()
+    if not wait:
+        return proc, held.port
     try:
         httpio.wait_http(held.port, alive=lambda: proc.poll() is None)
     except RuntimeError as e:
