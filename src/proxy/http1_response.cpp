@@ -43,9 +43,10 @@ void Http1Session::sink_head(const http::ResponseHead& rh) noexcept {
 
 bool Http1Session::sink_body(std::string_view body) noexcept { return queue_client_body(body); }
 
-int Http1Session::sink_splice_fd() noexcept {
+int Http1Session::sink_splice_fd(http::Framing framing) noexcept {
   if (cb_ == nullptr || closing() || cb_->to_client.pending || cb_->to_client.n > 0 ||
-      cb_->client_framing.framing != http::Framing::kLength) {
+      cb_->client_framing.framing != framing ||
+      (framing != http::Framing::kLength && framing != http::Framing::kChunked)) {
     return -1;
   }
   return transport().splice_fd();
