@@ -106,8 +106,7 @@ void SpliceRelay::step() noexcept {
         wait_source();
         return;
       case SpliceStop::kSinkFull:  // backpressure: read nothing more until the sink drains
-        watch(&src_, 0);
-        watch(&dst_, UV_WRITABLE);
+        wait_sink();
         return;
     }
   }
@@ -142,8 +141,7 @@ bool SpliceRelay::send_prefix() noexcept {
     }
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      watch(&src_, 0);
-      watch(&dst_, UV_WRITABLE);
+      wait_sink();
     } else {
       end(SpliceStop::kSinkError, -errno);
     }
@@ -155,6 +153,13 @@ bool SpliceRelay::send_prefix() noexcept {
 void SpliceRelay::wait_source() noexcept {
   watch(&dst_, 0);
   watch(&src_, UV_READABLE);
+  if (!closing() && events_ != nullptr) events_->on_splice_wait(SpliceWait::kSource);
+}
+
+void SpliceRelay::wait_sink() noexcept {
+  watch(&src_, 0);
+  watch(&dst_, UV_WRITABLE);
+  if (!closing() && events_ != nullptr) events_->on_splice_wait(SpliceWait::kSink);
 }
 
 void SpliceRelay::watch(uv_poll_t* p, int events) noexcept {

@@ -11,8 +11,13 @@
 // size chunk, a small chunk or anything unusual (EOF, an error, a line longer than the peek
 // allows) also hands back to the copy path, after the CRLF owed for the spliced data.
 //
-// Everything else about the response (head, close-delimited bodies, reframing to HTTP/1.0,
-// TLS, HTTP/2) stays on the copy path of exchange_response.cpp.
+// Uploads: the rest of a Content-Length request body goes from the client socket to the backend
+// socket the same way (a second relay), once what the client's read buffer held was written;
+// the body source's parser is advanced over it, its body timeout runs only while the relay waits
+// for the client, and the backend's I/O timeout starts again with every moved byte.
+//
+// Everything else (heads, close-delimited bodies, reframing to HTTP/1.0, chunked uploads, TLS,
+// HTTP/2) stays on the copy paths of exchange.cpp and exchange_response.cpp.
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -41,7 +46,10 @@ std::string_view chunk_prefix(uint64_t bytes, bool crlf_owed, char* buf) noexcep
 
 bool Exchange::try_splice() noexcept {
   if (relay_ != nullptr) return true;
-  if (st_.response != ResponseState::kStreaming || st_.conn->available() > 0) return false;
+  if (st_.response != ResponseState::kStreaming || st_.conn->available() > 0 ||
+      upload_relay_ != nullptr) {
+    return false;  // (an upload still spliced: the response takes the copy path)
+  }
   const http::Framing framing = resp_parser_.head().framing;
   uint64_t left = resp_parser_.body_left();
   uint64_t min = framing == http::Framing::kChunked ? kSpliceMinChunkBytes : kSpliceMinBytes;
@@ -63,9 +71,9 @@ bool Exchange::try_splice() noexcept {
 }
 
 void Exchange::cancel_splice() noexcept {
-  if (relay_ == nullptr) return;
-  relay_->cancel();
-  relay_ = nullptr;
+  if (relay_ != nullptr) relay_->cancel();
+  if (upload_relay_ != nullptr) upload_relay_->cancel();
+  relay_ = upload_relay_ = nullptr;
 }
 
 void Exchange::on_splice_progress(size_t in, size_t out) noexcept {
@@ -151,6 +159,64 @@ void Exchange::on_splice_end(net::SpliceStop stop, int) noexcept {
     case net::SpliceStop::kSinkError:
       st_.backend_reusable = false;
       finish(Outcome::kClientAbort);  // the client went away; the owner closes its side
+      return;
+    case net::SpliceStop::kSinkFull:
+    case net::SpliceStop::kSourceDry:
+    case net::SpliceStop::kBudgetUsed:
+      return;  // not an end: the relay waits on its own
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Uploads
+
+bool Exchange::try_splice_body() noexcept {
+  if (upload_relay_ != nullptr) return true;
+  if (to_backend_.pending || to_backend_.n > 0 || head().framing != http::Framing::kLength) {
+    return false;
+  }
+  const int to = st_.conn->fd();
+  if (to < 0) return false;
+  uint64_t bytes = 0;
+  const int from = rq_.body->body_splice_fd(kSpliceMinBytes, &bytes);
+  if (from < 0) return false;
+  int err = 0;
+  upload_relay_ = net::SpliceRelay::start(worker_.loop(), worker_.pipes(), from, to, bytes,
+                                          &upload_events_, &err);
+  if (upload_relay_ == nullptr) return false;  // want_more() restarts the source's reading
+  st_.body_pushed = true;  // the body leaves the client socket: it can never be sent again
+  return true;
+}
+
+void Exchange::on_upload_progress(size_t in, size_t out) noexcept {
+  if (in > 0) rq_.body->body_spliced(in);
+  if (out > 0 && st_.conn != nullptr) {
+    st_.pool->backend(st_.backend).counters.bytes_out.fetch_add(out, std::memory_order_relaxed);
+    st_.req_bytes_sent = true;
+  }
+  backend_progress();  // every moved byte starts the backend I/O inactivity timeout again
+}
+
+void Exchange::on_upload_wait(net::SpliceWait on) noexcept {
+  if (!running_) return;
+  rq_.body->body_splice_wait(on == net::SpliceWait::kSource ? BodySource::SpliceWait::kClient
+                                                            : BodySource::SpliceWait::kBackend);
+}
+
+void Exchange::on_upload_end(net::SpliceStop stop) noexcept {
+  upload_relay_ = nullptr;
+  if (!running_ || st_.conn == nullptr) return;
+  switch (stop) {
+    case net::SpliceStop::kDone:
+      pump_body();  // the source's parser is at the body's end: body_ended()
+      return;
+    case net::SpliceStop::kSourceEof:
+    case net::SpliceStop::kSourceError:
+      st_.backend_reusable = false;  // the backend got part of a body
+      finish(Outcome::kClientAbort);  // the client went away mid-body; the owner closes
+      return;
+    case net::SpliceStop::kSinkError:
+      attempt_failed(AttemptEnd::kFailed, Reject::kBackendError, 502);  // never retried
       return;
     case net::SpliceStop::kSinkFull:
     case net::SpliceStop::kSourceDry:

@@ -125,8 +125,9 @@ class StreamBackend:
     2 ms apart (a slow backend); gate=G waits after G bytes until `client_got_first` is set (so
     the client provably has body bytes before the backend sent the whole body).
     PUT/POST: reads the body (Content-Length or chunked; ?slow=S reads the first S bytes
-    slowly) and answers 200 with X-Body-Sha256 and X-Body-Bytes of what it received.
-    Every response carries X-Conn (the connection's number). `sent` is the body bytes sent of
+    slowly; ?reset=K resets the connection after K body bytes) and answers 200 with X-Body-Sha256 and X-Body-Bytes of what it received.
+    Every response carries X-Conn (the connection's number); `uploads` counts the PUT/POST
+    requests received. `sent` is the body bytes sent of
     the response in progress; `aborted` lists the connections whose peer went away mid-body."""
 
     def __init__(self, sndbuf=None):
@@ -137,6 +138,7 @@ class StreamBackend:
         self.port = self.sock.getsockname()[1]
         self.address = f"127.0.0.1:{self.port}"
         self.connections = 0
+        self.uploads = 0
         self.sent = 0
         self.aborted = []
         self.errors = []
@@ -168,6 +170,7 @@ class StreamBackend:
                 _, _, query = target.partition("?")
                 q = dict(kv.partition("=")[::2] for kv in query.split("&") if kv)
                 if method in ("PUT", "POST"):
+                    self.uploads += 1
                     self._upload(c, r, headers, q, conn)
                 else:
                     self._download(c, q, conn)
@@ -179,6 +182,10 @@ class StreamBackend:
     def _upload(self, c, r, headers, q, conn):
         h = hashlib.sha256()
         slow = int(q.get("slow", 0))
+        if "reset" in q:  # read that many body bytes, then reset the connection
+            r.exact(int(q["reset"]), h.update)
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            raise ConnectionError("reset as asked")
         if "chunked" in headers.get("transfer-encoding", ""):
             n = r.chunked(h.update, slow_until=slow)
         else:
@@ -478,7 +485,34 @@ class LargeBodies(unittest.TestCase):
     # ---- uploads ----
 
     def test_upload_content_length(self):
+        # A Content-Length upload is spliced to the backend: of 256 MiB, rondel reads and writes
+        # only the heads itself (the copy path moves 512 MiB through its user space).
+        before = io_bytes(self.rondel.pid)
         self.upload(chunked=False)
+        copied = io_bytes(self.rondel.pid) - before
+        print(f"  bytes through rondel's user space: {copied}")
+        self.assertLess(copied, 1 << 20)
+
+    def test_upload_backend_reset_mid_body_not_resent(self):
+        # The backend resets after 8 MiB of a spliced upload: the client gets a 502 or a close,
+        # the body is never sent again (one backend connection for the request, no retry), and
+        # the in-flight counts return to 0.
+        uploads = self.backend.uploads
+        with HttpConn(self.rondel.port, timeout=TIMEOUT) as c:
+            c.send(f"POST /up?reset={8 << 20} HTTP/1.1\r\nHost: t\r\n"
+                   f"Content-Length: {SIZE}\r\n\r\n".encode())
+            status = None
+            try:
+                for p in pieces(0, 64 << 20):
+                    c.send(p)
+                status, _, _ = c.read_response(timeout=TIMEOUT)
+            except (ConnectionError, OSError):
+                pass
+        self.assertIn(status, (None, 502))
+        wait_until(lambda: metric_sum(self.samples(), "rondel_backend_in_flight") == 0
+                   and metric_sum(self.samples(), "rondel_pool_in_flight") == 0,
+                   timeout=10, what="rondel_backend_in_flight and rondel_pool_in_flight to be 0")
+        self.assertEqual(self.backend.uploads - uploads, 1, "the request body was sent again")
 
     def test_upload_chunked(self):
         self.upload(chunked=True)

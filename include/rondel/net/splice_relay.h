@@ -35,12 +35,18 @@ enum class SpliceNext : uint8_t {
   kWait,      // the next segment is not known yet: ask again once the source is readable
 };
 
+// What a relay waits for, between its steps.
+enum class SpliceWait : uint8_t { kSource, kSink };
+
 // What a relay reports to its owner. Callbacks run on the loop thread.
 class SpliceEvents {
  public:
   // Every byte given so far reached the sink. The owner may call extend() from here (with
   // kContinue, or with 0 bytes and kEnd for a last prefix). Default: kEnd.
   virtual SpliceNext on_splice_segment_done() noexcept { return SpliceNext::kEnd; }
+  // The relay now waits for the source to be readable or the sink to be writable (after the
+  // progress of the same step, if any): which side stalls it. Default: nothing.
+  virtual void on_splice_wait(SpliceWait on) noexcept { (void)on; }
   // Bytes moved since the last call: `in` taken from the source, `out` written to the sink (for
   // the byte counters and the inactivity timeouts, which every moved byte starts again). The
   // owner may cancel() the relay from here.
@@ -85,6 +91,7 @@ class SpliceRelay final : public HandleCloser {
   // The segment is done: false when the relay waits (or ended), true to go on in step().
   bool next_segment(uint64_t moved) noexcept;
   void wait_source() noexcept;
+  void wait_sink() noexcept;
   void set_prefix(std::string_view prefix) noexcept;
   void watch(uv_poll_t* p, int events) noexcept;
   void end(SpliceStop stop, int error) noexcept;

@@ -152,6 +152,26 @@ class Exchange final : private net::SpliceEvents {
   // spliced chunk's data first.
   void end_chunk_splice() noexcept;
   void on_splice_end(net::SpliceStop stop, int error) noexcept override;
+  // The rest of a Content-Length request body of at least kSpliceMinBytes, with nothing queued
+  // for the backend, goes client socket -> pipe -> backend socket when the body source offers
+  // its socket: true when a relay took it over. The body then counts as sent (never retried).
+  bool try_splice_body() noexcept;
+  void on_upload_progress(size_t in, size_t out) noexcept;
+  void on_upload_end(net::SpliceStop stop) noexcept;
+  void on_upload_wait(net::SpliceWait on) noexcept;
+  // The upload relay's events (the response relay reports to the Exchange itself).
+  class UploadEvents final : public net::SpliceEvents {
+   public:
+    explicit UploadEvents(Exchange& ex) noexcept : ex_(ex) {}
+    void on_splice_progress(size_t in, size_t out) noexcept override {
+      ex_.on_upload_progress(in, out);
+    }
+    void on_splice_end(net::SpliceStop stop, int) noexcept override { ex_.on_upload_end(stop); }
+    void on_splice_wait(net::SpliceWait on) noexcept override { ex_.on_upload_wait(on); }
+
+   private:
+    Exchange& ex_;
+  };
   // Below this, setting up a relay (two dups, two polls) costs more than copying.
   static constexpr uint64_t kSpliceMinBytes = 64 * 1024;
   // A relay already running moves a further chunk for a peek, a recv and a short write more
@@ -170,6 +190,8 @@ class Exchange final : private net::SpliceEvents {
   std::vector<uint64_t> tried_;  // backends already tried for this request (bitset)
   net::SpliceRelay* relay_ = nullptr;  // moving the response body, when it is spliced
   bool chunk_crlf_owed_ = false;       // spliced chunk data went out without its CRLF yet
+  UploadEvents upload_events_{*this};
+  net::SpliceRelay* upload_relay_ = nullptr;  // moving the request body, when it is spliced
   Attempt attempt_ = Attempt::kNone;
   PendingRetry retry_after_write_ = PendingRetry::kNone;
   bool running_ = false;

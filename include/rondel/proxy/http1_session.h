@@ -101,6 +101,9 @@ class Http1Session final : private net::TransportEvents,
   void consume(size_t n) noexcept override { cb_->piece.remove_prefix(n); }
   bool want_more() noexcept override;
   BodyFailure failure() const noexcept override;
+  int body_splice_fd(uint64_t min, uint64_t* bytes) noexcept override;
+  void body_spliced(uint64_t n) noexcept override;
+  void body_splice_wait(SpliceWait on) noexcept override;
   // The exchange's end: access log, metrics, then keep-alive or close.
   void on_exchange_done(Exchange& ex, Outcome outcome) noexcept override;
 
