@@ -175,7 +175,8 @@ class Exchange final : private net::SpliceEvents {
   // Below this, setting up a relay (two dups, two polls) costs more than copying.
   static constexpr uint64_t kSpliceMinBytes = 64 * 1024;
   // A relay already running moves a further chunk for a peek, a recv and a short write more
-  // than its data's splices; below this a chunk is cheaper copied.
+  // than its data's splices; below this a chunk is copied (a chosen bound, not a measured
+  // crossover).
   static constexpr uint64_t kSpliceMinChunkBytes = 16 * 1024;
   // What one peek reads of a chunk-size line, and how many peeks one line may take.
   static constexpr size_t kChunkLinePeek = 64;
