@@ -1,5 +1,6 @@
 #include "message_engine.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "header_rules.h"
@@ -86,6 +87,7 @@ struct EngineCallbacks {
   static int on_chunk_extension(llhttp_t* p, const char*, size_t len) noexcept {
     return self(p).on_chunk_extension(len);
   }
+  static int on_chunk_complete(llhttp_t* p) noexcept { return self(p).on_chunk_complete(); }
   static int on_message_complete(llhttp_t* p) noexcept { return self(p).on_message_complete(); }
 };
 
@@ -106,6 +108,7 @@ MessageEngine::MessageEngine(llhttp_type_t type, const Limits& limits)
   settings_.on_chunk_header = &EngineCallbacks::on_chunk_header;
   settings_.on_chunk_extension_name = &EngineCallbacks::on_chunk_extension;
   settings_.on_chunk_extension_value = &EngineCallbacks::on_chunk_extension;
+  settings_.on_chunk_complete = &EngineCallbacks::on_chunk_complete;
   settings_.on_message_complete = &EngineCallbacks::on_message_complete;
   llhttp_init(&parser_, type_, &settings_);
   parser_.data = this;
@@ -131,6 +134,7 @@ void MessageEngine::reset(bool skip_body) noexcept {
   expect_continue_ = false;
   body_bytes_ = 0;
   chunk_extension_bytes_ = 0;
+  in_chunk_data_ = false;
   body_ = {};
   request_ = kNoRequest;
   response_ = kNoResponse;
@@ -539,6 +543,22 @@ int MessageEngine::on_chunk_header() noexcept {
       (body_bytes_ > limits_.max_body_bytes || size > limits_.max_body_bytes - body_bytes_)) {
     return reject(413, "body_too_large");
   }
+  in_chunk_data_ = true;
+  return 0;
+}
+
+void MessageEngine::skip_body(uint64_t n) noexcept {
+  // llhttp only counts body bytes (it never reads them), so zeros stand in for them.
+  static const char kZeros[64 * 1024] = {};
+  while (n > 0) {
+    Step st = feed(kZeros, static_cast<size_t>(std::min<uint64_t>(n, sizeof kZeros)));
+    if (st.event == Event::kError || st.consumed == 0) return;
+    n -= st.consumed;
+  }
+}
+
+int MessageEngine::on_chunk_complete() noexcept {
+  in_chunk_data_ = false;
   return 0;
 }
 

@@ -41,11 +41,21 @@ class MessageEngine {
   const ResponseHead& response() const noexcept { return response_; }
   const ParseError& error() const noexcept { return error_; }
   size_t head_bytes_pending() const noexcept;
-  // Responses: body bytes left of a Content-Length body being parsed (llhttp's count), else 0.
-  uint64_t length_body_left() const noexcept {
-    return phase_ == Phase::kBody && response_.framing == Framing::kLength ? parser_.content_length
-                                                                            : 0;
+  // Body bytes that follow as they are in the input: the rest of a Content-Length body, or the
+  // rest of the current chunk's data of a chunked one (0 between chunks, in the chunk-size line
+  // or its CRLF); 0 outside a body. llhttp counts both in content_length.
+  uint64_t body_left() const noexcept {
+    if (phase_ != Phase::kBody) return 0;
+    const Framing f = is_request() ? request_.framing : response_.framing;
+    if (f == Framing::kLength || (f == Framing::kChunked && in_chunk_data_)) {
+      return parser_.content_length;
+    }
+    return 0;
   }
+  // Advances over n <= body_left() body bytes that were never fed (see ResponseParser).
+  void skip_body(uint64_t n) noexcept;
+  // Chunked bodies: the zero-size chunk was parsed (the trailer section or the end follows).
+  bool last_chunk_seen() const noexcept { return phase_ == Phase::kTrailers || phase_ == Phase::kEnded; }
 
  private:
   enum class Phase : uint8_t { kHead, kBody, kTrailers, kEnded, kFailed };
@@ -89,6 +99,7 @@ class MessageEngine {
   int on_body(const char* at, size_t len) noexcept;
   int on_chunk_header() noexcept;
   int on_chunk_extension(size_t len) noexcept;
+  int on_chunk_complete() noexcept;
   int on_message_complete() noexcept;
 
   friend struct EngineCallbacks;
@@ -123,6 +134,7 @@ class MessageEngine {
 
   uint64_t body_bytes_ = 0;
   size_t chunk_extension_bytes_ = 0;
+  bool in_chunk_data_ = false;  // between a chunk-size line and the CRLF after its data
   std::string_view body_;
 
   RequestHead request_;

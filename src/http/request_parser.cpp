@@ -22,5 +22,7 @@ const ParseError& RequestParser::error() const noexcept { return impl_->engine.e
 size_t RequestParser::head_bytes_pending() const noexcept {
   return impl_->engine.head_bytes_pending();
 }
+uint64_t RequestParser::body_left() const noexcept { return impl_->engine.body_left(); }
+void RequestParser::skip_body(uint64_t n) noexcept { impl_->engine.skip_body(n); }
 
 }  // namespace rondel::http

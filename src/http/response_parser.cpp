@@ -1,5 +1,3 @@
-#include <algorithm>
-
 #include "message_engine.h"
 #include "rondel/http/parser.h"
 
@@ -23,19 +21,9 @@ Step ResponseParser::feed(const char* data, size_t len) noexcept {
 
 Step ResponseParser::finish() noexcept { return impl_->engine.finish(); }
 
-uint64_t ResponseParser::length_body_left() const noexcept {
-  return impl_->engine.length_body_left();
-}
-
-void ResponseParser::skip_body(uint64_t n) noexcept {
-  // The engine only counts body bytes (llhttp never reads them), so zeros stand in for them.
-  static const char kZeros[64 * 1024] = {};
-  while (n > 0) {
-    Step st = impl_->engine.feed(kZeros, static_cast<size_t>(std::min<uint64_t>(n, sizeof kZeros)));
-    if (st.event == Event::kError || st.consumed == 0) return;
-    n -= st.consumed;
-  }
-}
+uint64_t ResponseParser::body_left() const noexcept { return impl_->engine.body_left(); }
+void ResponseParser::skip_body(uint64_t n) noexcept { impl_->engine.skip_body(n); }
+bool ResponseParser::last_chunk_seen() const noexcept { return impl_->engine.last_chunk_seen(); }
 
 const ResponseHead& ResponseParser::head() const noexcept { return impl_->engine.response(); }
 const ParseError& ResponseParser::error() const noexcept { return impl_->engine.error(); }

@@ -342,6 +342,7 @@ void Exchange::pump_body() noexcept {
       case BodyState::kMore:
         // Everything offered is queued: write it out, then ask for more.
         if (!flush_to_backend()) return;
+        if (try_splice_body()) return;
         if (rq_.body->want_more()) continue;
         return;
       case BodyState::kEnd:

@@ -1,39 +1,83 @@
-// Exchange, spliced response bodies: the rest of a Content-Length body goes from the backend
-// socket to the client socket through a pooled pipe (net::SpliceRelay) and never enters user
-// space; the parser is advanced over it afterwards. Everything else about the response (head,
-// chunked or close-delimited bodies, reframing, TLS) stays on the copy path of
-// exchange_response.cpp.
+// Exchange, spliced response bodies: the rest of a Content-Length body, or the data of a chunked
+// body's chunks, goes from the backend socket to the client socket through a pooled pipe
+// (net::SpliceRelay) and never enters user space; the parser is advanced over it afterwards.
+//
+// Chunked to chunked: the relay moves one chunk's data at a time. When a chunk's data is done,
+// the next chunk-size line is read from the backend socket here, only up to its end (MSG_PEEK,
+// then recv of those bytes), and fed to the parser, which checks it as on the copy path; the
+// relay then writes the client's chunk-size line (this chunk's size, after the CRLF ending the
+// previous chunk's data) and splices the data. A bad line leaves the parser failed: the copy
+// path then ends the exchange (a truncated response and a close, never a wrong byte). The zero-
+// size chunk, a small chunk or anything unusual (EOF, an error, a line longer than the peek
+// allows) also hands back to the copy path, after the CRLF owed for the spliced data.
+//
+// Uploads: the rest of a Content-Length request body goes from the client socket to the backend
+// socket the same way (a second relay), once what the client's read buffer held was written;
+// the body source's parser is advanced over it, its body timeout runs only while the relay waits
+// for the client, and the backend's I/O timeout starts again with every moved byte.
+//
+// Everything else (heads, close-delimited bodies, reframing to HTTP/1.0, chunked uploads, TLS,
+// HTTP/2) stays on the copy paths of exchange.cpp and exchange_response.cpp.
+#include <sys/socket.h>
+
+#include <cerrno>
+
 #include "rondel/proxy/backend_conn.h"
 #include "rondel/proxy/backend_state.h"
 #include "rondel/proxy/exchange.h"
 
 namespace rondel::proxy {
 
+namespace {
+
+// The client's framing before the next `bytes` of spliced chunk data: the CRLF that ends the
+// previous spliced chunk's data (when there is one), then the chunk-size line.
+std::string_view chunk_prefix(uint64_t bytes, bool crlf_owed, char* buf) noexcept {
+  size_t n = 0;
+  if (crlf_owed) {
+    buf[n++] = '\r';
+    buf[n++] = '\n';
+  }
+  if (bytes > 0) n += http::chunk_header(bytes, buf + n);
+  return {buf, n};
+}
+
+}  // namespace
+
 bool Exchange::try_splice() noexcept {
   if (relay_ != nullptr) return true;
-  if (st_.response != ResponseState::kStreaming || st_.conn->available() > 0) return false;
-  uint64_t left = resp_parser_.length_body_left();
-  if (left < kSpliceMinBytes) return false;
-  int to = rq_.sink->sink_splice_fd();
+  if (st_.response != ResponseState::kStreaming || st_.conn->available() > 0 ||
+      upload_relay_ != nullptr) {
+    return false;  // (an upload still spliced: the response takes the copy path)
+  }
+  const http::Framing framing = resp_parser_.head().framing;
+  uint64_t left = resp_parser_.body_left();
+  uint64_t min = framing == http::Framing::kChunked ? kSpliceMinChunkBytes : kSpliceMinBytes;
+  if (left < min) return false;
+  int to = rq_.sink->sink_splice_fd(framing);
   int from = st_.conn->fd();
   if (to < 0 || from < 0) return false;
+  char buf[net::SpliceRelay::kMaxPrefix];
+  std::string_view prefix;
+  if (framing == http::Framing::kChunked) prefix = chunk_prefix(left, false, buf);
   int err = 0;
-  relay_ = net::SpliceRelay::start(worker_.loop(), worker_.pipes(), from, to, left, this, &err);
+  relay_ = net::SpliceRelay::start(worker_.loop(), worker_.pipes(), from, to, left, this, &err,
+                                   prefix);
   if (relay_ == nullptr) return false;  // no pipe or descriptor now: copy this body
+  chunk_crlf_owed_ = framing == http::Framing::kChunked;
+  rq_.sink->sink_spliced(prefix.size());
   st_.conn->pause_reading();
   return true;
 }
 
 void Exchange::cancel_splice() noexcept {
-  if (relay_ == nullptr) return;
-  relay_->cancel();
-  relay_ = nullptr;
+  if (relay_ != nullptr) relay_->cancel();
+  if (upload_relay_ != nullptr) upload_relay_->cancel();
+  relay_ = upload_relay_ = nullptr;
 }
 
 void Exchange::on_splice_progress(size_t in, size_t out) noexcept {
-  if (in > 0 && st_.conn != nullptr && st_.conn->state() != nullptr) {
-    st_.conn->state()->counters.bytes_in.fetch_add(in, std::memory_order_relaxed);
-  }
+  count_backend_bytes(in);
   if (out > 0) {
     resp_parser_.skip_body(out);
     rq_.sink->sink_spliced(out);
@@ -41,12 +85,68 @@ void Exchange::on_splice_progress(size_t in, size_t out) noexcept {
   backend_progress();  // every moved byte starts the I/O inactivity timeout again
 }
 
+void Exchange::count_backend_bytes(size_t n) noexcept {
+  if (n > 0 && st_.conn != nullptr && st_.conn->state() != nullptr) {
+    st_.conn->state()->counters.bytes_in.fetch_add(n, std::memory_order_relaxed);
+  }
+}
+
+net::SpliceNext Exchange::on_splice_segment_done() noexcept {
+  if (resp_parser_.head().framing != http::Framing::kChunked || st_.conn == nullptr) {
+    return net::SpliceNext::kEnd;  // a Content-Length body: it is all there
+  }
+  const int fd = st_.conn->fd();
+  char line[kChunkLinePeek];
+  // Each pass consumes at least one byte of the line; the parser bounds a line's length, this
+  // bounds the passes (a longer line is left to the copy path).
+  for (int pass = 0; pass < kChunkLinePasses && fd >= 0; ++pass) {
+    ssize_t n = ::recv(fd, line, sizeof line, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return net::SpliceNext::kWait;
+    if (n <= 0) break;  // EOF or an error: the copy path reads it and ends the exchange
+    size_t take = static_cast<size_t>(n);
+    for (size_t i = 0; i < take; ++i) {
+      if (line[i] == '\n') {
+        take = i + 1;  // up to the end of this line: never a byte of chunk data
+        break;
+      }
+    }
+    if (::recv(fd, line, take, MSG_DONTWAIT) != static_cast<ssize_t>(take)) break;
+    count_backend_bytes(take);
+    backend_progress();
+    http::Step st = resp_parser_.feed(line, take);
+    if (st.event != http::Event::kNeedMore || resp_parser_.last_chunk_seen()) break;
+    uint64_t left = resp_parser_.body_left();
+    if (left == 0) continue;  // the CRLF after the data, or part of the line: read on
+    if (left < kSpliceMinChunkBytes) break;  // a small chunk: cheaper copied
+    char buf[net::SpliceRelay::kMaxPrefix];
+    std::string_view prefix = chunk_prefix(left, chunk_crlf_owed_, buf);
+    relay_->extend(left, prefix);
+    rq_.sink->sink_spliced(prefix.size());
+    chunk_crlf_owed_ = true;
+    return net::SpliceNext::kContinue;
+  }
+  end_chunk_splice();
+  return net::SpliceNext::kEnd;
+}
+
+void Exchange::end_chunk_splice() noexcept {
+  if (!chunk_crlf_owed_) return;
+  char buf[net::SpliceRelay::kMaxPrefix];
+  std::string_view crlf = chunk_prefix(0, true, buf);
+  relay_->extend(0, crlf);
+  rq_.sink->sink_spliced(crlf.size());
+  chunk_crlf_owed_ = false;
+}
+
 void Exchange::on_splice_end(net::SpliceStop stop, int) noexcept {
   relay_ = nullptr;
   if (!running_ || st_.conn == nullptr) return;
   switch (stop) {
     case net::SpliceStop::kDone:
-      pump_response();  // the parser is at the body's end: kMessageEnd, then done
+      // The copy path goes on: the end of a Content-Length body (kMessageEnd, then done), or the
+      // rest of a chunked one (a small chunk, the last chunk and trailers, or a bad line).
+      pump_response();
       return;
     case net::SpliceStop::kSourceEof:
     case net::SpliceStop::kSourceError:
@@ -59,6 +159,64 @@ void Exchange::on_splice_end(net::SpliceStop stop, int) noexcept {
     case net::SpliceStop::kSinkError:
       st_.backend_reusable = false;
       finish(Outcome::kClientAbort);  // the client went away; the owner closes its side
+      return;
+    case net::SpliceStop::kSinkFull:
+    case net::SpliceStop::kSourceDry:
+    case net::SpliceStop::kBudgetUsed:
+      return;  // not an end: the relay waits on its own
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Uploads
+
+bool Exchange::try_splice_body() noexcept {
+  if (upload_relay_ != nullptr) return true;
+  if (to_backend_.pending || to_backend_.n > 0 || head().framing != http::Framing::kLength) {
+    return false;
+  }
+  const int to = st_.conn->fd();
+  if (to < 0) return false;
+  uint64_t bytes = 0;
+  const int from = rq_.body->body_splice_fd(kSpliceMinBytes, &bytes);
+  if (from < 0) return false;
+  int err = 0;
+  upload_relay_ = net::SpliceRelay::start(worker_.loop(), worker_.pipes(), from, to, bytes,
+                                          &upload_events_, &err);
+  if (upload_relay_ == nullptr) return false;  // want_more() restarts the source's reading
+  st_.body_pushed = true;  // the body leaves the client socket: it can never be sent again
+  return true;
+}
+
+void Exchange::on_upload_progress(size_t in, size_t out) noexcept {
+  if (in > 0) rq_.body->body_spliced(in);
+  if (out > 0 && st_.conn != nullptr) {
+    st_.pool->backend(st_.backend).counters.bytes_out.fetch_add(out, std::memory_order_relaxed);
+    st_.req_bytes_sent = true;
+  }
+  backend_progress();  // every moved byte starts the backend I/O inactivity timeout again
+}
+
+void Exchange::on_upload_wait(net::SpliceWait on) noexcept {
+  if (!running_) return;
+  rq_.body->body_splice_wait(on == net::SpliceWait::kSource ? BodySource::SpliceWait::kClient
+                                                            : BodySource::SpliceWait::kBackend);
+}
+
+void Exchange::on_upload_end(net::SpliceStop stop) noexcept {
+  upload_relay_ = nullptr;
+  if (!running_ || st_.conn == nullptr) return;
+  switch (stop) {
+    case net::SpliceStop::kDone:
+      pump_body();  // the source's parser is at the body's end: body_ended()
+      return;
+    case net::SpliceStop::kSourceEof:
+    case net::SpliceStop::kSourceError:
+      st_.backend_reusable = false;  // the backend got part of a body
+      finish(Outcome::kClientAbort);  // the client went away mid-body; the owner closes
+      return;
+    case net::SpliceStop::kSinkError:
+      attempt_failed(AttemptEnd::kFailed, Reject::kBackendError, 502);  // never retried
       return;
     case net::SpliceStop::kSinkFull:
     case net::SpliceStop::kSourceDry:

@@ -43,9 +43,10 @@ void Http1Session::sink_head(const http::ResponseHead& rh) noexcept {
 
 bool Http1Session::sink_body(std::string_view body) noexcept { return queue_client_body(body); }
 
-int Http1Session::sink_splice_fd() noexcept {
+int Http1Session::sink_splice_fd(http::Framing framing) noexcept {
   if (cb_ == nullptr || closing() || cb_->to_client.pending || cb_->to_client.n > 0 ||
-      cb_->client_framing.framing != http::Framing::kLength) {
+      cb_->client_framing.framing != framing ||
+      (framing != http::Framing::kLength && framing != http::Framing::kChunked)) {
     return -1;
   }
   return transport().splice_fd();
@@ -117,6 +118,34 @@ bool Http1Session::want_more() noexcept {
   set_client_reading(true);
   set_timeout(listener_cfg_->body_timeout_ms);  // the client's stall, from now
   return false;
+}
+
+int Http1Session::body_splice_fd(uint64_t min, uint64_t* bytes) noexcept {
+  if (cb_ == nullptr || closing() || body_state_ != BodyState::kMore || !cb_->piece.empty() ||
+      rpos_ != rlen_ || cb_->req_parser.head().framing != http::Framing::kLength) {
+    return -1;
+  }
+  const uint64_t left = cb_->req_parser.body_left();
+  const int fd = transport().splice_fd();
+  if (left < min || fd < 0) return -1;
+  send_continue();  // the client may wait for it before it sends the body
+  if (closing()) return -1;
+  set_client_reading(false);  // for real: the relay reads the socket from here
+  body_wanted_ = false;
+  set_timeout(listener_cfg_->body_timeout_ms);
+  *bytes = left;
+  return fd;
+}
+
+void Http1Session::body_spliced(uint64_t n) noexcept {
+  cb_->req_parser.skip_body(n);
+  bytes_from_client_ += n;
+  set_timeout(listener_cfg_->body_timeout_ms);  // every spliced byte: the client is not stalled
+}
+
+void Http1Session::body_splice_wait(SpliceWait on) noexcept {
+  if (on == SpliceWait::kClient) set_timeout(listener_cfg_->body_timeout_ms);
+  else worker_.timeouts().clear(*this);  // backpressure from the backend: not the client's stall
 }
 
 BodyFailure Http1Session::failure() const noexcept {

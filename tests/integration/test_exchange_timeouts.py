@@ -162,6 +162,15 @@ class BodyTimeoutPausedByBackpressure(unittest.TestCase):
         self.assertEqual(body, b"%d" % size)
         self.assertEqual(errors, [])
 
+    def test_client_stall_mid_spliced_upload_is_408(self):
+        # 256 KiB of a 1 MiB body, then nothing: the rest of the body is spliced to the backend,
+        # and the relay waiting on the client runs the body timeout.
+        with HttpConn(self.rondel.port, timeout=20) as c:
+            c.send(b"POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n" % (1 << 20))
+            c.send(b"y" * (256 << 10))
+            status, _, _ = c.read_response()
+        self.assertEqual(status, 408)
+
 
 if __name__ == "__main__":
     main()

@@ -4,7 +4,9 @@ client that stops reading; a backend that resets mid-body gives a truncated resp
 (a prefix of the right bytes, never a wrong one, never a hang); a client that aborts mid-body
 gets its backend connection closed, not reused, and the in-flight counts back to 0. A
 Content-Length download is spliced: its bytes never pass through rondel's user space
-(/proc/PID/io), while chunked ones take the copy path and must be just as exact.
+(/proc/PID/io). A chunked one is spliced chunk by chunk (the chunk-size lines read and checked
+by rondel, the chunks of 16 KiB and more spliced, the small ones copied): a malformed chunk-size
+line after spliced chunks gives a truncated response and a close, never a wrong byte.
 
 The backend is a Python one (StreamBackend) so that both ends hash what they actually sent or
 received: its body is a random block of 1 MiB + 7 bytes repeated (no period that divides a
@@ -117,13 +119,15 @@ class Reader:
 class StreamBackend:
     """A Python backend on 127.0.0.1 port 0, one thread per connection, keep-alive.
 
-    GET /...?size=N[&chunked=1][&reset=K][&drip=D][&gate=G]: N stream bytes; reset=K resets
-    the connection (RST) after K body bytes; drip=D sends the first D bytes in 64 KiB pieces
+    GET /...?size=N[&chunked=1][&reset=K][&drip=D][&gate=G][&badchunk=B]: N stream bytes;
+    reset=K resets the connection (RST) after K body bytes; badchunk=B sends a malformed
+    chunk-size line at the first chunk boundary at or after B bytes; drip=D sends the first D bytes in 64 KiB pieces
     2 ms apart (a slow backend); gate=G waits after G bytes until `client_got_first` is set (so
     the client provably has body bytes before the backend sent the whole body).
     PUT/POST: reads the body (Content-Length or chunked; ?slow=S reads the first S bytes
-    slowly) and answers 200 with X-Body-Sha256 and X-Body-Bytes of what it received.
-    Every response carries X-Conn (the connection's number). `sent` is the body bytes sent of
+    slowly; ?reset=K resets the connection after K body bytes) and answers 200 with X-Body-Sha256 and X-Body-Bytes of what it received.
+    Every response carries X-Conn (the connection's number); `uploads` counts the PUT/POST
+    requests received. `sent` is the body bytes sent of
     the response in progress; `aborted` lists the connections whose peer went away mid-body."""
 
     def __init__(self, sndbuf=None):
@@ -134,6 +138,7 @@ class StreamBackend:
         self.port = self.sock.getsockname()[1]
         self.address = f"127.0.0.1:{self.port}"
         self.connections = 0
+        self.uploads = 0
         self.sent = 0
         self.aborted = []
         self.errors = []
@@ -165,6 +170,7 @@ class StreamBackend:
                 _, _, query = target.partition("?")
                 q = dict(kv.partition("=")[::2] for kv in query.split("&") if kv)
                 if method in ("PUT", "POST"):
+                    self.uploads += 1
                     self._upload(c, r, headers, q, conn)
                 else:
                     self._download(c, q, conn)
@@ -176,6 +182,10 @@ class StreamBackend:
     def _upload(self, c, r, headers, q, conn):
         h = hashlib.sha256()
         slow = int(q.get("slow", 0))
+        if "reset" in q:  # read that many body bytes, then reset the connection
+            r.exact(int(q["reset"]), h.update)
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            raise ConnectionError("reset as asked")
         if "chunked" in headers.get("transfer-encoding", ""):
             n = r.chunked(h.update, slow_until=slow)
         else:
@@ -190,12 +200,20 @@ class StreamBackend:
         chunked = q.get("chunked") == "1"
         reset = int(q.get("reset", -1))
         drip, gate = int(q.get("drip", 0)), int(q.get("gate", -1))
+        badchunk = int(q.get("badchunk", -1))
         framing = b"Transfer-Encoding: chunked" if chunked else b"Content-Length: %d" % size
         c.sendall(b"HTTP/1.1 200 OK\r\n%s\r\nX-Conn: %d\r\n\r\n" % (framing, conn))
         self.sent = 0
         plan = chunk_plan(size) if chunked else [size]
         try:
             for n in plan:
+                if chunked and 0 <= badchunk <= self.sent:
+                    # A malformed chunk-size line; then the connection stays open, so only
+                    # rondel's parsing of that line can end the client's response.
+                    c.sendall(b"zz\r\n")
+                    while c.recv(65536):
+                        pass
+                    raise ConnectionError("bad chunk sent")
                 if chunked:
                     c.sendall(b"%x\r\n" % n)
                 self._send_body(c, n, reset, drip, gate)
@@ -309,13 +327,13 @@ class LargeBodies(unittest.TestCase):
             if conn is None:
                 c.close()
 
-    def download(self, chunked, hook=None, extra=""):
+    def download(self, chunked, hook=None, extra="", size=SIZE):
         before = self.samples()
         got = Received(hook)
-        status, h = self.get(f"size={SIZE}&chunked={int(chunked)}{extra}", got)
+        status, h = self.get(f"size={size}&chunked={int(chunked)}{extra}", got)
         self.assertEqual(status, 200)
-        self.assertEqual(got.n, SIZE)
-        self.assertEqual(got.h.hexdigest(), self.sha)
+        self.assertEqual(got.n, size)
+        self.assertEqual(got.h.hexdigest(), self.sha if size == SIZE else stream_sha256(size))
         if chunked:
             self.assertEqual(h.get("transfer-encoding"), "chunked")
         else:
@@ -323,8 +341,8 @@ class LargeBodies(unittest.TestCase):
         after = self.samples()
         for family in ("rondel_client_sent_bytes_total", "rondel_backend_received_bytes_total"):
             moved = metric_sum(after, family) - metric_sum(before, family)
-            self.assertGreaterEqual(moved, SIZE, family)
-            self.assertLess(moved, SIZE + SIZE // 100 + 4096, family)  # head + chunk lines
+            self.assertGreaterEqual(moved, size, family)
+            self.assertLess(moved, size + size // 100 + 4096, family)  # head + chunk lines
         return got
 
     def upload(self, chunked, query="", slow_client=0):
@@ -355,7 +373,37 @@ class LargeBodies(unittest.TestCase):
         self.download(chunked=False)
 
     def test_download_chunked(self):
+        # Chunked to chunked is spliced chunk by chunk. What still passes through user space:
+        # the chunk-size lines, the small chunks of CHUNK_SIZES (1 and 4093 bytes) and, at each
+        # return to the copy path, one read of what follows them; the copy path would move
+        # 512 MiB (read + write).
+        before = io_bytes(self.rondel.pid)
         self.download(chunked=True)
+        copied = io_bytes(self.rondel.pid) - before
+        print(f"  bytes through rondel's user space: {copied}")
+        self.assertLess(copied, SIZE // 8)
+
+    def test_download_chunked_slow_client(self):
+        paused = [0.0]
+
+        def slow(got):
+            if got.n < 16 << 20 and paused[0] < 1.0:
+                time.sleep(0.002)
+                paused[0] += 0.002
+        self.download(chunked=True, hook=slow, size=64 << 20)
+
+    def test_download_chunked_bad_chunk_line_mid_body(self):
+        # After 8 MiB of chunks (the last of them a spliced 1 MiB one) the backend sends "zz" as
+        # a chunk size and keeps the connection open: rondel must parse that line, close the
+        # client connection and send no byte of it.
+        got = Received()
+        with HttpConn(self.rondel.port, timeout=TIMEOUT) as c:
+            with self.assertRaises(ConnectionError):
+                self.get(f"size={SIZE}&chunked=1&badchunk={8 << 20}", got, conn=c)
+            self.assertTrue(c.eof, "rondel did not close the client connection")
+        self.assertGreaterEqual(got.n, 8 << 20)
+        self.assertLess(got.n, SIZE)
+        self.assertEqual(got.h.hexdigest(), stream_sha256(got.n), "a wrong byte in the prefix")
 
     def test_download_content_length_never_enters_user_space(self):
         # Content-Length to Content-Length is spliced: of 256 MiB, rondel reads and writes
@@ -377,6 +425,12 @@ class LargeBodies(unittest.TestCase):
         self.download(chunked=False, hook=slow)
 
     def test_download_client_pauses_reading(self):
+        self.client_pauses_reading(chunked=False, size=SIZE)
+
+    def test_download_chunked_client_pauses_reading(self):
+        self.client_pauses_reading(chunked=True, size=64 << 20)
+
+    def client_pauses_reading(self, chunked, size):
         # At 16 MiB the client stops reading until the backend has stopped sending. Without
         # backpressure rondel would take the whole body; with it, what the backend sent beyond
         # what the client read is bounded by the socket buffers between them plus rondel's own.
@@ -401,9 +455,9 @@ class LargeBodies(unittest.TestCase):
                 checked.append(self.backend.sent - got.n)
         with c:
             got = Received(pause)
-            status, _ = self.get(f"size={SIZE}&chunked=0", got, conn=c)
+            status, _ = self.get(f"size={size}&chunked={int(chunked)}", got, conn=c)
         self.assertEqual(status, 200)
-        self.assertEqual((got.n, got.h.hexdigest()), (SIZE, self.sha))
+        self.assertEqual((got.n, got.h.hexdigest()), (size, stream_sha256(size)))
         print(f"  backend ahead of the paused client by {checked[0]} bytes (bound {bound})")
         self.assertLess(checked[0], bound)
 
@@ -431,7 +485,34 @@ class LargeBodies(unittest.TestCase):
     # ---- uploads ----
 
     def test_upload_content_length(self):
+        # A Content-Length upload is spliced to the backend: of 256 MiB, rondel reads and writes
+        # only the heads itself (the copy path moves 512 MiB through its user space).
+        before = io_bytes(self.rondel.pid)
         self.upload(chunked=False)
+        copied = io_bytes(self.rondel.pid) - before
+        print(f"  bytes through rondel's user space: {copied}")
+        self.assertLess(copied, 1 << 20)
+
+    def test_upload_backend_reset_mid_body_not_resent(self):
+        # The backend resets after 8 MiB of a spliced upload: the client gets a 502 or a close,
+        # the body is never sent again (one backend connection for the request, no retry), and
+        # the in-flight counts return to 0.
+        uploads = self.backend.uploads
+        with HttpConn(self.rondel.port, timeout=TIMEOUT) as c:
+            c.send(f"POST /up?reset={8 << 20} HTTP/1.1\r\nHost: t\r\n"
+                   f"Content-Length: {SIZE}\r\n\r\n".encode())
+            status = None
+            try:
+                for p in pieces(0, 64 << 20):
+                    c.send(p)
+                status, _, _ = c.read_response(timeout=TIMEOUT)
+            except (ConnectionError, OSError):
+                pass
+        self.assertIn(status, (None, 502))
+        wait_until(lambda: metric_sum(self.samples(), "rondel_backend_in_flight") == 0
+                   and metric_sum(self.samples(), "rondel_pool_in_flight") == 0,
+                   timeout=10, what="rondel_backend_in_flight and rondel_pool_in_flight to be 0")
+        self.assertEqual(self.backend.uploads - uploads, 1, "the request body was sent again")
 
     def test_upload_chunked(self):
         self.upload(chunked=True)
@@ -457,7 +538,8 @@ class LargeBodies(unittest.TestCase):
         self.reset_mid_body(chunked=False)
 
     def test_backend_reset_mid_body_chunked(self):
-        # No terminating zero-size chunk: the client must not take the body as complete.
+        # No terminating zero-size chunk: the client must not take the body as complete. The
+        # reset comes inside a 1 MiB chunk, while its data is spliced.
         self.reset_mid_body(chunked=True)
 
     def test_client_abort_mid_body(self):

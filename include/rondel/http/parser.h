@@ -66,6 +66,10 @@ class RequestParser {
   // Bytes of head received so far for the message being parsed (0 between messages): lets the
   // caller tell an idle keep-alive connection from one that is slowly sending a head.
   size_t head_bytes_pending() const noexcept;
+  // As ResponseParser::body_left and skip_body, for the request body (an upload spliced to the
+  // backend).
+  uint64_t body_left() const noexcept;
+  void skip_body(uint64_t n) noexcept;
 
  private:
   struct Impl;
@@ -90,13 +94,17 @@ class ResponseParser {
   // or reports a truncated message (kError).
   Step finish() noexcept;
 
-  // Body bytes still to come of a Content-Length body the parser is inside (0 otherwise: no
-  // body yet, chunked, close-delimited, or ended). What a splice path may move itself.
-  uint64_t length_body_left() const noexcept;
-  // Advances over `n` (<= length_body_left()) body bytes that went to the client without the
-  // parser seeing them (spliced), as if they had been fed: no kBody event is left over for them;
-  // the next feed() reports what follows (kMessageEnd when they were the last).
+  // Body bytes that follow in the input as they are: the rest of a Content-Length body, or the
+  // rest of the current chunk's data of a chunked body (0 while a chunk-size line or the CRLF
+  // after a chunk's data is due); 0 with no body yet, close-delimited, or ended. What a splice
+  // path may move itself.
+  uint64_t body_left() const noexcept;
+  // Advances over `n` (<= body_left()) body bytes that went on without the parser seeing them
+  // (spliced), as if they had been fed: no kBody event is left over for them; the next feed()
+  // reports what follows (kMessageEnd when they ended a Content-Length body).
   void skip_body(uint64_t n) noexcept;
+  // A chunked body's zero-size chunk was parsed (its trailer section or its end follows).
+  bool last_chunk_seen() const noexcept;
 
   const ResponseHead& head() const noexcept;
   const ParseError& error() const noexcept;

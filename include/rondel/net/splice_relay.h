@@ -1,6 +1,12 @@
 // SpliceRelay: moves the rest of one body from a source socket to a sink socket through a pooled
 // pipe (splice_step), driven by the loop's readiness, so that the body's bytes never enter user
-// space; what an exchange hands a Content-Length body (or one chunk's data) to.
+// space; what an exchange hands a Content-Length body, or a chunked body's chunk data, to.
+//
+// Segments: a relay moves `bytes`, then asks its owner for the next segment
+// (on_splice_segment_done): a chunked body's owner parses the next chunk-size line from the
+// source itself (a few bytes, MSG_PEEK then recv up to the line's end) and extends the relay by
+// that chunk's data, with the client's framing of it (a short prefix the relay writes to the sink
+// before the data). So one relay, one pipe and two polls serve a whole chunked body.
 //
 // Readiness: uv_poll_t handles on dup(2)s of both fds (see splice_pipe.h for why not the fds
 // themselves). While a relay runs, the source's stream must not read and the sink's stream must
@@ -15,15 +21,32 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 #include "rondel/net/splice_pipe.h"
 #include "rondel/net/uv_util.h"
 
 namespace rondel::net {
 
+// The owner's answer when a segment's bytes all reached the sink.
+enum class SpliceNext : uint8_t {
+  kEnd,       // nothing more: the relay writes the prefix extend() gave (if any), then ends kDone
+  kContinue,  // extend() gave the next segment
+  kWait,      // the next segment is not known yet: ask again once the source is readable
+};
+
+// What a relay waits for, between its steps.
+enum class SpliceWait : uint8_t { kSource, kSink };
+
 // What a relay reports to its owner. Callbacks run on the loop thread.
 class SpliceEvents {
  public:
+  // Every byte given so far reached the sink. The owner may call extend() from here (with
+  // kContinue, or with 0 bytes and kEnd for a last prefix). Default: kEnd.
+  virtual SpliceNext on_splice_segment_done() noexcept { return SpliceNext::kEnd; }
+  // The relay now waits for the source to be readable or the sink to be writable (after the
+  // progress of the same step, if any): which side stalls it. Default: nothing.
+  virtual void on_splice_wait(SpliceWait on) noexcept { (void)on; }
   // Bytes moved since the last call: `in` taken from the source, `out` written to the sink (for
   // the byte counters and the inactivity timeouts, which every moved byte starts again). The
   // owner may cancel() the relay from here.
@@ -42,8 +65,13 @@ class SpliceRelay final : public HandleCloser {
   // (which must outlive the relay's close, i.e. the loop's last run). Nothing is reported
   // before the loop's next iteration. nullptr with *err = -errno when no pipe or descriptor
   // could be had (EMFILE...): the owner uses its copy path for this body.
+  // `prefix` (at most kMaxPrefix bytes) goes to the sink before the body bytes.
   static SpliceRelay* start(uv_loop_t* loop, PipePool& pool, int from, int to, uint64_t bytes,
-                            SpliceEvents* events, int* err) noexcept;
+                            SpliceEvents* events, int* err, std::string_view prefix = {}) noexcept;
+  // From on_splice_segment_done only: `bytes` more from the source, after `prefix` (at most
+  // kMaxPrefix bytes, the owner's framing) to the sink.
+  void extend(uint64_t bytes, std::string_view prefix) noexcept;
+  static constexpr size_t kMaxPrefix = 24;
   // Stops without another event and frees the relay once its handles closed. Bytes already in
   // the pipe are dropped with it (the pool closes a pipe that holds bytes). Not after
   // on_splice_end.
@@ -58,6 +86,13 @@ class SpliceRelay final : public HandleCloser {
   void on_all_closed() noexcept override;
   static void on_poll(uv_poll_t* h, int status, int events) noexcept;
   void step() noexcept;
+  // Writes what is left of the prefix: false when the relay waits for the sink or ended.
+  bool send_prefix() noexcept;
+  // The segment is done: false when the relay waits (or ended), true to go on in step().
+  bool next_segment(uint64_t moved) noexcept;
+  void wait_source() noexcept;
+  void wait_sink() noexcept;
+  void set_prefix(std::string_view prefix) noexcept;
   void watch(uv_poll_t* p, int events) noexcept;
   void end(SpliceStop stop, int error) noexcept;
   void shut() noexcept;
@@ -70,6 +105,9 @@ class SpliceRelay final : public HandleCloser {
   uv_poll_t src_{};
   uv_poll_t dst_{};
   bool src_open_ = false, dst_open_ = false;
+  bool ending_ = false;  // the owner said kEnd: write the prefix, then end
+  uint8_t prefix_len_ = 0, prefix_off_ = 0;
+  char prefix_[kMaxPrefix] = {};
 };
 
 }  // namespace rondel::net

@@ -14,9 +14,9 @@
 //                timeout) only between want_more() and that call: an exchange that does not
 //                consume (the backend is slow) stops the client's reading, and the client is not
 //                blamed for the stall.
-// A request without a body uses EmptyBody. A later splice source (Content-Length bodies) can
-// offer a socket and a byte count instead of bytes through an extension of this interface; the
-// bytes path stays the default.
+// A request without a body uses EmptyBody. A source may also offer the rest of a Content-Length
+// body as a socket and a byte count (body_splice_fd), which the exchange splices to the backend;
+// the bytes path stays the default.
 #pragma once
 
 #include <cstddef>
@@ -50,6 +50,23 @@ class BodySource {
   virtual bool want_more() noexcept = 0;
   // Valid after peek() returned kFailed.
   virtual BodyFailure failure() const noexcept = 0;
+  // Instead of want_more(), after peek() offered nothing more: the socket the rest of the body
+  // may be read from as it is, with *bytes the body bytes left (at least `min`), when the body
+  // is a Content-Length one of which nothing is buffered and the transport is plain TCP; else
+  // -1. On success the source stops reading until want_more() (a relay that could not start)
+  // or the body's end (peek() after the spliced bytes). Default: -1.
+  virtual int body_splice_fd(uint64_t min, uint64_t* bytes) noexcept {
+    (void)min;
+    (void)bytes;
+    return -1;
+  }
+  // `n` body bytes were taken from that socket by splice: the source counts them as read (its
+  // parser, its byte count) and starts its body timeout again.
+  virtual void body_spliced(uint64_t n) noexcept { (void)n; }
+  // The splice waits for the client's bytes (kClient: the body timeout runs from now) or for the
+  // backend to take them (kBackend: the client is not blamed, the body timeout stops).
+  enum class SpliceWait : uint8_t { kClient, kBackend };
+  virtual void body_splice_wait(SpliceWait on) noexcept { (void)on; }
 
  protected:
   ~BodySource() = default;

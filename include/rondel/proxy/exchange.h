@@ -144,12 +144,46 @@ class Exchange final : private net::SpliceEvents {
   // The rest of a Content-Length body of at least kSpliceMinBytes, with nothing buffered,
   // goes backend socket -> pipe -> client socket when the sink offers its socket: true when a
   // relay took it over (exchange_splice.cpp).
+  // A chunked body's chunk data of at least kSpliceMinChunkBytes is spliced the same way, one
+  // chunk at a time, its chunk-size lines parsed here (on_splice_segment_done).
   bool try_splice() noexcept;
   void cancel_splice() noexcept;
+  void count_backend_bytes(size_t n) noexcept;
   void on_splice_progress(size_t in, size_t out) noexcept override;
+  net::SpliceNext on_splice_segment_done() noexcept override;
+  // Hands a chunked body back to the copy path: the relay writes the CRLF owed after the last
+  // spliced chunk's data first.
+  void end_chunk_splice() noexcept;
   void on_splice_end(net::SpliceStop stop, int error) noexcept override;
+  // The rest of a Content-Length request body of at least kSpliceMinBytes, with nothing queued
+  // for the backend, goes client socket -> pipe -> backend socket when the body source offers
+  // its socket: true when a relay took it over. The body then counts as sent (never retried).
+  bool try_splice_body() noexcept;
+  void on_upload_progress(size_t in, size_t out) noexcept;
+  void on_upload_end(net::SpliceStop stop) noexcept;
+  void on_upload_wait(net::SpliceWait on) noexcept;
+  // The upload relay's events (the response relay reports to the Exchange itself).
+  class UploadEvents final : public net::SpliceEvents {
+   public:
+    explicit UploadEvents(Exchange& ex) noexcept : ex_(ex) {}
+    void on_splice_progress(size_t in, size_t out) noexcept override {
+      ex_.on_upload_progress(in, out);
+    }
+    void on_splice_end(net::SpliceStop stop, int) noexcept override { ex_.on_upload_end(stop); }
+    void on_splice_wait(net::SpliceWait on) noexcept override { ex_.on_upload_wait(on); }
+
+   private:
+    Exchange& ex_;
+  };
   // Below this, setting up a relay (two dups, two polls) costs more than copying.
   static constexpr uint64_t kSpliceMinBytes = 64 * 1024;
+  // A relay already running moves a further chunk for a peek, a recv and a short write more
+  // than its data's splices; below this a chunk is copied (a chosen bound, not a measured
+  // crossover).
+  static constexpr uint64_t kSpliceMinChunkBytes = 16 * 1024;
+  // What one peek reads of a chunk-size line, and how many peeks one line may take.
+  static constexpr size_t kChunkLinePeek = 64;
+  static constexpr int kChunkLinePasses = 8;
 
   Worker& worker_;
   ExchangeRequest rq_;
@@ -159,6 +193,9 @@ class Exchange final : private net::SpliceEvents {
   std::string req_head_out_;
   std::vector<uint64_t> tried_;  // backends already tried for this request (bitset)
   net::SpliceRelay* relay_ = nullptr;  // moving the response body, when it is spliced
+  bool chunk_crlf_owed_ = false;       // spliced chunk data went out without its CRLF yet
+  UploadEvents upload_events_{*this};
+  net::SpliceRelay* upload_relay_ = nullptr;  // moving the request body, when it is spliced
   Attempt attempt_ = Attempt::kNone;
   PendingRetry retry_after_write_ = PendingRetry::kNone;
   bool running_ = false;

@@ -94,13 +94,16 @@ class Http1Session final : private net::TransportEvents,
   void sink_local(uint16_t status) noexcept override;
   bool sink_flush() noexcept override { return flush_to_client(); }
   bool sink_busy() const noexcept override { return cb_->to_client.pending; }
-  int sink_splice_fd() noexcept override;
+  int sink_splice_fd(http::Framing framing) noexcept override;
   void sink_spliced(uint64_t bytes) noexcept override { bytes_to_client_ += bytes; }
   // The body source: the request body from the read buffer (http1_response.cpp).
   BodyView peek() noexcept override;
   void consume(size_t n) noexcept override { cb_->piece.remove_prefix(n); }
   bool want_more() noexcept override;
   BodyFailure failure() const noexcept override;
+  int body_splice_fd(uint64_t min, uint64_t* bytes) noexcept override;
+  void body_spliced(uint64_t n) noexcept override;
+  void body_splice_wait(SpliceWait on) noexcept override;
   // The exchange's end: access log, metrics, then keep-alive or close.
   void on_exchange_done(Exchange& ex, Outcome outcome) noexcept override;
 

@@ -35,11 +35,17 @@ class ResponseSink {
   virtual bool sink_flush() noexcept = 0;
   // A write to the client is pending (backpressure: stop reading the backend).
   virtual bool sink_busy() const noexcept = 0;
-  // The socket the rest of the current body may be spliced to, as it is (the client framing is
-  // the backend's Content-Length, nothing is queued or pending, the transport is plain TCP), or
-  // -1: the codec must see the bytes (reframing, TLS, HTTP/2). Default: -1.
-  virtual int sink_splice_fd() noexcept { return -1; }
-  // `bytes` of the body went to the client by splice (for the byte counters).
+  // The socket the rest of the current body may be spliced to (nothing is queued or pending, the
+  // transport is plain TCP, and the client framing is the backend's `framing`: Content-Length,
+  // whose bytes go as they are, or chunked, whose chunk data go as they are after a chunk-size
+  // line the exchange writes), or -1: the codec must see the bytes (reframing, TLS, HTTP/2).
+  // Default: -1.
+  virtual int sink_splice_fd(http::Framing framing) noexcept {
+    (void)framing;
+    return -1;
+  }
+  // `bytes` went to the client by splice, or as the chunk framing around spliced data (for the
+  // byte counters).
   virtual void sink_spliced(uint64_t bytes) noexcept { (void)bytes; }
 
  protected:

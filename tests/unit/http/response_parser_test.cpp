@@ -249,11 +249,11 @@ TEST_CASE("skip_body advances a Content-Length body the parser never saw (splice
       feed_all(parser, "HTTP/1.1 200 OK\r\nContent-Length: 300000\r\n\r\n0123456789", &last);
   CHECK(last == Event::kNeedMore);
   CHECK(seen == "0123456789");
-  CHECK(parser.length_body_left() == 300000 - 10);
+  CHECK(parser.body_left() == 300000 - 10);
   parser.skip_body(100000);
-  CHECK(parser.length_body_left() == 300000 - 10 - 100000);
-  parser.skip_body(parser.length_body_left());
-  CHECK(parser.length_body_left() == 0);
+  CHECK(parser.body_left() == 300000 - 10 - 100000);
+  parser.skip_body(parser.body_left());
+  CHECK(parser.body_left() == 0);
   // No body event is left over for the skipped bytes: the message just ends, and the next
   // response parses as usual.
   Step s = parser.feed(nullptr, 0);
@@ -264,15 +264,51 @@ TEST_CASE("skip_body advances a Content-Length body the parser never saw (splice
   CHECK(seen == "ok");
 }
 
-TEST_CASE("length_body_left is 0 outside a Content-Length body") {
+TEST_CASE("body_left is 0 outside a body") {
   ResponseParser parser(Limits{});
   parser.begin(false);
-  CHECK(parser.length_body_left() == 0);  // no head yet
+  CHECK(parser.body_left() == 0);  // no head yet
   Event last{};
-  feed_all(parser, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab", &last);
-  CHECK(parser.length_body_left() == 0);  // chunked: the chunk lines must be parsed
   ResponseParser head_resp(Limits{});
   head_resp.begin(true);
   feed_all(head_resp, "HTTP/1.1 200 OK\r\nContent-Length: 99999\r\n\r\n", &last);
-  CHECK(head_resp.length_body_left() == 0);  // a response to HEAD has no body
+  CHECK(head_resp.body_left() == 0);  // a response to HEAD has no body
+}
+
+TEST_CASE("body_left of a chunked body is the current chunk's data, 0 at its lines") {
+  ResponseParser parser(Limits{});
+  parser.begin(false);
+  Event last{};
+  std::string seen =
+      feed_all(parser, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab", &last);
+  CHECK(seen == "ab");
+  CHECK(parser.body_left() == 3);
+  parser.skip_body(3);  // spliced
+  CHECK(parser.body_left() == 0);  // the CRLF after the data is due
+  feed_all(parser, "\r", &last);
+  CHECK(parser.body_left() == 0);
+  feed_all(parser, "\n1", &last);
+  CHECK(parser.body_left() == 0);  // inside a chunk-size line
+  feed_all(parser, "0000;x=y\r\n", &last);
+  CHECK(last == Event::kNeedMore);
+  CHECK(parser.body_left() == 0x10000);
+  CHECK(!parser.last_chunk_seen());
+  parser.skip_body(0x10000);
+  feed_all(parser, "\r\n0\r\n", &last);
+  CHECK(parser.last_chunk_seen());
+  CHECK(parser.body_left() == 0);
+  seen = feed_all(parser, "\r\n", &last);
+  CHECK(last == Event::kMessageEnd);
+}
+
+TEST_CASE("a bad chunk-size line after spliced chunk data is an error") {
+  ResponseParser parser(Limits{});
+  parser.begin(false);
+  Event last{};
+  feed_all(parser, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n8\r\n", &last);
+  CHECK(parser.body_left() == 8);
+  parser.skip_body(8);
+  feed_all(parser, "\r\nzz\r\n", &last);
+  CHECK(last == Event::kError);
+  CHECK(parser.body_left() == 0);
 }

@@ -1,6 +1,6 @@
 // SpliceRelay on a real libuv loop and loopback TCP pairs: a body relayed byte-exact with what
 // follows it left in the source, through a sink that stalls for a while; a source that ends
-// early; a cancel mid-body. Every run is bounded by a guard timer, and every test closes the
+// early; a cancel mid-body; segments with prefixes (chunked bodies). Every run is bounded by a guard timer, and every test closes the
 // loop with uv_loop_close() == 0, so a handle the relay leaks fails it.
 #include <doctest/doctest.h>
 #include <uv.h>
@@ -9,6 +9,8 @@
 #include <csignal>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "rondel/net/splice_relay.h"
 #include "tcp_pair.h"
@@ -33,6 +35,19 @@ struct Owner final : SpliceEvents {
   int error = 0;
   uint64_t cancel_after = 0;  // > 0: cancel once this many bytes reached the sink
   uv_timer_t* guard = nullptr;
+  // Segments the relay is extended by, in turn (bytes, prefix); then "END" as a last prefix.
+  std::vector<std::pair<uint64_t, std::string>> segments;
+  size_t next_segment = 0;
+
+  rondel::net::SpliceNext on_splice_segment_done() noexcept override {
+    if (next_segment < segments.size()) {
+      const auto& [bytes, prefix] = segments[next_segment++];
+      relay->extend(bytes, prefix);
+      return rondel::net::SpliceNext::kContinue;
+    }
+    if (!segments.empty()) relay->extend(0, "END");
+    return rondel::net::SpliceNext::kEnd;
+  }
 
   void on_splice_progress(size_t i, size_t o) noexcept override {
     in += i;
@@ -154,4 +169,33 @@ TEST_CASE("a cancelled relay stops, reports nothing more and closes every handle
   reader.join();
   CHECK(got.size() == owner.out);
   CHECK(got == body.substr(0, got.size()));
+}
+
+TEST_CASE("a relay extended by segments writes each prefix before its bytes, in order") {
+  TcpPair backend, client;
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  PipePool pool;
+  Owner owner;
+  const std::string a = random_bytes(300000, 9), b = random_bytes(1 << 20, 10),
+                    c = random_bytes(70000, 11);
+  owner.segments = {{b.size(), "\r\nB\r\n"}, {c.size(), "\r\nC\r\n"}};
+  int err = 0;
+  owner.relay =
+      SpliceRelay::start(&loop, pool, backend.near, client.near, a.size(), &owner, &err, "A\r\n");
+  REQUIRE(owner.relay != nullptr);
+  const std::string want = "A\r\n" + a + "\r\nB\r\n" + b + "\r\nC\r\n" + c + "END";
+  std::thread writer([&] { write_all(backend.far, a + b + c + "NEXT"); });
+  std::string got;
+  std::thread reader([&] { got = read_n(client.far, want.size()); });
+  run_and_close(&loop, owner);
+  writer.join();
+  reader.join();
+  CHECK(owner.ended);
+  CHECK(owner.stop == SpliceStop::kDone);
+  CHECK(owner.out == a.size() + b.size() + c.size());
+  CHECK(got == want);
+  REQUIRE(wait_fd(backend.near, POLLIN));
+  char next[16];
+  CHECK(::read(backend.near, next, sizeof next) == 4);
 }
