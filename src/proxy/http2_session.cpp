@@ -7,6 +7,8 @@
 #include <cstring>
 #include <new>
 
+#include "rondel/proxy/http1_session.h"
+
 namespace rondel::proxy {
 
 namespace {
@@ -155,8 +157,6 @@ void Http2Session::accept(Worker& worker, uv_stream_t* server, const std::string
     return;
   }
   s->open_handles_ = 2;
-  char ip[64];
-  s->client_ip_.assign(ip, s->tcp_.peer().format(ip, sizeof ip));
   if (route.config == nullptr || worker.draining()) {
     s->close_now();
     return;
@@ -169,13 +169,43 @@ void Http2Session::accept(Worker& worker, uv_stream_t* server, const std::string
     s->close_now();
     return;
   }
-  if (!s->init_session()) {
-    s->close_now();
+  s->start();
+}
+
+bool Http2Session::adopt(Worker& worker, Http1Session& holder, tls::TlsTransport& tls,
+                         std::shared_ptr<const Snapshot>& snap, ListenerRoute route) noexcept {
+  auto* s = new (std::nothrow) Http2Session(worker);
+  if (s == nullptr) return false;
+  // The holder's connection counts (open, total, max_connections slot) carry over.
+  s->snap_ = std::move(snap);
+  s->listener_cfg_ = route.config;
+  s->listener_pool_ = route.pool;
+  s->listener_state_ = std::move(route.state);
+  s->transport_ = &tls;
+  s->tls_ = &tls;
+  s->holder_ = &holder;
+  tls.set_events(*s);
+  worker.add_h2_session(s);
+  count(worker.stats().h2_connections);
+  uv_timer_init(worker.loop(), &s->timer_);
+  s->timer_.data = s;
+  s->open_handles_ = 2;
+  if (s->listener_cfg_ == nullptr) s->close_now();
+  else s->start();
+  if (worker.draining()) s->drain();
+  return true;
+}
+
+void Http2Session::start() noexcept {
+  char ip[64];
+  client_ip_.assign(ip, transport_->peer().format(ip, sizeof ip));
+  if (!init_session()) {
+    close_now();
     return;
   }
-  s->tcp_.start_reading();
-  s->arm_timer();
-  s->flush();
+  transport_->start_reading();
+  arm_timer();
+  flush();
 }
 
 bool Http2Session::init_session() noexcept {
@@ -248,7 +278,7 @@ void Http2Session::close_now() noexcept {
   }
   worker_.remove_h2_session(this);
   uv_close(reinterpret_cast<uv_handle_t*>(&timer_), &Http2Session::on_timer_closed);
-  if (open_handles_ == 2) tcp_.close();
+  if (open_handles_ == 2) transport_->close();
 }
 
 void Http2Session::on_timer_closed(uv_handle_t* h) noexcept {
@@ -260,6 +290,7 @@ void Http2Session::on_transport_closed() noexcept { handle_closed(); }
 void Http2Session::handle_closed() noexcept {
   if (--open_handles_ > 0) return;
   if (buf_ != nullptr) worker_.buffers().put(buf_);
+  if (holder_ != nullptr) Http1Session::free_holder(holder_);
   delete this;
 }
 
@@ -363,7 +394,7 @@ void Http2Session::flush() noexcept {
     if (!out_.empty()) {
       out_q_.clear();
       out_q_.push(out_.data(), out_.size());
-      int r = tcp_.write(out_q_);
+      int r = transport_->write(out_q_);
       if (r < 0) {
         flushing_ = false;
         close_now();

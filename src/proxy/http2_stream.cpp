@@ -121,6 +121,7 @@ void Http2Stream::start() noexcept {
   rq.head = &head_;
   rq.forward.client_ip = s_.client_ip();
   rq.forward.forwarded = s_.listener()->forwarded_headers;
+  if (s_.tls() != nullptr) rq.forward.proto = "https";
   rq.pool = s_.pool();
   rq.body = head_.framing == http::Framing::kNone ? static_cast<BodySource*>(&EmptyBody::instance())
                                                   : this;
@@ -334,6 +335,12 @@ void Http2Stream::log_access(Outcome outcome, const ExchangeState& st) noexcept 
   r.duration_us = (uv_hrtime() - start_ns_) / 1000;
   r.outcome = outcome_name(outcome);
   r.proto = "h2";
+  if (const tls::TlsTransport* t = s_.tls()) {
+    tls::TlsTransport::LogFields f = t->log_fields();
+    r.tls_version = f.version;
+    r.sni = f.sni;
+    r.tls_resumed = f.resumed;
+  }
   r.stream = static_cast<uint64_t>(id_);
   r.worker = s_.worker().id();
   std::string& l = s_.worker().log_line();

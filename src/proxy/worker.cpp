@@ -147,8 +147,10 @@ std::span<uint64_t> Worker::scratch(size_t words) {
 }
 
 void Worker::accept(uv_stream_t* server, const std::string& listener_name) {
-  const config::ListenerConfig* l = snapshot_ ? snapshot_->route(listener_name).config : nullptr;
-  if (choose_client_protocol(l, {}) == ClientProtocol::kHttp2) {
+  ListenerRoute r = snapshot_ ? snapshot_->route(listener_name) : ListenerRoute{};
+  // On TLS the handshake's ALPN chooses the codec: Http1Session runs the handshake and hands an
+  // h2 connection to an Http2Session (Http1Session::on_transport_ready).
+  if (r.tls == nullptr && choose_client_protocol(r.config, {}) == ClientProtocol::kHttp2) {
     Http2Session::accept(*this, server, listener_name);
     return;
   }

@@ -26,12 +26,14 @@
 #include "rondel/proxy/response_sink.h"
 #include "rondel/proxy/snapshot.h"
 #include "rondel/proxy/worker.h"
+#include "rondel/tls/tls_transport.h"
 
 namespace rondel::proxy {
 
 class Http2Session;
+class Http1Session;
 
-// The client protocol a connection speaks, as the listener or (later) ALPN decides it.
+// The client protocol a connection speaks, as the listener or ALPN decides it.
 enum class ClientProtocol : uint8_t { kHttp1, kHttp2 };
 
 // The one place the client codec is chosen: `alpn` is the negotiated protocol ("h2",
@@ -118,6 +120,14 @@ class Http2Session final : private net::TransportEvents {
  public:
   // Accepts a connection from `server` on a listener that speaks h2c.
   static void accept(Worker& worker, uv_stream_t* server, const std::string& listener);
+  // Takes over a TLS connection whose handshake (run by `holder`, the Http1Session that accepted
+  // it) negotiated h2, with the holder's snapshot, listener and max_connections slot (`route`;
+  // its tls field unused). Called from inside holder's on_transport_ready; on true the holder
+  // leaves the worker's list and every later event of `tls` comes here; `holder`, which owns the
+  // transports, is freed with this session. False (out of memory): nothing was taken, the
+  // holder keeps the connection (and closes it).
+  static bool adopt(Worker& worker, Http1Session& holder, tls::TlsTransport& tls,
+                    std::shared_ptr<const Snapshot>& snap, ListenerRoute route) noexcept;
   // Sends GOAWAY (no new streams) and closes once the open streams are done.
   void drain() noexcept;
   void close_now() noexcept;
@@ -127,6 +137,9 @@ class Http2Session final : private net::TransportEvents {
   const config::ListenerConfig* listener() const noexcept { return listener_cfg_; }
   const Pool* pool() const noexcept { return listener_pool_; }
   std::string_view client_ip() const noexcept { return client_ip_; }
+  // The TLS connection's transport (null on h2c): "https" forwarding and the access log's TLS
+  // fields.
+  const tls::TlsTransport* tls() const noexcept { return tls_; }
   // Writes what nghttp2 has to send (safe to call from anywhere but inside mem_send).
   void flush() noexcept;
   bool output_pending() const noexcept { return out_q_.pending; }
@@ -140,6 +153,9 @@ class Http2Session final : private net::TransportEvents {
   explicit Http2Session(Worker& worker) : worker_(worker) {}
   ~Http2Session();
   bool init_session() noexcept;
+  // The connection is accepted (transport_ set, listener known, its slot taken): starts the
+  // nghttp2 session and reading; closes on failure.
+  void start() noexcept;
   void on_transport_alloc(uv_buf_t* buf) noexcept override;
   void on_transport_read(ssize_t nread) noexcept override;
   void on_transport_written(int status) noexcept override;
@@ -157,7 +173,10 @@ class Http2Session final : private net::TransportEvents {
   const config::ListenerConfig* listener_cfg_ = nullptr;
   const Pool* listener_pool_ = nullptr;
   std::shared_ptr<ListenerState> listener_state_;
-  net::TcpTransport tcp_;
+  net::TcpTransport tcp_;                  // h2c: the connection (unused on TLS)
+  net::Transport* transport_ = &tcp_;      // what the session reads and writes
+  tls::TlsTransport* tls_ = nullptr;       // TLS: the transport, owned by holder_
+  Http1Session* holder_ = nullptr;         // TLS: freed with this session
   uv_timer_t timer_{};
   nghttp2_session* ng_ = nullptr;
   char* buf_ = nullptr;

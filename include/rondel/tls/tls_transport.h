@@ -5,7 +5,8 @@
 // BIO, plaintext is decrypted into the codec's own read buffer, and the codec's writes are
 // encrypted into an output buffer written through the TCP transport with the same contract (one
 // write pending at a time; backpressure until the ciphertext is taken by the kernel). Reads reach
-// the codec only once the handshake is complete. A handshake has a timeout and takes one of the
+// the codec only once the handshake is complete, after on_transport_ready has told it the
+// negotiated ALPN protocol. A handshake has a timeout and takes one of the
 // worker's max_handshakes slots until it ends. Loop thread only.
 #pragma once
 
@@ -36,6 +37,9 @@ class TlsTransport final : public net::Transport, private net::TransportEvents {
   // Accepts the connection on `tcp` and starts the handshake. Non-zero (a libuv error, or
   // UV_EBUSY when the worker already runs max_handshakes, counted): the caller closes.
   int accept(uv_loop_t* loop, uv_stream_t* server) noexcept;
+  // Gives the connection to another codec (from inside its on_transport_ready, when the
+  // negotiated protocol needs a different codec): every later event goes to `events`.
+  void set_events(net::TransportEvents& events) noexcept { events_ = &events; }
 
   int start_reading() noexcept override;
   void stop_reading() noexcept override;
@@ -78,7 +82,7 @@ class TlsTransport final : public net::Transport, private net::TransportEvents {
 
   std::shared_ptr<const ServerContext> ctx_;
   net::TcpTransport& tcp_;
-  net::TransportEvents& events_;
+  net::TransportEvents* events_;
   SSL* ssl_ = nullptr;
   BIO* rbio_ = nullptr;         // ciphertext from the peer (memory BIO, owned by ssl_)
   uv_timer_t timer_{};          // handshake timeout, then deferred delivery after start_reading
