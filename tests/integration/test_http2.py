@@ -10,17 +10,23 @@ and h2 by ALPN on a TLS listener with `alpn: [h2, http/1.1]`.
 - A request body over h2 reaches the backend whole (the stream's flow control).
 - A slow stream (its backend answers late) does not stall the other streams of the connection.
 - The access log names the protocol and the stream id.
+- Headless Chromium loads a page with a script, a stylesheet and an image through the TLS
+  listener: every resource was fetched over h2 (access log `proto`) and the page rendered (the
+  script ran, the image and stylesheet loaded: the dumped DOM says so).
 """
 import os
 import re
 import shutil
 import subprocess
+import tempfile
 import threading
 import time
 import unittest
 import zlib
 
-from harness import (BackendGroup, Rondel, access_records, main, metric_sum, scrape, wait_until)
+from harness import (BackendGroup, Rondel, ScriptedBackend, access_records, main, metric_sum,
+                     scrape, wait_until)
+from test_tls_browser import find_chromium, spki_pin
 from tls_certs import Certs, tls_block
 
 KINDS = ["uri", "path", "header:X-Key", "cookie:sid", "query:user", "src"]
@@ -246,6 +252,68 @@ class Http2Streams(unittest.TestCase):
             if r:
                 r.stop()
             group.stop()
+
+
+PAGE = {
+    "/": ("text/html", b"""<!doctype html><html><head><link rel="stylesheet" href="/style.css">
+<script src="/app.js"></script></head><body><p id="s">page</p>
+<img src="/pixel.svg" onload="document.getElementById('s').textContent += ' img-ok'">
+<script>window.addEventListener('load', () => {
+  const c = getComputedStyle(document.body).color;
+  document.getElementById('s').textContent += c === 'rgb(1, 2, 3)' ? ' css-ok' : ' css-no';
+});</script></body></html>"""),
+    "/app.js": ("application/javascript",
+                b"document.addEventListener('DOMContentLoaded', () => {"
+                b"document.getElementById('s').textContent += ' js-ok'; });"),
+    "/style.css": ("text/css", b"body { color: rgb(1, 2, 3); }"),
+    "/pixel.svg": ("image/svg+xml", b'<svg xmlns="http://www.w3.org/2000/svg" width="1" '
+                   b'height="1"><rect width="1" height="1"/></svg>'),
+}
+
+
+def page_handler(method, target, head, body):
+    ctype, data = PAGE.get(target.split("?")[0], ("text/plain", b"no"))
+    status = "200 OK" if target.split("?")[0] in PAGE else "404 Not Found"
+    return (f"HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\ncontent-length: {len(data)}\r\n"
+            f"\r\n").encode() + data, False
+
+
+class Http2Browser(unittest.TestCase):
+    def test_chromium_loads_a_page_over_h2(self):
+        chromium = find_chromium()
+        if chromium is None:
+            self.skipTest("chromium not installed (Debian package chromium)")
+        backend = ScriptedBackend(page_handler)
+        self.addCleanup(backend.stop)
+        d = tempfile.mkdtemp(prefix="rondel-it-h2-")
+        log = os.path.join(d, "access.log")
+        members = [type("M", (), {"address": backend.address, "name": "b0"})()]
+        r = Rondel(config_text(members, "uri", access_log=log, listener_extra=tls_listener()))
+        self.addCleanup(r.stop)
+        port = r.ports["tls"]
+        profile = tempfile.mkdtemp(prefix="rondel-chromium-")
+        try:
+            p = subprocess.run(
+                [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--disable-quic", f"--user-data-dir={profile}",
+                 "--host-resolver-rules=MAP site.test 127.0.0.1",
+                 f"--ignore-certificate-errors-spki-list={spki_pin(test_cert()[0])}",
+                 "--virtual-time-budget=3000", "--dump-dom", f"https://site.test:{port}/"],
+                capture_output=True, timeout=120)
+        finally:
+            shutil.rmtree(profile, ignore_errors=True)
+        dom = p.stdout.decode(errors="replace")
+        for mark in ("js-ok", "img-ok", "css-ok"):
+            self.assertIn(mark, dom, p.stderr.decode(errors="replace")[-2000:])
+        recs = access_records(log, min_count=4)
+        fetched = {x["target"]: x for x in recs}
+        for path in PAGE:
+            self.assertIn(path, fetched)
+            self.assertEqual(fetched[path]["proto"], "h2", fetched[path])
+            self.assertEqual(fetched[path]["status"], "200")
+        self.assertTrue(all(x["proto"] == "h2" for x in recs), recs)
+        self.assertEqual(len({x["tls_version"] for x in recs}), 1)
 
 
 if __name__ == "__main__":
