@@ -51,7 +51,11 @@ struct Http2Callbacks {
     if (st == nullptr) return 0;
     std::string_view n(reinterpret_cast<const char*>(name), namelen);
     std::string_view v(reinterpret_cast<const char*>(value), valuelen);
-    if (!st->add_header(n, v, s->listener_cfg_->h2_max_header_list_size)) {
+    const uint64_t limit = s->listener_cfg_->h2_max_header_list_size;
+    // Trailers (a HEADERS frame after the head) are dropped, their size counted in the limit.
+    bool ok = f->headers.cat == NGHTTP2_HCAT_REQUEST ? st->add_header(n, v, limit)
+                                                     : st->add_trailer(n, v, limit);
+    if (!ok) {
       count(s->worker_.stats().h2_floods[kH2FloodHeaderList]);
       // Refuse the stream (RST_STREAM); the connection goes on.
       return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
@@ -78,7 +82,8 @@ struct Http2Callbacks {
         return 0;
       }
       st->start();
-    } else if (f->hd.type == NGHTTP2_DATA && end) {
+    } else if ((f->hd.type == NGHTTP2_DATA || f->hd.type == NGHTTP2_HEADERS) && end) {
+      // The last DATA frame, or a trailer section: the request body ends.
       st->on_end_stream();
     }
     return 0;

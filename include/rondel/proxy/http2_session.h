@@ -49,6 +49,13 @@ class Http2Stream final : private BodySource, private ResponseSink, private Exch
 
   // Header collection (nghttp2 callbacks). False: the header list is over its limit.
   bool add_header(std::string_view name, std::string_view value, uint64_t limit);
+  // A trailer field (HEADERS after the head): not forwarded (the backend request's body is
+  // framed by rondel, without a trailer section), but counted with the head against `limit`.
+  // False: over it.
+  bool add_trailer(std::string_view name, std::string_view value, uint64_t limit) noexcept {
+    header_bytes_ += name.size() + value.size() + 32;
+    return header_bytes_ <= limit;
+  }
   // The head is whole (END_HEADERS): builds the RequestHead; false if it is not a valid request.
   bool finish_head(bool end_stream);
   void start() noexcept;
