@@ -129,6 +129,7 @@ void Worker::publish(std::shared_ptr<const Snapshot> snap) {
   if (snap && scratch_.size() < snap->max_scratch_words()) scratch_.resize(snap->max_scratch_words());
   std::shared_ptr<const Snapshot> old = std::move(snapshot_);
   snapshot_ = std::move(snap);
+  drain_removed_h2();
   if (old) {
     // Idle connections are this loop's handles: close them here, not in ~BackendState (which
     // may run on another thread once the last snapshot naming the backend is released).
@@ -138,6 +139,18 @@ void Worker::publish(std::shared_ptr<const Snapshot> snap) {
         if (!snapshot_ || b.retired.load(std::memory_order_relaxed)) b.close_idle(id_);
       }
     }
+  }
+}
+
+void Worker::drain_removed_h2() noexcept {
+  if (!snapshot_) return;  // stopping: close_all follows
+  // HTTP/2 connections of a listener the new configuration no longer has get GOAWAY NO_ERROR
+  // (their open streams finish, on the snapshot they started with); HTTP/1 connections answer
+  // their next request 503 instead (Http1Session::on_request_head).
+  for (Http2Session* h = h2_head_; h != nullptr;) {
+    Http2Session* next = h->next_;
+    if (snapshot_->route(h->listener_name()).config == nullptr) h->drain();
+    h = next;
   }
 }
 

@@ -17,6 +17,9 @@ and the defence that fired is counted in rondel_h2_defences_total or the GOAWAY/
   HTTP/1.1 with the body framed by rondel), their size counted in the header list limit.
 - zero window: a client that opens no window for a large response is closed after body_timeout.
 - SIGTERM (draining): an idle h2 connection gets GOAWAY NO_ERROR, then the close.
+- A reload that removes an h2c listener: its idle connection gets GOAWAY NO_ERROR and is closed;
+  a stream in flight on another of its connections finishes (200, whole body) after the GOAWAY;
+  a connection of the listener the reload kept gets no GOAWAY.
 """
 import re
 from signal import SIGTERM
@@ -312,6 +315,60 @@ log:
             frames = read_until_closed(s)
             s.close()
             self.assertEqual(goaway_code(frames), 0)  # GOAWAY NO_ERROR, then the close
+        finally:
+            r.stop()
+            group.stop()
+
+    def test_reload_removing_the_listener_sends_goaway(self):
+        group = BackendGroup(["b0"])
+
+        def text(with_gone):
+            extra = ("  - name: gone\n    bind: 127.0.0.1:0\n    pool: p\n"
+                     "    http2: prior_knowledge\n") if with_gone else ""
+            return f"""listeners:
+  - name: kept
+    bind: 127.0.0.1:0
+    pool: p
+    http2: prior_knowledge
+{extra}pools:
+  - name: p
+    backends:
+      - {{ address: {group.members[0].address} }}
+admin:
+  bind: 127.0.0.1:0
+log:
+  level: info
+"""
+        r = Rondel(text(True))
+        try:
+            def up(port):
+                s = connect(port)
+                s.sendall(frame(SETTINGS, 1, 0))
+                s.settimeout(5)
+                s.recv(65536)  # rondel's SETTINGS: the session is up
+                return s
+            idle, kept = up(r.ports["gone"]), up(r.ports["kept"])
+            busy = up(r.ports["gone"])
+            busy.sendall(frame(HEADERS, END_HEADERS | END_STREAM, 1,
+                               request_block("/slow?delay=1500&size=5000")))
+            self.assertTrue(wait_until(lambda: r.requests_in_flight() == 1, timeout=5))
+            r.reload(text(False))
+            frames = read_until_closed(idle)
+            self.assertEqual(goaway_code(frames), 0)  # GOAWAY NO_ERROR, then the close
+            frames = read_until_closed(busy)
+            self.assertEqual(goaway_code(frames), 0)
+            data = sum(len(p) for t, _, sid, p in frames if t == DATA and sid == 1)
+            self.assertEqual(data, 5000)  # the stream in flight finished after the GOAWAY
+            self.assertTrue(any(t == DATA and sid == 1 and fl & END_STREAM
+                                for t, fl, sid, _ in frames))
+            kept.settimeout(0.5)
+            try:
+                late = kept.recv(65536)
+            except socket.timeout:
+                late = b""
+            self.assertNotIn(bytes([GOAWAY]), late[3:4])  # no GOAWAY on the kept listener
+            for s in (idle, busy, kept):
+                s.close()
         finally:
             r.stop()
             group.stop()

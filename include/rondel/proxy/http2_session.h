@@ -143,6 +143,10 @@ class Http2Session final : private net::TransportEvents {
   nghttp2_session* ng() noexcept { return ng_; }
   const config::ListenerConfig* listener() const noexcept { return listener_cfg_; }
   const Pool* pool() const noexcept { return listener_pool_; }
+  // The listener's name ("" for a connection refused at accept).
+  std::string_view listener_name() const noexcept {
+    return listener_state_ ? std::string_view(listener_state_->name) : std::string_view();
+  }
   std::string_view client_ip() const noexcept { return client_ip_; }
   // The TLS connection's transport (null on h2c): "https" forwarding and the access log's TLS
   // fields.

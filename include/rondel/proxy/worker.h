@@ -112,7 +112,8 @@ class Worker {
   // The snapshot this worker serves. Loop thread only (other threads: ask the daemon).
   const std::shared_ptr<const Snapshot>& snapshot() const noexcept { return snapshot_; }
   // Switches to `snap` (null at shutdown). Closes this worker's idle connections to backends
-  // that are retired or gone with the old snapshot. Loop thread only.
+  // that are retired or gone with the old snapshot, and sends GOAWAY on the HTTP/2 connections
+  // of listeners `snap` no longer has. Loop thread only.
   void publish(std::shared_ptr<const Snapshot> snap);
 
   Logger& log() noexcept { return log_; }
@@ -171,6 +172,7 @@ class Worker {
   void* on_exchange_ctx = nullptr;
 
  private:
+  void drain_removed_h2() noexcept;
   uv_loop_t* loop_;
   Logger& log_;
   LogSink& access_log_;
