@@ -177,28 +177,51 @@ void Http2Session::accept(Worker& worker, uv_stream_t* server, const std::string
   s->start();
 }
 
-bool Http2Session::adopt(Worker& worker, Http1Session& holder, tls::TlsTransport& tls,
-                         std::shared_ptr<const Snapshot>& snap, ListenerRoute route) noexcept {
+Http2Session* Http2Session::over(Worker& worker, net::Transport& t,
+                                 std::shared_ptr<const Snapshot> snap,
+                                 ListenerRoute route) noexcept {
   auto* s = new (std::nothrow) Http2Session(worker);
-  if (s == nullptr) return false;
-  // The holder's connection counts (open, total, max_connections slot) carry over.
+  if (s == nullptr) return nullptr;
   s->snap_ = std::move(snap);
   s->listener_cfg_ = route.config;
   s->listener_pool_ = route.pool;
   s->listener_state_ = std::move(route.state);
-  s->transport_ = &tls;
-  s->tls_ = &tls;
-  s->holder_ = &holder;
-  tls.set_events(*s);
+  s->transport_ = &t;
   worker.add_h2_session(s);
   count(worker.stats().h2_connections);
   uv_timer_init(worker.loop(), &s->timer_);
   s->timer_.data = s;
   s->open_handles_ = 2;
-  if (s->listener_cfg_ == nullptr) s->close_now();
-  else s->start();
-  if (worker.draining()) s->drain();
+  return s;
+}
+
+void Http2Session::begin() noexcept {
+  if (listener_cfg_ == nullptr) close_now();
+  else start();
+  if (worker_.draining()) drain();
+}
+
+bool Http2Session::adopt(Worker& worker, Http1Session& holder, tls::TlsTransport& tls,
+                         std::shared_ptr<const Snapshot>& snap, ListenerRoute route) noexcept {
+  // The holder's connection counts (open, total, max_connections slot) carry over.
+  Http2Session* s = over(worker, tls, std::move(snap), std::move(route));
+  if (s == nullptr) return false;
+  s->tls_ = &tls;
+  s->holder_ = &holder;
+  tls.set_events(*s);
+  s->begin();
   return true;
+}
+
+net::TransportEvents* Http2Session::attach(Worker& worker, net::Transport& t,
+                                           ListenerRoute route) noexcept {
+  if (route.state) route.state->open.fetch_add(1, std::memory_order_relaxed);
+  Http2Session* s = over(worker, t, nullptr, std::move(route));
+  if (s == nullptr) return nullptr;
+  worker.stats().client_connections_open.fetch_add(1, std::memory_order_relaxed);
+  worker.stats().client_connections_total.fetch_add(1, std::memory_order_relaxed);
+  s->begin();
+  return s;
 }
 
 void Http2Session::start() noexcept {

@@ -59,6 +59,11 @@ class Http2Stream final : private BodySource, private ResponseSink, private Exch
   // The head is whole (END_HEADERS): builds the RequestHead; false if it is not a valid request.
   bool finish_head(bool end_stream);
   void start() noexcept;
+  // A session over `t` (not started; null: out of memory), in the worker's list.
+  static Http2Session* over(Worker& worker, net::Transport& t,
+                            std::shared_ptr<const Snapshot> snap, ListenerRoute route) noexcept;
+  // Starts a session made by over() (closes it if it has no listener; GOAWAY if draining).
+  void begin() noexcept;
   void on_data(const uint8_t* data, size_t len) noexcept;
   void on_end_stream() noexcept;
   // The stream closed (reset or done): an exchange still running ends as a client abort,
@@ -135,6 +140,12 @@ class Http2Session final : private net::TransportEvents {
   // holder keeps the connection (and closes it).
   static bool adopt(Worker& worker, Http1Session& holder, tls::TlsTransport& tls,
                     std::shared_ptr<const Snapshot>& snap, ListenerRoute route) noexcept;
+  // Runs a session over `t`, any transport (the fuzz target's scripted one), for `route`
+  // (`route.config` must outlive the session; a null pool answers every stream 503). The caller
+  // directs t's events to the returned interface (null: out of memory) and reports close() with
+  // on_transport_closed; the session counts as an open client connection until then.
+  static net::TransportEvents* attach(Worker& worker, net::Transport& t,
+                                      ListenerRoute route) noexcept;
   // Sends GOAWAY (no new streams) and closes once the open streams are done.
   void drain() noexcept;
   void close_now() noexcept;
@@ -167,6 +178,11 @@ class Http2Session final : private net::TransportEvents {
   // The connection is accepted (transport_ set, listener known, its slot taken): starts the
   // nghttp2 session and reading; closes on failure.
   void start() noexcept;
+  // A session over `t` (not started; null: out of memory), in the worker's list.
+  static Http2Session* over(Worker& worker, net::Transport& t,
+                            std::shared_ptr<const Snapshot> snap, ListenerRoute route) noexcept;
+  // Starts a session made by over() (closes it if it has no listener; GOAWAY if draining).
+  void begin() noexcept;
   void on_transport_alloc(uv_buf_t* buf) noexcept override;
   void on_transport_read(ssize_t nread) noexcept override;
   void on_transport_written(int status) noexcept override;
