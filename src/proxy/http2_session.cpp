@@ -35,7 +35,7 @@ struct Http2Callbacks {
   static int on_begin_headers(nghttp2_session* ng, const nghttp2_frame* f, void* ud) noexcept {
     auto* s = static_cast<Http2Session*>(ud);
     if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
-    auto* st = new (std::nothrow) Http2Stream(*s, f->hd.stream_id);
+    Http2Stream* st = s->worker_.take_h2_stream(*s, f->hd.stream_id);
     if (st == nullptr) return NGHTTP2_ERR_CALLBACK_FAILURE;
     s->streams_.push_back(st);
     nghttp2_session_set_stream_user_data(ng, f->hd.stream_id, st);
@@ -296,7 +296,7 @@ void Http2Session::close_now() noexcept {
   for (Http2Stream* st : streams) {
     if (ng_ != nullptr) nghttp2_session_set_stream_user_data(ng_, st->id(), nullptr);
     if (st->exchange_running()) st->abort_exchange();
-    delete st;
+    worker_.give_h2_stream(st);
   }
   worker_.stats().client_connections_open.fetch_sub(1, std::memory_order_relaxed);
   count(worker_.stats().h2_connections_closed);
@@ -328,7 +328,7 @@ void Http2Session::stream_gone(Http2Stream* st) noexcept {
     *it = streams_.back();
     streams_.pop_back();
   }
-  delete st;
+  worker_.give_h2_stream(st);
 }
 
 void Http2Session::drain() noexcept {

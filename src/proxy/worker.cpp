@@ -62,6 +62,7 @@ Worker::Worker(uv_loop_t* loop, Logger& log, LogSink& access_log, WorkerStats& s
 Worker::~Worker() {
   for (Exchange* ex : free_exchanges_) delete ex;
   for (Http1Buffers* cb : free_http1_) delete cb;
+  for (Http2Stream* st : free_h2_streams_) delete st;
 }
 
 namespace {
@@ -123,6 +124,19 @@ void Worker::give_http1(Http1Buffers* cb) noexcept {
   cb->to_client.clear();
   if (cb->resp_head_out.capacity() > kMaxPooledStringCapacity) std::string().swap(cb->resp_head_out);
   keep_or_delete(free_http1_, cb);
+}
+
+Http2Stream* Worker::take_h2_stream(Http2Session& s, int32_t id) noexcept {
+  if (free_h2_streams_.empty()) return new (std::nothrow) Http2Stream(s, id);
+  Http2Stream* st = free_h2_streams_.back();
+  free_h2_streams_.pop_back();
+  st->reuse(s, id);
+  return st;
+}
+
+void Worker::give_h2_stream(Http2Stream* st) noexcept {
+  st->reuse(st->session(), 0);  // gives its exchange back now, trims its buffers
+  keep_or_delete(free_h2_streams_, st);
 }
 
 void Worker::publish(std::shared_ptr<const Snapshot> snap) {

@@ -40,12 +40,17 @@ enum class ClientProtocol : uint8_t { kHttp1, kHttp2 };
 // "http/1.1") or empty on cleartext, where the listener's `http2` setting decides.
 ClientProtocol choose_client_protocol(const config::ListenerConfig* l, std::string_view alpn);
 
-// One request stream: its head, body source, response sink and Exchange.
+// One request stream: its head, body source, response sink and Exchange. Pooled per worker
+// (Worker::take_h2_stream), buffers and all.
 class Http2Stream final : private BodySource, private ResponseSink, private ExchangeOwner {
  public:
-  Http2Stream(Http2Session& s, int32_t id) : s_(s), id_(id) {}
+  Http2Stream(Http2Session& s, int32_t id) : s_(&s), id_(id) {}
   ~Http2Stream();
+  // Makes a pooled stream (Worker::take_h2_stream) stream `id` of `s`: gives back an exchange
+  // still held, empties every buffer and keeps their memory (up to the pooled bounds).
+  void reuse(Http2Session& s, int32_t id) noexcept;
   int32_t id() const noexcept { return id_; }
+  Http2Session& session() const noexcept { return *s_; }
 
   // Header collection (nghttp2 callbacks). False: the header list is over its limit.
   bool add_header(std::string_view name, std::string_view value, uint64_t limit);
@@ -101,10 +106,11 @@ class Http2Stream final : private BodySource, private ResponseSink, private Exch
   bool sink_flush() noexcept override;
   bool sink_busy() const noexcept override;
   void on_exchange_done(Exchange& ex, Outcome outcome) noexcept override;
-  void submit(uint16_t status, const std::vector<nghttp2_nv>& extra, bool with_body) noexcept;
+  // Submits the response head in nv_ (nv_[0] is set to :status here).
+  void submit(uint16_t status, bool with_body) noexcept;
   void log_access(Outcome outcome, const ExchangeState& st) noexcept;
 
-  Http2Session& s_;
+  Http2Session* s_;
   int32_t id_;
   std::string hbuf_;                            // header names and values, back to back
   std::vector<uint32_t> hoff_;                  // per field: name offset, name len, value len
@@ -117,6 +123,9 @@ class Http2Stream final : private BodySource, private ResponseSink, private Exch
   size_t body_unacked_ = 0;  // consumed bytes not yet given back to the stream window
   std::string resp_;      // response body bytes queued, [resp_off_, end) not yet sent
   size_t resp_off_ = 0;
+  std::string names_;              // the response head's lowercased field names
+  std::vector<nghttp2_nv> nv_;     // the response head as submitted
+  char code_[4] = {0};             // its :status
   uint64_t start_ns_ = 0, bytes_in_ = 0, bytes_out_ = 0;
   bool req_end_ = false;
   bool body_wanted_ = false;

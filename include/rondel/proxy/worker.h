@@ -29,6 +29,7 @@ class Http2Session;
 class BackendConn;
 class Exchange;
 struct Http1Buffers;
+class Http2Stream;
 
 // Why a request was refused or failed before a full response; indexes Stats::rejected.
 enum class Reject : uint8_t {
@@ -134,6 +135,9 @@ class Worker {
   void give_exchange(Exchange* ex) noexcept;
   Http1Buffers* take_http1(const http::Limits& limits) noexcept;
   void give_http1(Http1Buffers* cb) noexcept;
+  // An HTTP/2 stream object (its header, body and response buffers), made stream `id` of `s`.
+  Http2Stream* take_h2_stream(Http2Session& s, int32_t id) noexcept;
+  void give_h2_stream(Http2Stream* st) noexcept;
   // A scratch string for formatting one log line (reused; loop thread only).
   std::string& log_line() noexcept { return log_line_; }
   std::span<uint64_t> scratch(size_t words);  // grows once per snapshot, then reused
@@ -182,6 +186,7 @@ class Worker {
   net::TimeoutQueue timeouts_;
   std::vector<Exchange*> free_exchanges_;
   std::vector<Http1Buffers*> free_http1_;
+  std::vector<Http2Stream*> free_h2_streams_;
   std::string log_line_;
   std::shared_ptr<const Snapshot> snapshot_;
   std::vector<uint64_t> scratch_;

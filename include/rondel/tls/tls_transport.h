@@ -98,7 +98,6 @@ class TlsTransport final : public net::Transport, private net::TransportEvents {
   bool shutdown_after_flush_ = false;
   bool closing_ = false;
   bool timer_open_ = false;
-  net::OutQueue* codec_q_ = nullptr;
 };
 
 }  // namespace rondel::tls
