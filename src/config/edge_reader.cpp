@@ -30,7 +30,7 @@ void read_alpn(NodeReader& r, const Field& f, std::vector<std::string>& out) {
   }
   if (std::find(list.begin(), list.end(), "http/1.1") == list.end()) {
     r.error(NodeReader::value_position(f),
-             "'alpn' must include http/1.1 (h2 is not served yet)");
+             "'alpn' must include http/1.1");
     return;
   }
   out = std::move(list);

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "rondel/http/writer.h"
+#include "rondel/proxy/http2_session.h"
 
 namespace rondel::proxy {
 
@@ -112,6 +113,21 @@ void Http1Session::accept(Worker& worker, uv_stream_t* server, const std::string
   s->set_client_reading(true);
   if (pp.enabled) s->set_timeout(route.config->header_timeout_ms);
   else s->arm_client_timer();
+}
+
+void Http1Session::on_transport_ready(std::string_view alpn) noexcept {
+  if (closing() || choose_client_protocol(listener_cfg_, alpn) != ClientProtocol::kHttp2) return;
+  // No request byte was read yet (reads reach the codec after this): nothing to hand over but
+  // the connection, its snapshot and its max_connections slot.
+  if (!Http2Session::adopt(worker_, *this, *tls_, snap_,
+                           {listener_cfg_, listener_pool_, listener_state_, nullptr})) {
+    close_now();  // out of memory: adopt took nothing
+    return;
+  }
+  listener_state_.reset();  // the Http2Session's now
+  worker_.remove_session(this);
+  worker_.timeouts().clear(*this);
+  reading_ = false;
 }
 
 void Http1Session::close_now() noexcept {

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <new>
 
+#include "rondel/proxy/http1_session.h"
+
 namespace rondel::proxy {
 
 namespace {
@@ -33,7 +35,7 @@ struct Http2Callbacks {
   static int on_begin_headers(nghttp2_session* ng, const nghttp2_frame* f, void* ud) noexcept {
     auto* s = static_cast<Http2Session*>(ud);
     if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
-    auto* st = new (std::nothrow) Http2Stream(*s, f->hd.stream_id);
+    Http2Stream* st = s->worker_.take_h2_stream(*s, f->hd.stream_id);
     if (st == nullptr) return NGHTTP2_ERR_CALLBACK_FAILURE;
     s->streams_.push_back(st);
     nghttp2_session_set_stream_user_data(ng, f->hd.stream_id, st);
@@ -49,7 +51,11 @@ struct Http2Callbacks {
     if (st == nullptr) return 0;
     std::string_view n(reinterpret_cast<const char*>(name), namelen);
     std::string_view v(reinterpret_cast<const char*>(value), valuelen);
-    if (!st->add_header(n, v, s->listener_cfg_->h2_max_header_list_size)) {
+    const uint64_t limit = s->listener_cfg_->h2_max_header_list_size;
+    // Trailers (a HEADERS frame after the head) are dropped, their size counted in the limit.
+    bool ok = f->headers.cat == NGHTTP2_HCAT_REQUEST ? st->add_header(n, v, limit)
+                                                     : st->add_trailer(n, v, limit);
+    if (!ok) {
       count(s->worker_.stats().h2_floods[kH2FloodHeaderList]);
       // Refuse the stream (RST_STREAM); the connection goes on.
       return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
@@ -76,7 +82,8 @@ struct Http2Callbacks {
         return 0;
       }
       st->start();
-    } else if (f->hd.type == NGHTTP2_DATA && end) {
+    } else if ((f->hd.type == NGHTTP2_DATA || f->hd.type == NGHTTP2_HEADERS) && end) {
+      // The last DATA frame, or a trailer section: the request body ends.
       st->on_end_stream();
     }
     return 0;
@@ -155,8 +162,6 @@ void Http2Session::accept(Worker& worker, uv_stream_t* server, const std::string
     return;
   }
   s->open_handles_ = 2;
-  char ip[64];
-  s->client_ip_.assign(ip, s->tcp_.peer().format(ip, sizeof ip));
   if (route.config == nullptr || worker.draining()) {
     s->close_now();
     return;
@@ -169,13 +174,66 @@ void Http2Session::accept(Worker& worker, uv_stream_t* server, const std::string
     s->close_now();
     return;
   }
-  if (!s->init_session()) {
-    s->close_now();
+  s->start();
+}
+
+Http2Session* Http2Session::over(Worker& worker, net::Transport& t,
+                                 std::shared_ptr<const Snapshot> snap,
+                                 ListenerRoute route) noexcept {
+  auto* s = new (std::nothrow) Http2Session(worker);
+  if (s == nullptr) return nullptr;
+  s->snap_ = std::move(snap);
+  s->listener_cfg_ = route.config;
+  s->listener_pool_ = route.pool;
+  s->listener_state_ = std::move(route.state);
+  s->transport_ = &t;
+  worker.add_h2_session(s);
+  count(worker.stats().h2_connections);
+  uv_timer_init(worker.loop(), &s->timer_);
+  s->timer_.data = s;
+  s->open_handles_ = 2;
+  return s;
+}
+
+void Http2Session::begin() noexcept {
+  if (listener_cfg_ == nullptr) close_now();
+  else start();
+  if (worker_.draining()) drain();
+}
+
+bool Http2Session::adopt(Worker& worker, Http1Session& holder, tls::TlsTransport& tls,
+                         std::shared_ptr<const Snapshot>& snap, ListenerRoute route) noexcept {
+  // The holder's connection counts (open, total, max_connections slot) carry over.
+  Http2Session* s = over(worker, tls, std::move(snap), std::move(route));
+  if (s == nullptr) return false;
+  s->tls_ = &tls;
+  s->holder_ = &holder;
+  tls.set_events(*s);
+  s->begin();
+  return true;
+}
+
+net::TransportEvents* Http2Session::attach(Worker& worker, net::Transport& t,
+                                           ListenerRoute route) noexcept {
+  if (route.state) route.state->open.fetch_add(1, std::memory_order_relaxed);
+  Http2Session* s = over(worker, t, nullptr, std::move(route));
+  if (s == nullptr) return nullptr;
+  worker.stats().client_connections_open.fetch_add(1, std::memory_order_relaxed);
+  worker.stats().client_connections_total.fetch_add(1, std::memory_order_relaxed);
+  s->begin();
+  return s;
+}
+
+void Http2Session::start() noexcept {
+  char ip[64];
+  client_ip_.assign(ip, transport_->peer().format(ip, sizeof ip));
+  if (!init_session()) {
+    close_now();
     return;
   }
-  s->tcp_.start_reading();
-  s->arm_timer();
-  s->flush();
+  transport_->start_reading();
+  arm_timer();
+  flush();
 }
 
 bool Http2Session::init_session() noexcept {
@@ -238,7 +296,7 @@ void Http2Session::close_now() noexcept {
   for (Http2Stream* st : streams) {
     if (ng_ != nullptr) nghttp2_session_set_stream_user_data(ng_, st->id(), nullptr);
     if (st->exchange_running()) st->abort_exchange();
-    delete st;
+    worker_.give_h2_stream(st);
   }
   worker_.stats().client_connections_open.fetch_sub(1, std::memory_order_relaxed);
   count(worker_.stats().h2_connections_closed);
@@ -248,7 +306,7 @@ void Http2Session::close_now() noexcept {
   }
   worker_.remove_h2_session(this);
   uv_close(reinterpret_cast<uv_handle_t*>(&timer_), &Http2Session::on_timer_closed);
-  if (open_handles_ == 2) tcp_.close();
+  if (open_handles_ == 2) transport_->close();
 }
 
 void Http2Session::on_timer_closed(uv_handle_t* h) noexcept {
@@ -260,6 +318,7 @@ void Http2Session::on_transport_closed() noexcept { handle_closed(); }
 void Http2Session::handle_closed() noexcept {
   if (--open_handles_ > 0) return;
   if (buf_ != nullptr) worker_.buffers().put(buf_);
+  if (holder_ != nullptr) Http1Session::free_holder(holder_);
   delete this;
 }
 
@@ -269,7 +328,7 @@ void Http2Session::stream_gone(Http2Stream* st) noexcept {
     *it = streams_.back();
     streams_.pop_back();
   }
-  delete st;
+  worker_.give_h2_stream(st);
 }
 
 void Http2Session::drain() noexcept {
@@ -363,7 +422,7 @@ void Http2Session::flush() noexcept {
     if (!out_.empty()) {
       out_q_.clear();
       out_q_.push(out_.data(), out_.size());
-      int r = tcp_.write(out_q_);
+      int r = transport_->write(out_q_);
       if (r < 0) {
         flushing_ = false;
         close_now();

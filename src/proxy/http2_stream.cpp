@@ -37,7 +37,43 @@ nghttp2_nv make_nv(std::string_view n, std::string_view v) {
 }  // namespace
 
 Http2Stream::~Http2Stream() {
-  if (ex_ != nullptr) s_.worker().give_exchange(ex_);
+  if (ex_ != nullptr) s_->worker().give_exchange(ex_);
+}
+
+namespace {
+
+// Empties `s`, keeping its memory unless it grew past what a pooled object keeps.
+void trim(std::string& s) noexcept {
+  s.clear();
+  if (s.capacity() > Worker::kMaxPooledStringCapacity) std::string().swap(s);
+}
+
+template <typename T>
+void trim(std::vector<T>& v, size_t keep) noexcept {
+  v.clear();
+  if (v.capacity() > keep) std::vector<T>().swap(v);
+}
+
+}  // namespace
+
+void Http2Stream::reuse(Http2Session& s, int32_t id) noexcept {
+  if (ex_ != nullptr) s_->worker().give_exchange(ex_);
+  ex_ = nullptr;
+  s_ = &s;
+  id_ = id;
+  trim(hbuf_);
+  trim(body_);
+  trim(resp_);
+  trim(names_);
+  trim(hoff_, 3 * 64);
+  trim(headers_, 64);
+  trim(nv_, 64);
+  head_ = http::RequestHead{};
+  header_bytes_ = 0;
+  body_off_ = body_unacked_ = resp_off_ = 0;
+  start_ns_ = bytes_in_ = bytes_out_ = 0;
+  req_end_ = body_wanted_ = resp_submitted_ = resp_end_ = deferred_ = closed_ = gone_ = false;
+  stalled_ = false;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -110,19 +146,20 @@ bool Http2Stream::finish_head(bool end_stream) {
 }
 
 void Http2Stream::start() noexcept {
-  Worker& w = s_.worker();
+  Worker& w = s_->worker();
   start_ns_ = uv_hrtime();
   w.stats().requests.fetch_add(1, std::memory_order_relaxed);
-  if (s_.pool() == nullptr || (ex_ = w.take_exchange()) == nullptr) {
+  if (s_->pool() == nullptr || (ex_ = w.take_exchange()) == nullptr) {
     sink_local(503);
     return;
   }
   ExchangeRequest rq;
   rq.head = &head_;
-  rq.forward.client_ip = s_.client_ip();
-  rq.forward.forwarded = s_.listener()->forwarded_headers;
-  rq.pool = s_.pool();
-  rq.listener = s_.listener()->name;
+  rq.forward.client_ip = s_->client_ip();
+  rq.forward.forwarded = s_->listener()->forwarded_headers;
+  if (s_->tls() != nullptr) rq.forward.proto = "https";
+  rq.pool = s_->pool();
+  rq.listener = s_->listener()->name;
   rq.body = head_.framing == http::Framing::kNone ? static_cast<BodySource*>(&EmptyBody::instance())
                                                   : this;
   rq.sink = this;
@@ -171,9 +208,9 @@ bool Http2Stream::want_more() noexcept {
   body_.erase(0, body_off_);
   body_off_ = 0;
   if (body_unacked_ > 0) {
-    nghttp2_session_consume_stream(s_.ng(), id_, body_unacked_);
+    nghttp2_session_consume_stream(s_->ng(), id_, body_unacked_);
     body_unacked_ = 0;
-    s_.flush();
+    s_->flush();
   }
   if (!body_.empty() || req_end_) return true;
   body_wanted_ = true;
@@ -183,36 +220,32 @@ bool Http2Stream::want_more() noexcept {
 // ---------------------------------------------------------------------------------------------
 // The response sink
 
-void Http2Stream::submit(uint16_t status, const std::vector<nghttp2_nv>& extra,
-                         bool with_body) noexcept {
-  char code[4];
-  std::snprintf(code, sizeof code, "%03u", static_cast<unsigned>(status % 1000));
-  std::vector<nghttp2_nv> nv;
-  nv.reserve(extra.size() + 1);
-  nv.push_back(make_nv(":status", std::string_view(code, 3)));
-  nv.insert(nv.end(), extra.begin(), extra.end());
+void Http2Stream::submit(uint16_t status, bool with_body) noexcept {
+  // nv_[0] is the :status slot; the caller put the other fields after it.
+  std::snprintf(code_, sizeof code_, "%03u", static_cast<unsigned>(status % 1000));
+  nv_[0] = make_nv(":status", std::string_view(code_, 3));
   nghttp2_data_provider dp = h2_data_provider();
-  nghttp2_submit_response(s_.ng(), id_, nv.data(), nv.size(), with_body ? &dp : nullptr);
+  nghttp2_submit_response(s_->ng(), id_, nv_.data(), nv_.size(), with_body ? &dp : nullptr);
   resp_submitted_ = true;
-  s_.flush();
+  s_->flush();
 }
 
 void Http2Stream::sink_head(const http::ResponseHead& rh) noexcept {
-  // Names go lowercase (RFC 9113 8.2.1); nghttp2 copies them when submitting.
-  std::string names;
+  // Names go lowercase (RFC 9113 8.2.1) into names_ (sized first: the views stay valid);
+  // nghttp2 copies them when submitting. Both buffers are the stream's own, reused.
   size_t total = 0;
   for (const auto& h : rh.headers) total += h.name.size();
-  names.reserve(total);
-  std::vector<nghttp2_nv> nv;
-  nv.reserve(rh.headers.size());
+  names_.clear();
+  names_.reserve(total);
+  nv_.resize(1);
   for (const auto& h : rh.headers) {
     if (h.hop_by_hop || connection_specific(h.name)) continue;
-    size_t at = names.size();
-    for (char c : h.name) names += static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
-    nv.push_back(make_nv(std::string_view(names.data() + at, h.name.size()), h.value));
+    size_t at = names_.size();
+    for (char c : h.name) names_ += static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
+    nv_.push_back(make_nv(std::string_view(names_.data() + at, h.name.size()), h.value));
   }
   bool body = !head_.is_head && rh.status != 204 && rh.status != 304;
-  submit(rh.status, nv, body);
+  submit(rh.status, body);
   if (!body) resp_end_ = true;
 }
 
@@ -225,9 +258,9 @@ bool Http2Stream::sink_body(std::string_view body) noexcept {
   resp_.append(body);
   if (deferred_) {
     deferred_ = false;
-    nghttp2_session_resume_data(s_.ng(), id_);
+    nghttp2_session_resume_data(s_->ng(), id_);
   }
-  s_.flush();
+  s_->flush();
   return !sink_busy();
 }
 
@@ -235,7 +268,7 @@ void Http2Stream::sink_end() noexcept {
   resp_end_ = true;
   if (deferred_) {
     deferred_ = false;
-    nghttp2_session_resume_data(s_.ng(), id_);
+    nghttp2_session_resume_data(s_->ng(), id_);
   }
 }
 
@@ -243,13 +276,14 @@ void Http2Stream::sink_local(uint16_t status) noexcept {
   std::string_view canned = http::canned_response(status);
   (void)canned;
   static constexpr std::string_view kZero = "0";
-  std::vector<nghttp2_nv> nv{make_nv("content-length", kZero)};
+  nv_.resize(1);
+  nv_.push_back(make_nv("content-length", kZero));
   resp_end_ = true;
-  submit(status, nv, false);
+  submit(status, false);
 }
 
 bool Http2Stream::sink_flush() noexcept {
-  s_.flush();
+  s_->flush();
   return !sink_busy();
 }
 
@@ -287,22 +321,22 @@ void Http2Stream::on_output_drained() noexcept {
 void Http2Stream::on_exchange_done(Exchange& ex, Outcome outcome) noexcept {
   const ExchangeState& st = ex.state();
   log_access(outcome, st);
-  Worker& w = s_.worker();
+  Worker& w = s_->worker();
   if (w.on_exchange != nullptr && st.pool != nullptr) {
     w.on_exchange(w.on_exchange_ctx, ex.record(bytes_in_, bytes_out_));
   }
   if (outcome != Outcome::kOk && st.response != ResponseState::kLocal && resp_submitted_ &&
       !closed_ && !gone_) {
     // Part of the response went out: resetting the stream is the only signal left.
-    nghttp2_submit_rst_stream(s_.ng(), NGHTTP2_FLAG_NONE, id_, NGHTTP2_INTERNAL_ERROR);
+    nghttp2_submit_rst_stream(s_->ng(), NGHTTP2_FLAG_NONE, id_, NGHTTP2_INTERNAL_ERROR);
   }
   w.give_exchange(ex_);
   ex_ = nullptr;
   if (closed_) {
-    s_.stream_gone(this);  // deletes this stream
+    s_->stream_gone(this);  // deletes this stream
     return;
   }
-  s_.flush();
+  s_->flush();
 }
 
 bool Http2Stream::on_close(uint32_t) noexcept {
@@ -318,10 +352,10 @@ bool Http2Stream::on_close(uint32_t) noexcept {
 }
 
 void Http2Stream::log_access(Outcome outcome, const ExchangeState& st) noexcept {
-  LogSink& sink = s_.worker().access_log();
+  LogSink& sink = s_->worker().access_log();
   if (!sink.enabled()) return;
   AccessRecord r;
-  r.client = s_.client_ip();
+  r.client = s_->client_ip();
   r.method = head_.method;
   r.target = head_.target;
   r.status = st.status;
@@ -335,9 +369,15 @@ void Http2Stream::log_access(Outcome outcome, const ExchangeState& st) noexcept 
   r.duration_us = (uv_hrtime() - start_ns_) / 1000;
   r.outcome = outcome_name(outcome);
   r.proto = "h2";
+  if (const tls::TlsTransport* t = s_->tls()) {
+    tls::TlsTransport::LogFields f = t->log_fields();
+    r.tls_version = f.version;
+    r.sni = f.sni;
+    r.tls_resumed = f.resumed;
+  }
   r.stream = static_cast<uint64_t>(id_);
-  r.worker = s_.worker().id();
-  std::string& l = s_.worker().log_line();
+  r.worker = s_->worker().id();
+  std::string& l = s_->worker().log_line();
   format_access(r, sink.format(), l);
   sink.write(l);
 }

@@ -62,6 +62,7 @@ Worker::Worker(uv_loop_t* loop, Logger& log, LogSink& access_log, WorkerStats& s
 Worker::~Worker() {
   for (Exchange* ex : free_exchanges_) delete ex;
   for (Http1Buffers* cb : free_http1_) delete cb;
+  for (Http2Stream* st : free_h2_streams_) delete st;
 }
 
 namespace {
@@ -125,10 +126,24 @@ void Worker::give_http1(Http1Buffers* cb) noexcept {
   keep_or_delete(free_http1_, cb);
 }
 
+Http2Stream* Worker::take_h2_stream(Http2Session& s, int32_t id) noexcept {
+  if (free_h2_streams_.empty()) return new (std::nothrow) Http2Stream(s, id);
+  Http2Stream* st = free_h2_streams_.back();
+  free_h2_streams_.pop_back();
+  st->reuse(s, id);
+  return st;
+}
+
+void Worker::give_h2_stream(Http2Stream* st) noexcept {
+  st->reuse(st->session(), 0);  // gives its exchange back now, trims its buffers
+  keep_or_delete(free_h2_streams_, st);
+}
+
 void Worker::publish(std::shared_ptr<const Snapshot> snap) {
   if (snap && scratch_.size() < snap->max_scratch_words()) scratch_.resize(snap->max_scratch_words());
   std::shared_ptr<const Snapshot> old = std::move(snapshot_);
   snapshot_ = std::move(snap);
+  drain_removed_h2();
   if (old) {
     // Idle connections are this loop's handles: close them here, not in ~BackendState (which
     // may run on another thread once the last snapshot naming the backend is released).
@@ -141,14 +156,28 @@ void Worker::publish(std::shared_ptr<const Snapshot> snap) {
   }
 }
 
+void Worker::drain_removed_h2() noexcept {
+  if (!snapshot_) return;  // stopping: close_all follows
+  // HTTP/2 connections of a listener the new configuration no longer has get GOAWAY NO_ERROR
+  // (their open streams finish, on the snapshot they started with); HTTP/1 connections answer
+  // their next request 503 instead (Http1Session::on_request_head).
+  for (Http2Session* h = h2_head_; h != nullptr;) {
+    Http2Session* next = h->next_;
+    if (snapshot_->route(h->listener_name()).config == nullptr) h->drain();
+    h = next;
+  }
+}
+
 std::span<uint64_t> Worker::scratch(size_t words) {
   if (scratch_.size() < words) scratch_.resize(words);
   return std::span<uint64_t>(scratch_.data(), words);
 }
 
 void Worker::accept(uv_stream_t* server, const std::string& listener_name) {
-  const config::ListenerConfig* l = snapshot_ ? snapshot_->route(listener_name).config : nullptr;
-  if (choose_client_protocol(l, {}) == ClientProtocol::kHttp2) {
+  ListenerRoute r = snapshot_ ? snapshot_->route(listener_name) : ListenerRoute{};
+  // On TLS the handshake's ALPN chooses the codec: Http1Session runs the handshake and hands an
+  // h2 connection to an Http2Session (Http1Session::on_transport_ready).
+  if (r.tls == nullptr && choose_client_protocol(r.config, {}) == ClientProtocol::kHttp2) {
     Http2Session::accept(*this, server, listener_name);
     return;
   }

@@ -250,7 +250,6 @@ core::Result<std::shared_ptr<const ServerContext>> ServerContext::build(
   impl.keys = std::move(keys);
   if (impl.keys) impl.keys->set_rotation(cfg.ticket_key_rotation_ms);
   for (const std::string& p : cfg.alpn) {
-    if (p != "http/1.1") continue;  // h2 is not served until HTTP/2 lands
     impl.alpn_wire += static_cast<char>(p.size());
     impl.alpn_wire += p;
   }

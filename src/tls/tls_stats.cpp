@@ -9,7 +9,7 @@ constexpr std::string_view kFailureNames[] = {"protocol",     "version", "cipher
                                               "eof",          "timeout", "limit"};
 static_assert(std::size(kFailureNames) == static_cast<size_t>(HandshakeFailure::kCount));
 constexpr std::string_view kVersionNames[] = {"TLSv1.2", "TLSv1.3"};
-constexpr std::string_view kAlpnNames[] = {"http/1.1", "none"};
+constexpr std::string_view kAlpnNames[] = {"http/1.1", "none", "h2"};
 }  // namespace
 
 std::string_view handshake_failure_name(HandshakeFailure f) noexcept {

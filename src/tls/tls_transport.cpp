@@ -186,7 +186,7 @@ void TlsTransport::settle_input() noexcept {
 
 TlsTransport::TlsTransport(std::shared_ptr<const ServerContext> ctx, net::TcpTransport& tcp,
                            net::TransportEvents& events) noexcept
-    : ctx_(std::move(ctx)), tcp_(tcp), events_(events) {}
+    : ctx_(std::move(ctx)), tcp_(tcp), events_(&events) {}
 
 TlsTransport::~TlsTransport() {
   end_handshake();
@@ -300,9 +300,11 @@ void TlsTransport::handshake_done() noexcept {
   const unsigned char* proto = nullptr;
   unsigned len = 0;
   SSL_get0_alpn_selected(ssl_, &proto, &len);
-  AlpnResult a = len > 0 ? AlpnResult::kHttp11 : AlpnResult::kNone;
+  std::string_view alpn(reinterpret_cast<const char*>(proto), len);
+  AlpnResult a = alpn == "h2" ? AlpnResult::kH2 : len > 0 ? AlpnResult::kHttp11 : AlpnResult::kNone;
   st.ok_by_alpn[static_cast<size_t>(a)].fetch_add(1, std::memory_order_relaxed);
   if (SSL_session_reused(ssl_) == 1) st.resumed.fetch_add(1, std::memory_order_relaxed);
+  events_->on_transport_ready(alpn);  // may hand the connection to another codec (set_events)
   if (!reading_) tcp_.stop_reading();
 }
 
@@ -312,7 +314,7 @@ void TlsTransport::handshake_failed(HandshakeFailure why) noexcept {
   flush_wire();  // the alert, if OpenSSL wrote one
   peer_eof_ = true;
   // The codec sees the connection end (it reads from accept on) and closes it.
-  if (reading_) events_.on_transport_read(why == HandshakeFailure::kTimeout ? UV_ETIMEDOUT
+  if (reading_) events_->on_transport_read(why == HandshakeFailure::kTimeout ? UV_ETIMEDOUT
                                                                             : UV_EPROTO);
 }
 
@@ -326,20 +328,20 @@ void TlsTransport::deliver() noexcept {
       flush_wire();  // a key update or alert answered while reading
       if (e == SSL_ERROR_WANT_READ && !peer_eof_) return;
       // close_notify, the TCP side ending, or a TLS error: the stream ends for the codec.
-      events_.on_transport_read(e == SSL_ERROR_ZERO_RETURN || e == SSL_ERROR_WANT_READ
+      events_->on_transport_read(e == SSL_ERROR_ZERO_RETURN || e == SSL_ERROR_WANT_READ
                                     ? UV_EOF
                                     : UV_EPROTO);
       return;
     }
     uv_buf_t b;
-    events_.on_transport_alloc(&b);
+    events_->on_transport_alloc(&b);
     if (b.len == 0) {
-      events_.on_transport_read(UV_ENOBUFS);  // as libuv reports a full buffer
+      events_->on_transport_read(UV_ENOBUFS);  // as libuv reports a full buffer
       return;
     }
     int n = SSL_read(ssl_, b.base, static_cast<int>(b.len));
     if (n <= 0) continue;  // the peeked record went away (cannot happen): peek again
-    events_.on_transport_read(n);
+    events_->on_transport_read(n);
   }
   flush_wire();
 }
@@ -382,7 +384,7 @@ void TlsTransport::on_transport_written(int status) noexcept {
   }
   if (codec_write_pending_) {
     codec_write_pending_ = false;
-    events_.on_transport_written(r < 0 ? r : 0);
+    events_->on_transport_written(r < 0 ? r : 0);
   }
 }
 
@@ -412,7 +414,7 @@ void TlsTransport::close() noexcept {
 }
 
 void TlsTransport::on_transport_closed() noexcept {
-  if (--pending_closes_ == 0) events_.on_transport_closed();  // may free this transport
+  if (--pending_closes_ == 0) events_->on_transport_closed();  // may free this transport
 }
 
 void TlsTransport::on_timer(uv_timer_t* t) noexcept {
@@ -427,7 +429,7 @@ void TlsTransport::on_timer(uv_timer_t* t) noexcept {
 
 void TlsTransport::on_timer_closed(uv_handle_t* h) noexcept {
   auto* self = static_cast<TlsTransport*>(h->data);
-  if (--self->pending_closes_ == 0) self->events_.on_transport_closed();
+  if (--self->pending_closes_ == 0) self->events_->on_transport_closed();
 }
 
 TlsTransport::LogFields TlsTransport::log_fields() const noexcept {

@@ -1,26 +1,51 @@
-"""HTTP/2 to clients (issue 16): prior-knowledge h2c on a listener with `http2: prior_knowledge`.
+"""HTTP/2 to clients (issue 16): prior-knowledge h2c on a listener with `http2: prior_knowledge`,
+and h2 by ALPN on a TLS listener with `alpn: [h2, http/1.1]`.
 
 - For every hash_key kind (uri, path, header, cookie, query, src), curl --http2-prior-knowledge
-  on the h2c listener and curl --http1.1 on an HTTP/1 listener of the same pool send the same
-  keys: every key lands on the same backend over both protocols.
-- h2load -m 10 (many streams per connection): every request answered 200, and the in-flight
-  counts return to 0.
+  on the h2c listener, curl --http1.1 on an HTTP/1 listener of the same pool, and curl --http2 and
+  --http1.1 on the TLS listener send the same keys: every key lands on the same backend over all
+  four, and the TLS listener answers h2 to --http2 and 1.1 to --http1.1 (ALPN chooses the codec).
+- h2load -m 10 (many streams per connection), over h2c and over TLS (ALPN h2): every request
+  answered 200, and the in-flight counts return to 0.
 - A request body over h2 reaches the backend whole (the stream's flow control).
 - A slow stream (its backend answers late) does not stall the other streams of the connection.
 - The access log names the protocol and the stream id.
+- Headless Chromium loads a page with a script, a stylesheet and an image through the TLS
+  listener: every resource was fetched over h2 (access log `proto`) and the page rendered (the
+  script ran, the image and stylesheet loaded: the dumped DOM says so).
 """
 import os
 import re
 import shutil
 import subprocess
+import tempfile
 import threading
 import time
 import unittest
 import zlib
 
-from harness import (BackendGroup, Rondel, access_records, main, wait_until)
+from harness import (BackendGroup, Rondel, ScriptedBackend, access_records, main, metric_sum,
+                     scrape, wait_until)
+from test_tls_browser import find_chromium, spki_pin
+from tls_certs import Certs, tls_block
 
 KINDS = ["uri", "path", "header:X-Key", "cookie:sid", "query:user", "src"]
+
+
+_CERT = []
+
+
+def test_cert():
+    """One (cert, key) for the whole file (openssl runs once)."""
+    if not _CERT:
+        _CERT.append(Certs().leaf("site", ["site.test"]))
+    return _CERT[0]
+
+
+def tls_listener():
+    """A TLS listener `tls` offering h2 and http/1.1 by ALPN, for config_text's listener_extra."""
+    return ("  - name: tls\n    bind: 127.0.0.1:0\n    pool: p\n" +
+            tls_block([test_cert()], alpn="[h2, http/1.1]") + "\n")
 
 
 def config_text(members, hash_key, access_log=None, listener_extra=""):
@@ -64,6 +89,24 @@ def curl_backends(port, proto, reqs):
     return out
 
 
+def curl_tls_backends(port, proto, reqs):
+    """Like curl_backends over TLS (https://site.test:port), every request in one curl run (one
+    connection, reused: --next between the URLs)."""
+    args = ["curl", "-sS", "-k", "--max-time", "20",
+            "--resolve", f"site.test:{port}:127.0.0.1"]
+    for i, (path, headers) in enumerate(reqs):
+        if i > 0:
+            args.append("--next")
+        args += ["-k", proto, "-o", "/dev/null", "-w", "%header{x-backend} %{http_version}\\n"]
+        for h in headers:
+            args += ["-H", h]
+        args.append(f"https://site.test:{port}{path}")
+    r = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        raise AssertionError(f"curl failed: {r.stderr}")
+    return [line.split() for line in r.stdout.splitlines()]
+
+
 def requests_for(kind, n=24):
     reqs = []
     for i in range(n):
@@ -94,14 +137,20 @@ class Http2Routing(unittest.TestCase):
     def test_same_backend_as_http1_for_every_hash_key_kind(self):
         for kind in KINDS:
             with self.subTest(kind=kind):
-                r = Rondel(config_text(self.group.members, kind))
+                r = Rondel(config_text(self.group.members, kind, listener_extra=tls_listener()))
                 try:
                     reqs = requests_for(kind)
                     h1 = curl_backends(r.ports["web"], "--http1.1", reqs)
                     h2 = curl_backends(r.ports["h2"], "--http2-prior-knowledge", reqs)
+                    tls2 = curl_tls_backends(r.ports["tls"], "--http2", reqs)
+                    tls1 = curl_tls_backends(r.ports["tls"], "--http1.1", reqs)
                     self.assertEqual([v for _, v in h1], ["1.1"] * len(reqs))
                     self.assertEqual([v for _, v in h2], ["2"] * len(reqs))
+                    self.assertEqual([v for _, v in tls2], ["2"] * len(reqs))
+                    self.assertEqual([v for _, v in tls1], ["1.1"] * len(reqs))
                     self.assertEqual([b for b, _ in h1], [b for b, _ in h2])
+                    self.assertEqual([b for b, _ in h1], [b for b, _ in tls2])
+                    self.assertEqual([b for b, _ in h1], [b for b, _ in tls1])
                     if kind != "src":  # one client address: one backend, by design
                         self.assertGreater(len({b for b, _ in h1}), 1, "keys did not spread")
                 finally:
@@ -124,6 +173,27 @@ class Http2Load(unittest.TestCase):
             self.assertEqual(m.groups(), ("4000", "4000", "4000", "0", "0"), out.stdout)
             self.assertIn("status codes: 4000 2xx", out.stdout)
             self.assertTrue(wait_until(lambda: r.in_flight() == 0, timeout=10))
+        finally:
+            r.stop()
+            group.stop()
+
+    @unittest.skipIf(shutil.which("openssl") is None, "openssl is not installed")
+    def test_h2load_over_tls_alpn(self):
+        group = BackendGroup([f"b{i}" for i in range(3)])
+        r = Rondel(config_text(group.members, "uri", listener_extra=tls_listener()))
+        try:
+            out = subprocess.run(["h2load", "-n", "2000", "-c", "4", "-m", "10",
+                                  f"https://127.0.0.1:{r.ports['tls']}/obj/x"],
+                                 capture_output=True, text=True, timeout=120)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            self.assertIn("Application protocol: h2", out.stdout)
+            self.assertIn("requests: 2000 total, 2000 started, 2000 done, 2000 succeeded, "
+                          "0 failed, 0 errored", out.stdout)
+            self.assertTrue(wait_until(lambda: r.in_flight() == 0, timeout=10))
+            _, samples, _ = scrape(r.admin_port)
+            self.assertEqual(metric_sum(samples, "rondel_tls_handshakes_alpn_total",
+                                        protocol="h2"), 4)
+            self.assertEqual(metric_sum(samples, "rondel_h2_connections_total"), 4)
         finally:
             r.stop()
             group.stop()
@@ -182,6 +252,68 @@ class Http2Streams(unittest.TestCase):
             if r:
                 r.stop()
             group.stop()
+
+
+PAGE = {
+    "/": ("text/html", b"""<!doctype html><html><head><link rel="stylesheet" href="/style.css">
+<script src="/app.js"></script></head><body><p id="s">page</p>
+<img src="/pixel.svg" onload="document.getElementById('s').textContent += ' img-ok'">
+<script>window.addEventListener('load', () => {
+  const c = getComputedStyle(document.body).color;
+  document.getElementById('s').textContent += c === 'rgb(1, 2, 3)' ? ' css-ok' : ' css-no';
+});</script></body></html>"""),
+    "/app.js": ("application/javascript",
+                b"document.addEventListener('DOMContentLoaded', () => {"
+                b"document.getElementById('s').textContent += ' js-ok'; });"),
+    "/style.css": ("text/css", b"body { color: rgb(1, 2, 3); }"),
+    "/pixel.svg": ("image/svg+xml", b'<svg xmlns="http://www.w3.org/2000/svg" width="1" '
+                   b'height="1"><rect width="1" height="1"/></svg>'),
+}
+
+
+def page_handler(method, target, head, body):
+    ctype, data = PAGE.get(target.split("?")[0], ("text/plain", b"no"))
+    status = "200 OK" if target.split("?")[0] in PAGE else "404 Not Found"
+    return (f"HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\ncontent-length: {len(data)}\r\n"
+            f"\r\n").encode() + data, False
+
+
+class Http2Browser(unittest.TestCase):
+    def test_chromium_loads_a_page_over_h2(self):
+        chromium = find_chromium()
+        if chromium is None:
+            self.skipTest("chromium not installed (Debian package chromium)")
+        backend = ScriptedBackend(page_handler)
+        self.addCleanup(backend.stop)
+        d = tempfile.mkdtemp(prefix="rondel-it-h2-")
+        log = os.path.join(d, "access.log")
+        members = [type("M", (), {"address": backend.address, "name": "b0"})()]
+        r = Rondel(config_text(members, "uri", access_log=log, listener_extra=tls_listener()))
+        self.addCleanup(r.stop)
+        port = r.ports["tls"]
+        profile = tempfile.mkdtemp(prefix="rondel-chromium-")
+        try:
+            p = subprocess.run(
+                [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--disable-quic", f"--user-data-dir={profile}",
+                 "--host-resolver-rules=MAP site.test 127.0.0.1",
+                 f"--ignore-certificate-errors-spki-list={spki_pin(test_cert()[0])}",
+                 "--virtual-time-budget=3000", "--dump-dom", f"https://site.test:{port}/"],
+                capture_output=True, timeout=120)
+        finally:
+            shutil.rmtree(profile, ignore_errors=True)
+        dom = p.stdout.decode(errors="replace")
+        for mark in ("js-ok", "img-ok", "css-ok"):
+            self.assertIn(mark, dom, p.stderr.decode(errors="replace")[-2000:])
+        recs = access_records(log, min_count=4)
+        fetched = {x["target"]: x for x in recs}
+        for path in PAGE:
+            self.assertIn(path, fetched)
+            self.assertEqual(fetched[path]["proto"], "h2", fetched[path])
+            self.assertEqual(fetched[path]["status"], "200")
+        self.assertTrue(all(x["proto"] == "h2" for x in recs), recs)
+        self.assertEqual(len({x["tls_version"] for x in recs}), 1)
 
 
 if __name__ == "__main__":

@@ -6,10 +6,20 @@ and the defence that fired is counted in rondel_h2_defences_total or the GOAWAY/
   ENHANCE_YOUR_CALM, connection closed.
 - CONTINUATION flood (CVE-2024-27316 class): HEADERS without END_HEADERS, then CONTINUATION
   frames without end: connection closed after a handful.
-- SETTINGS flood without reading the acks: connection closed.
-- header list over h2_max_header_list_size: that stream is reset, the connection serves on.
+- SETTINGS and PING floods without reading the acks: connection closed, rondel's RSS grows by
+  less than 8 MiB over the flood (nghttp2 queues at most 1000 acks; one read buffer per
+  connection).
+- header list over h2_max_header_list_size: that stream is reset, the connection serves on;
+  with nghttp (a real client): a header list just under the limit is served, one just over it
+  gets its stream reset.
+- trailers (nghttp --trailer after a request body): the body reaches the backend whole (its
+  CRC-32 checked) and the request is answered; the trailer fields are dropped (backends stay
+  HTTP/1.1 with the body framed by rondel), their size counted in the header list limit.
 - zero window: a client that opens no window for a large response is closed after body_timeout.
 - SIGTERM (draining): an idle h2 connection gets GOAWAY NO_ERROR, then the close.
+- A reload that removes an h2c listener: its idle connection gets GOAWAY NO_ERROR and is closed;
+  a stream in flight on another of its connections finishes (200, whole body) after the GOAWAY;
+  a connection of the listener the reload kept gets no GOAWAY.
 """
 import re
 from signal import SIGTERM
@@ -150,20 +160,99 @@ log:
             lambda: self.metric("rondel_h2_defences_total", defence="frame_flood") >= 1, timeout=5))
         self.assert_still_serving()
 
-    def flood(self, one):
+    def flood(self, one, count=200000):
         before = self.metric("rondel_h2_defences_total", defence="frame_flood")
+        rss_before = self.r.settled_rss_kib()
         s = connect(self.port)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        send_all(s, one * 200000)  # never reading the acks
+        send_all(s, one * count)  # never reading the acks
         read_until_closed(s)
         s.close()
         self.assertTrue(wait_until(
             lambda: self.metric("rondel_h2_defences_total", defence="frame_flood") > before,
             timeout=10))
+        self.assertLess(self.r.settled_rss_kib() - rss_before, 8 * 1024)
         self.assert_still_serving()
 
     def test_settings_flood(self):
         self.flood(frame(SETTINGS, 0, 0, struct.pack(">HI", 4, 65535)))
+
+    def test_ping_flood(self):
+        # 17 MB of PINGs: more acks than the socket buffers hold, so they queue in rondel.
+        self.flood(frame(PING, 0, 0, b"\x00" * 8), count=1000000)
+
+    def nghttp(self, *args):
+        return subprocess.run(["nghttp", "-v", *args], capture_output=True, text=True,
+                              timeout=30)
+
+    @unittest.skipIf(shutil.which("nghttp") is None, "nghttp is not installed")
+    def test_large_headers_with_nghttp(self):
+        url = f"http://127.0.0.1:{self.port}/_echo"
+        # The listener's limit is 4 KiB (RFC 9113 accounting: name + value + 32 per field).
+        near = self.nghttp("-H", "x-big: " + "a" * 3500, url)
+        self.assertEqual(near.returncode, 0, near.stderr)
+        self.assertIn(":status: 200", near.stdout)
+        self.assertIn("a" * 3500, near.stdout)  # the echoed request head carries it
+        over = self.nghttp("-H", "x-big: " + "a" * 4200, url)
+        self.assertNotIn(":status: 200", over.stdout)
+        self.assertRegex(over.stdout, r"recv RST_STREAM frame <[^>]*stream_id=13>")
+        self.assert_still_serving()
+
+    def test_trailers_end_a_body_of_unknown_length(self):
+        # POST without content-length (chunked to the backend), DATA, then a trailer HEADERS
+        # with END_STREAM: the trailers end the body and the request is answered 200.
+        s = connect(self.port)
+        head = b"\x83\x86" + literal(4, "/up?checksum=1") + literal(1, "127.0.0.1")
+        send_all(s, frame(SETTINGS, 1, 0) + frame(HEADERS, END_HEADERS, 1, head) +
+                 frame(DATA, 0, 1, b"hello") +
+                 frame(HEADERS, END_HEADERS | END_STREAM, 1, literal(58, "trailer")))
+        s.settimeout(5)
+        buf, status, ended = b"", None, False
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not ended:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+            while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
+                n = int.from_bytes(buf[:3], "big")
+                t, fl, sid = buf[3], buf[4], int.from_bytes(buf[5:9], "big")
+                self.assertFalse(t == RST_STREAM and sid == 1, "stream 1 reset")
+                if t == HEADERS and sid == 1 and status is None:
+                    status = buf[9]  # 0x88: :status 200, indexed (static table)
+                if sid == 1 and fl & END_STREAM:
+                    ended = True
+                buf = buf[9 + n:]
+        s.close()
+        self.assertEqual(status, 0x88)
+        self.assertTrue(ended)
+
+    @unittest.skipIf(shutil.which("nghttp") is None, "nghttp is not installed")
+    def test_trailers_with_nghttp(self):
+        import os
+        import tempfile
+        import zlib
+        body = os.urandom(100 * 1024)
+        with tempfile.NamedTemporaryFile(suffix=".bin") as f:
+            f.write(body)
+            f.flush()
+            out = self.nghttp("-d", f.name, "--trailer", "x-checksum: abc",
+                              f"http://127.0.0.1:{self.port}/up?checksum=1")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn(":status: 200", out.stdout)
+        m = re.search(r"x-request-crc32: (\S+)", out.stdout)
+        self.assertIsNotNone(m, out.stdout[-3000:])
+        crc = m.group(1)
+        self.assertEqual(int(crc, 16) if not crc.isdigit() else int(crc), zlib.crc32(body))
+        # A trailer section over the header list limit resets that stream only.
+        with tempfile.NamedTemporaryFile(suffix=".bin") as f:
+            f.write(b"x" * 10)
+            f.flush()
+            over = self.nghttp("-d", f.name, "--trailer", "x-big: " + "t" * 4200,
+                               f"http://127.0.0.1:{self.port}/up")
+        self.assertNotIn(":status: 200", over.stdout)
+        self.assertRegex(over.stdout, r"recv RST_STREAM frame <[^>]*stream_id=13>")
+        self.assert_still_serving()
 
     def test_header_list_over_limit_resets_the_stream_only(self):
         s = connect(self.port)
@@ -226,6 +315,60 @@ log:
             frames = read_until_closed(s)
             s.close()
             self.assertEqual(goaway_code(frames), 0)  # GOAWAY NO_ERROR, then the close
+        finally:
+            r.stop()
+            group.stop()
+
+    def test_reload_removing_the_listener_sends_goaway(self):
+        group = BackendGroup(["b0"])
+
+        def text(with_gone):
+            extra = ("  - name: gone\n    bind: 127.0.0.1:0\n    pool: p\n"
+                     "    http2: prior_knowledge\n") if with_gone else ""
+            return f"""listeners:
+  - name: kept
+    bind: 127.0.0.1:0
+    pool: p
+    http2: prior_knowledge
+{extra}pools:
+  - name: p
+    backends:
+      - {{ address: {group.members[0].address} }}
+admin:
+  bind: 127.0.0.1:0
+log:
+  level: info
+"""
+        r = Rondel(text(True))
+        try:
+            def up(port):
+                s = connect(port)
+                s.sendall(frame(SETTINGS, 1, 0))
+                s.settimeout(5)
+                s.recv(65536)  # rondel's SETTINGS: the session is up
+                return s
+            idle, kept = up(r.ports["gone"]), up(r.ports["kept"])
+            busy = up(r.ports["gone"])
+            busy.sendall(frame(HEADERS, END_HEADERS | END_STREAM, 1,
+                               request_block("/slow?delay=1500&size=5000")))
+            self.assertTrue(wait_until(lambda: r.requests_in_flight() == 1, timeout=5))
+            r.reload(text(False))
+            frames = read_until_closed(idle)
+            self.assertEqual(goaway_code(frames), 0)  # GOAWAY NO_ERROR, then the close
+            frames = read_until_closed(busy)
+            self.assertEqual(goaway_code(frames), 0)
+            data = sum(len(p) for t, _, sid, p in frames if t == DATA and sid == 1)
+            self.assertEqual(data, 5000)  # the stream in flight finished after the GOAWAY
+            self.assertTrue(any(t == DATA and sid == 1 and fl & END_STREAM
+                                for t, fl, sid, _ in frames))
+            kept.settimeout(0.5)
+            try:
+                late = kept.recv(65536)
+            except socket.timeout:
+                late = b""
+            self.assertNotIn(bytes([GOAWAY]), late[3:4])  # no GOAWAY on the kept listener
+            for s in (idle, busy, kept):
+                s.close()
         finally:
             r.stop()
             group.stop()

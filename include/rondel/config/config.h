@@ -204,7 +204,7 @@ enum class TlsVerify : uint8_t { kNone, kOptional, kRequired };
 struct TlsConfig {
   bool enabled = false;                          // the listener has a `tls` section
   std::vector<TlsCertificateConfig> certificates;  // the first is the default (no SNI match)
-  std::vector<std::string> alpn = {"http/1.1"};  // server preference; h2 is not served yet
+  std::vector<std::string> alpn = {"http/1.1"};  // server preference
   uint16_t min_version = 0x0303;                 // TLS 1.2 (wire version numbers)
   uint16_t max_version = 0x0304;                 // TLS 1.3
   std::string ciphers;        // TLS 1.2 cipher list; "" = Mozilla intermediate

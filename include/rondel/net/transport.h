@@ -10,6 +10,8 @@
 #include <sys/types.h>
 #include <uv.h>
 
+#include <string_view>
+
 #include "rondel/net/uv_util.h"
 #include "rondel/net/out_queue.h"
 
@@ -26,6 +28,9 @@ class TransportEvents {
   virtual void on_transport_written(int status) noexcept = 0;
   // close() completed: nothing of the transport is in use any more; the owner may free it.
   virtual void on_transport_closed() noexcept = 0;
+  // A TLS handshake completed with `alpn` negotiated ("h2", "http/1.1", or empty: none), before
+  // the first read is delivered. Default: nothing (a plain transport never calls it).
+  virtual void on_transport_ready(std::string_view alpn) noexcept { (void)alpn; }
 
  protected:
   ~TransportEvents() = default;

@@ -6,7 +6,9 @@
 // exchange asks for more: memory per connection stays bounded) and its ResponseSink (HTTP/1
 // framing, 1xx rules, the keep-alive decision). It owns the client timeouts (idle, header, body,
 // linger) and writes the access-log line. It reads and writes through a net::Transport, chosen in
-// accept() (plain TCP here). Loop thread only.
+// accept() (plain TCP, or TLS over it). On a TLS connection that negotiates h2 the session hands
+// the connection to an Http2Session after the handshake and only keeps owning the transports.
+// Loop thread only.
 #pragma once
 
 #include <uv.h>
@@ -57,6 +59,10 @@ class Http1Session final : private net::TransportEvents,
   // one place the client transport is chosen.
   static void accept(Worker& worker, uv_stream_t* server, const std::string& listener);
 
+  // Frees a session whose TLS connection went to an Http2Session (ALPN h2) once that session's
+  // transport closed: the holder only owned the transports since.
+  static void free_holder(Http1Session* s) noexcept { delete s; }
+
   // Closes the connection now if it is between requests; otherwise after the current exchange.
   void drain() noexcept;
   // Closes the connection now, ending any exchange as a client abort.
@@ -86,6 +92,8 @@ class Http1Session final : private net::TransportEvents,
   void on_transport_read(ssize_t nread) noexcept override;
   void on_transport_written(int status) noexcept override;
   void on_transport_closed() noexcept override;
+  // The TLS handshake's ALPN result: h2 hands the connection to an Http2Session.
+  void on_transport_ready(std::string_view alpn) noexcept override;
   // The response sink: HTTP/1 framing, 1xx rules, keep-alive decision (http1_response.cpp).
   Interim sink_interim(const http::ResponseHead& head) noexcept override;
   void sink_head(const http::ResponseHead& head) noexcept override;

@@ -26,30 +26,49 @@
 #include "rondel/proxy/response_sink.h"
 #include "rondel/proxy/snapshot.h"
 #include "rondel/proxy/worker.h"
+#include "rondel/tls/tls_transport.h"
 
 namespace rondel::proxy {
 
 class Http2Session;
+class Http1Session;
 
-// The client protocol a connection speaks, as the listener or (later) ALPN decides it.
+// The client protocol a connection speaks, as the listener or ALPN decides it.
 enum class ClientProtocol : uint8_t { kHttp1, kHttp2 };
 
 // The one place the client codec is chosen: `alpn` is the negotiated protocol ("h2",
 // "http/1.1") or empty on cleartext, where the listener's `http2` setting decides.
 ClientProtocol choose_client_protocol(const config::ListenerConfig* l, std::string_view alpn);
 
-// One request stream: its head, body source, response sink and Exchange.
+// One request stream: its head, body source, response sink and Exchange. Pooled per worker
+// (Worker::take_h2_stream), buffers and all.
 class Http2Stream final : private BodySource, private ResponseSink, private ExchangeOwner {
  public:
-  Http2Stream(Http2Session& s, int32_t id) : s_(s), id_(id) {}
+  Http2Stream(Http2Session& s, int32_t id) : s_(&s), id_(id) {}
   ~Http2Stream();
+  // Makes a pooled stream (Worker::take_h2_stream) stream `id` of `s`: gives back an exchange
+  // still held, empties every buffer and keeps their memory (up to the pooled bounds).
+  void reuse(Http2Session& s, int32_t id) noexcept;
   int32_t id() const noexcept { return id_; }
+  Http2Session& session() const noexcept { return *s_; }
 
   // Header collection (nghttp2 callbacks). False: the header list is over its limit.
   bool add_header(std::string_view name, std::string_view value, uint64_t limit);
+  // A trailer field (HEADERS after the head): not forwarded (the backend request's body is
+  // framed by rondel, without a trailer section), but counted with the head against `limit`.
+  // False: over it.
+  bool add_trailer(std::string_view name, std::string_view value, uint64_t limit) noexcept {
+    header_bytes_ += name.size() + value.size() + 32;
+    return header_bytes_ <= limit;
+  }
   // The head is whole (END_HEADERS): builds the RequestHead; false if it is not a valid request.
   bool finish_head(bool end_stream);
   void start() noexcept;
+  // A session over `t` (not started; null: out of memory), in the worker's list.
+  static Http2Session* over(Worker& worker, net::Transport& t,
+                            std::shared_ptr<const Snapshot> snap, ListenerRoute route) noexcept;
+  // Starts a session made by over() (closes it if it has no listener; GOAWAY if draining).
+  void begin() noexcept;
   void on_data(const uint8_t* data, size_t len) noexcept;
   void on_end_stream() noexcept;
   // The stream closed (reset or done): an exchange still running ends as a client abort,
@@ -87,10 +106,11 @@ class Http2Stream final : private BodySource, private ResponseSink, private Exch
   bool sink_flush() noexcept override;
   bool sink_busy() const noexcept override;
   void on_exchange_done(Exchange& ex, Outcome outcome) noexcept override;
-  void submit(uint16_t status, const std::vector<nghttp2_nv>& extra, bool with_body) noexcept;
+  // Submits the response head in nv_ (nv_[0] is set to :status here).
+  void submit(uint16_t status, bool with_body) noexcept;
   void log_access(Outcome outcome, const ExchangeState& st) noexcept;
 
-  Http2Session& s_;
+  Http2Session* s_;
   int32_t id_;
   std::string hbuf_;                            // header names and values, back to back
   std::vector<uint32_t> hoff_;                  // per field: name offset, name len, value len
@@ -103,6 +123,9 @@ class Http2Stream final : private BodySource, private ResponseSink, private Exch
   size_t body_unacked_ = 0;  // consumed bytes not yet given back to the stream window
   std::string resp_;      // response body bytes queued, [resp_off_, end) not yet sent
   size_t resp_off_ = 0;
+  std::string names_;              // the response head's lowercased field names
+  std::vector<nghttp2_nv> nv_;     // the response head as submitted
+  char code_[4] = {0};             // its :status
   uint64_t start_ns_ = 0, bytes_in_ = 0, bytes_out_ = 0;
   bool req_end_ = false;
   bool body_wanted_ = false;
@@ -118,6 +141,20 @@ class Http2Session final : private net::TransportEvents {
  public:
   // Accepts a connection from `server` on a listener that speaks h2c.
   static void accept(Worker& worker, uv_stream_t* server, const std::string& listener);
+  // Takes over a TLS connection whose handshake (run by `holder`, the Http1Session that accepted
+  // it) negotiated h2, with the holder's snapshot, listener and max_connections slot (`route`;
+  // its tls field unused). Called from inside holder's on_transport_ready; on true the holder
+  // leaves the worker's list and every later event of `tls` comes here; `holder`, which owns the
+  // transports, is freed with this session. False (out of memory): nothing was taken, the
+  // holder keeps the connection (and closes it).
+  static bool adopt(Worker& worker, Http1Session& holder, tls::TlsTransport& tls,
+                    std::shared_ptr<const Snapshot>& snap, ListenerRoute route) noexcept;
+  // Runs a session over `t`, any transport (the fuzz target's scripted one), for `route`
+  // (`route.config` must outlive the session; a null pool answers every stream 503). The caller
+  // directs t's events to the returned interface (null: out of memory) and reports close() with
+  // on_transport_closed; the session counts as an open client connection until then.
+  static net::TransportEvents* attach(Worker& worker, net::Transport& t,
+                                      ListenerRoute route) noexcept;
   // Sends GOAWAY (no new streams) and closes once the open streams are done.
   void drain() noexcept;
   void close_now() noexcept;
@@ -126,7 +163,14 @@ class Http2Session final : private net::TransportEvents {
   nghttp2_session* ng() noexcept { return ng_; }
   const config::ListenerConfig* listener() const noexcept { return listener_cfg_; }
   const Pool* pool() const noexcept { return listener_pool_; }
+  // The listener's name ("" for a connection refused at accept).
+  std::string_view listener_name() const noexcept {
+    return listener_state_ ? std::string_view(listener_state_->name) : std::string_view();
+  }
   std::string_view client_ip() const noexcept { return client_ip_; }
+  // The TLS connection's transport (null on h2c): "https" forwarding and the access log's TLS
+  // fields.
+  const tls::TlsTransport* tls() const noexcept { return tls_; }
   // Writes what nghttp2 has to send (safe to call from anywhere but inside mem_send).
   void flush() noexcept;
   bool output_pending() const noexcept { return out_q_.pending; }
@@ -140,6 +184,14 @@ class Http2Session final : private net::TransportEvents {
   explicit Http2Session(Worker& worker) : worker_(worker) {}
   ~Http2Session();
   bool init_session() noexcept;
+  // The connection is accepted (transport_ set, listener known, its slot taken): starts the
+  // nghttp2 session and reading; closes on failure.
+  void start() noexcept;
+  // A session over `t` (not started; null: out of memory), in the worker's list.
+  static Http2Session* over(Worker& worker, net::Transport& t,
+                            std::shared_ptr<const Snapshot> snap, ListenerRoute route) noexcept;
+  // Starts a session made by over() (closes it if it has no listener; GOAWAY if draining).
+  void begin() noexcept;
   void on_transport_alloc(uv_buf_t* buf) noexcept override;
   void on_transport_read(ssize_t nread) noexcept override;
   void on_transport_written(int status) noexcept override;
@@ -157,7 +209,10 @@ class Http2Session final : private net::TransportEvents {
   const config::ListenerConfig* listener_cfg_ = nullptr;
   const Pool* listener_pool_ = nullptr;
   std::shared_ptr<ListenerState> listener_state_;
-  net::TcpTransport tcp_;
+  net::TcpTransport tcp_;                  // h2c: the connection (unused on TLS)
+  net::Transport* transport_ = &tcp_;      // what the session reads and writes
+  tls::TlsTransport* tls_ = nullptr;       // TLS: the transport, owned by holder_
+  Http1Session* holder_ = nullptr;         // TLS: freed with this session
   uv_timer_t timer_{};
   nghttp2_session* ng_ = nullptr;
   char* buf_ = nullptr;

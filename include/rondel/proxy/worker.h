@@ -29,6 +29,7 @@ class Http2Session;
 class BackendConn;
 class Exchange;
 struct Http1Buffers;
+class Http2Stream;
 
 // Why a request was refused or failed before a full response; indexes Stats::rejected.
 enum class Reject : uint8_t {
@@ -112,7 +113,8 @@ class Worker {
   // The snapshot this worker serves. Loop thread only (other threads: ask the daemon).
   const std::shared_ptr<const Snapshot>& snapshot() const noexcept { return snapshot_; }
   // Switches to `snap` (null at shutdown). Closes this worker's idle connections to backends
-  // that are retired or gone with the old snapshot. Loop thread only.
+  // that are retired or gone with the old snapshot, and sends GOAWAY on the HTTP/2 connections
+  // of listeners `snap` no longer has. Loop thread only.
   void publish(std::shared_ptr<const Snapshot> snap);
 
   Logger& log() noexcept { return log_; }
@@ -133,6 +135,9 @@ class Worker {
   void give_exchange(Exchange* ex) noexcept;
   Http1Buffers* take_http1(const http::Limits& limits) noexcept;
   void give_http1(Http1Buffers* cb) noexcept;
+  // An HTTP/2 stream object (its header, body and response buffers), made stream `id` of `s`.
+  Http2Stream* take_h2_stream(Http2Session& s, int32_t id) noexcept;
+  void give_h2_stream(Http2Stream* st) noexcept;
   // A scratch string for formatting one log line (reused; loop thread only).
   std::string& log_line() noexcept { return log_line_; }
   std::span<uint64_t> scratch(size_t words);  // grows once per snapshot, then reused
@@ -171,6 +176,7 @@ class Worker {
   void* on_exchange_ctx = nullptr;
 
  private:
+  void drain_removed_h2() noexcept;
   uv_loop_t* loop_;
   Logger& log_;
   LogSink& access_log_;
@@ -180,6 +186,7 @@ class Worker {
   net::TimeoutQueue timeouts_;
   std::vector<Exchange*> free_exchanges_;
   std::vector<Http1Buffers*> free_http1_;
+  std::vector<Http2Stream*> free_h2_streams_;
   std::string log_line_;
   std::shared_ptr<const Snapshot> snapshot_;
   std::vector<uint64_t> scratch_;

@@ -28,7 +28,7 @@ std::string_view handshake_failure_name(HandshakeFailure f) noexcept;
 
 enum class TlsVersion : uint8_t { kTls12, kTls13, kCount };
 std::string_view tls_version_name(TlsVersion v) noexcept;
-enum class AlpnResult : uint8_t { kHttp11, kNone, kCount };
+enum class AlpnResult : uint8_t { kHttp11, kNone, kH2, kCount };
 std::string_view alpn_result_name(AlpnResult a) noexcept;
 
 struct TlsStats {

@@ -5,7 +5,8 @@
 // worker's read buffer through a BIO of our own, plaintext is decrypted into the codec's own read
 // buffer, and the codec's writes are encrypted into an output buffer written through the TCP
 // transport with the same contract (one write pending at a time; backpressure until the
-// ciphertext is taken by the kernel). Reads reach the codec only once the handshake is complete.
+// ciphertext is taken by the kernel). Reads reach the codec only once the handshake is complete,
+// after on_transport_ready has told it the negotiated ALPN protocol.
 // A handshake has a timeout and takes one of the worker's max_handshakes slots until it ends.
 // An idle connection holds no buffer of its own beyond OpenSSL's SSL object: a ciphertext write
 // (its bytes and its write request) goes back to a per-thread spare list once the kernel has it,
@@ -40,6 +41,9 @@ class TlsTransport final : public net::Transport, private net::TransportEvents {
   // Accepts the connection on `tcp` and starts the handshake. Non-zero (a libuv error, or
   // UV_EBUSY when the worker already runs max_handshakes, counted): the caller closes.
   int accept(uv_loop_t* loop, uv_stream_t* server) noexcept;
+  // Gives the connection to another codec (from inside its on_transport_ready, when the
+  // negotiated protocol needs a different codec): every later event goes to `events`.
+  void set_events(net::TransportEvents& events) noexcept { events_ = &events; }
 
   int start_reading() noexcept override;
   void stop_reading() noexcept override;
@@ -90,7 +94,7 @@ class TlsTransport final : public net::Transport, private net::TransportEvents {
 
   std::shared_ptr<const ServerContext> ctx_;
   net::TcpTransport& tcp_;
-  net::TransportEvents& events_;
+  net::TransportEvents* events_;
   SSL* ssl_ = nullptr;
   const char* in_ = nullptr;    // ciphertext not yet read by OpenSSL: in the worker's read
   size_t in_len_ = 0;           // buffer during a read callback, else in in_kept_
