@@ -94,7 +94,9 @@ constexpr string_view kPoolKeys[] = {"name",
                                      "range_chunk",
                                      "seed",
                                      "previous",
-                                     "migrate_percent"};
+                                     "migrate_percent",
+                                     "tls",
+                                     "send_proxy_protocol"};
 // Gradual migration (docs/routing.md): the placement keys move from, under `previous`.
 constexpr string_view kPreviousKeys[] = {"algorithm",         "points_per_weight", "max_points",
                                          "maglev_table_size", "seed",              "backends"};
@@ -120,6 +122,11 @@ constexpr Choice<TlsVerify> kTlsVerifyModes[] = {{"none", TlsVerify::kNone},
 constexpr string_view kAlpnProtocols[] = {"http/1.1", "h2"};
 // A ticket key lives two rotations; below a second it would churn on every handshake.
 constexpr uint64_t kMinTicketRotationMs = 1000;
+// A pool's `tls` section: TLS to its backends (upstream_reader.cpp).
+constexpr string_view kBackendTlsKeys[] = {"verify", "ca",   "sni",  "min_version",
+                                           "max_version", "cert", "key", "session_reuse"};
+constexpr Choice<SendProxyProtocol> kSendProxyProtocols[] = {{"off", SendProxyProtocol::kOff},
+                                                            {"v2", SendProxyProtocol::kV2}};
 constexpr string_view kAdminKeys[] = {"enabled", "bind", "hot_keys", "token_file", "state_file"};
 constexpr string_view kDnsKeys[] = {"nameservers", "ttl", "jitter", "timeout", "attempts"};
 // Re-resolving more often than this only loads the nameserver.

@@ -133,8 +133,14 @@ void Exchange::begin_attempt(core::BackendIndex b, ConnSource source) noexcept {
   st_.req_bytes_sent = st_.resp_bytes_seen = false;
   BackendState& st = st_.pool->backend(b);
   st_.slot = InFlightSlot::take(st.in_flight, st_.pool->state().total_in_flight);
+  const BackendConn::Target target{st_.pool->backend_tls(), st_.pool->backend_host_name(b)};
   if (source == ConnSource::kIdleOrNew) {
-    if (BackendConn* idle = st.pop_idle(worker_.id())) {
+    while (BackendConn* idle = st.pop_idle(worker_.id())) {
+      // Made under another pool snapshot's TLS settings (a reload changed them): not reused.
+      if (idle->tls_context() != target.tls.get()) {
+        idle->close();
+        continue;
+      }
       st_.conn = idle;
       st_.conn->attach(this);
       backend_ready();
@@ -142,7 +148,7 @@ void Exchange::begin_attempt(core::BackendIndex b, ConnSource source) noexcept {
     }
   }
   int err = 0;
-  st_.conn = BackendConn::connect(worker_, st, this, &err);
+  st_.conn = BackendConn::connect(worker_, st, target, this, &err);
   if (st_.conn == nullptr) {
     worker_.log().log_limited(Level::kError, worker_.now_ms(), "backend_socket_failed",
                               uv_err_name(err));
@@ -383,7 +389,7 @@ bool Exchange::flush_to_backend() noexcept {
   if (to_backend_.n == 0) return true;
   BackendState& st = st_.pool->backend(st_.backend);
   st.counters.bytes_out.fetch_add(to_backend_.bytes, std::memory_order_relaxed);
-  int r = to_backend_.flush(st_.conn->stream(), &on_backend_written);
+  int r = st_.conn->write(to_backend_, &on_backend_written);
   if (r < 0) {
     to_backend_.clear();
     attempt_failed(AttemptEnd::kFailed, Reject::kBackendError, 502);

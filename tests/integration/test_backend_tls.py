@@ -1,0 +1,131 @@
+"""TLS to the backends of a pool (`tls` in a pool): a first rondel ("front") connects over TLS to
+a second rondel's TLS listener ("terminator"), which serves a real test backend. A good
+certificate gives 200 and keeps connections alive (backend handshakes < requests), a pool that
+keeps no idle connection resumes the session it cached, a wrong server name or a wrong CA gives
+502 and is counted as `verify`, `verify: false` accepts either, large bodies (which a plain
+backend connection would splice) arrive whole, and a reload naming a bad CA file is refused with
+FILE: reason while the old pools keep serving. Certificates are made in the test (tls_certs.py)."""
+import os
+import unittest
+import zlib
+
+from harness import Backend, Rondel, http_get, http_request, main, metric_sum, scrape
+from tls_certs import Certs, tls_block
+
+HS = "rondel_backend_tls_handshakes_total"
+
+
+def front_config(port, certs, other_ca, extra_pool_tls=""):
+    """Listeners good, fresh, wrongname, wrongca, noverify, each in front of its own pool."""
+    pools = {
+        "good": f"{{ verify: true, ca: {certs.ca}, sni: a.test }}",
+        "fresh": f"{{ ca: {certs.ca}, sni: a.test }}",
+        "wrongname": f"{{ ca: {certs.ca}, sni: b.test }}",
+        "wrongca": f"{{ ca: {other_ca}, sni: a.test }}",
+        "noverify": f"{{ verify: false, ca: {other_ca}, sni: b.test {extra_pool_tls}}}",
+    }
+    lines = ["listeners:"]
+    for name in pools:
+        lines += [f"  - name: {name}", "    bind: 127.0.0.1:0", f"    pool: {name}"]
+    lines.append("pools:")
+    for name, tls in pools.items():
+        lines += [f"  - name: {name}", f"    tls: {tls}", "    retries: 0",
+                  f"    backends: [ {{ address: 127.0.0.1:{port} }} ]"]
+        if name == "fresh":
+            lines.append("    max_idle_per_backend: 0")
+    lines += ["admin:", "  bind: 127.0.0.1:0", "log:", "  level: info"]
+    return "\n".join(lines) + "\n"
+
+
+class BackendTls(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.certs = Certs()
+        cls.a = cls.certs.leaf("a", ["a.test"])
+        cls.other_ca = cls.certs._ca("other", "another CA")
+        cls.backend = Backend("b0")
+        term = "\n".join([
+            "listeners:", "  - name: secure", "    bind: 127.0.0.1:0", "    pool: p",
+            tls_block([cls.a]),
+            "pools:", "  - name: p", f"    backends: [ {{ address: {cls.backend.address} }} ]",
+            "admin:", "  bind: 127.0.0.1:0", "log:", "  level: info"]) + "\n"
+        cls.term = Rondel(term)
+        cls.front = Rondel(front_config(cls.term.ports["secure"], cls.certs, cls.other_ca))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.front.stop()
+        cls.term.stop()
+        cls.backend.stop()
+
+    def handshakes(self, result):
+        return metric_sum(scrape(self.front.admin_port)[1], HS, result=result)
+
+    def test_good_certificate_serves_and_reuses_connections(self):
+        before = self.handshakes("ok") + self.handshakes("resumed")
+        n = 10
+        for i in range(n):
+            status, _, body = http_get(self.front.ports["good"], "/_echo")
+            self.assertEqual(status, 200, body)
+            # The terminator saw a TLS connection: it says so to its backend.
+            self.assertIn(b"X-Forwarded-Proto: https", body)
+        made = self.handshakes("ok") + self.handshakes("resumed") - before
+        self.assertGreaterEqual(made, 1)
+        self.assertLess(made, n, "every request made its own backend handshake")
+
+    def test_session_resumed_on_new_connections(self):
+        term_resumed = metric_sum(scrape(self.term.admin_port)[1], "rondel_tls_resumptions_total")
+        resumed = self.handshakes("resumed")
+        n = 5
+        for _ in range(n):
+            status, _, body = http_get(self.front.ports["fresh"], "/")
+            self.assertEqual(status, 200, body)
+        # max_idle_per_backend 0: n connections, all but (at most) the first resumed.
+        self.assertGreaterEqual(self.handshakes("resumed") - resumed, n - 1)
+        self.assertGreaterEqual(
+            metric_sum(scrape(self.term.admin_port)[1], "rondel_tls_resumptions_total") - term_resumed,
+            n - 1)
+
+    def check_refused(self, listener):
+        failed = self.handshakes("verify")
+        start = self.front.out.count()
+        status, _, _ = http_get(self.front.ports[listener], "/")
+        self.assertEqual(status, 502)
+        self.assertEqual(self.handshakes("verify") - failed, 1)
+        self.front.out.wait_for(r"backend_tls_failed .*reason=verify", start=start)
+
+    def test_wrong_server_name_is_refused(self):
+        self.check_refused("wrongname")
+
+    def test_wrong_ca_is_refused(self):
+        self.check_refused("wrongca")
+
+    def test_verify_off_accepts_any_certificate(self):
+        status, _, body = http_get(self.front.ports["noverify"], "/")
+        self.assertEqual(status, 200, body)
+
+    def test_large_and_chunked_bodies_and_uploads_arrive_whole(self):
+        port = self.front.ports["good"]
+        for size in (300000, 3000000):
+            status, _, body = http_get(port, f"/big?size={size}")
+            self.assertEqual((status, len(body)), (200, size))
+        status, _, body = http_get(port, "/c?size=100000&chunked=1")
+        self.assertEqual((status, len(body)), (200, 100000))
+        upload = os.urandom(500000)
+        status, headers, _ = http_request(port, "POST", "/up?checksum=1", body=upload)
+        self.assertEqual(status, 200)
+        self.assertEqual(int(headers["x-request-crc32"], 16), zlib.crc32(upload))
+
+    def test_reload_with_bad_ca_file_keeps_old_config(self):
+        missing = os.path.join(self.certs.dir, "missing-ca.pem")
+        bad = front_config(self.term.ports["secure"], self.certs, missing)
+        start = self.front.out.count()
+        self.assertFalse(self.front.reload(bad, expect_ok=False))
+        self.front.out.wait_for(missing + r": cannot open", start=start)
+        status, _, _ = http_get(self.front.ports["good"], "/")
+        self.assertEqual(status, 200)
+        self.front.reload(front_config(self.term.ports["secure"], self.certs, self.other_ca))
+
+
+if __name__ == "__main__":
+    main()
