@@ -1,7 +1,7 @@
 """TLS to the backends of a pool (`tls` in a pool): a first rondel ("front") connects over TLS to
 a second rondel's TLS listener ("terminator"), which serves a real test backend. A good
 certificate gives 200 and keeps connections alive (backend handshakes < requests), a pool that
-keeps no idle connection resumes the session it cached, a wrong server name or a wrong CA gives
+keeps no idle connection resumes the session it cached, health checks run over TLS too, a wrong server name or a wrong CA gives
 502 and is counted as `verify`, `verify: false` accepts either, large bodies (which a plain
 backend connection would splice) arrive whole, and a reload naming a bad CA file is refused with
 FILE: reason while the old pools keep serving. Certificates are made in the test (tls_certs.py)."""
@@ -9,7 +9,8 @@ import os
 import unittest
 import zlib
 
-from harness import Backend, Rondel, http_get, http_request, main, metric_sum, scrape
+from harness import (Backend, Rondel, http_get, http_request, main, metric_sum, scrape,
+                     wait_until)
 from tls_certs import Certs, tls_block
 
 HS = "rondel_backend_tls_handshakes_total"
@@ -28,6 +29,11 @@ def front_config(port, certs, other_ca, extra_pool_tls=""):
     for name in pools:
         lines += [f"  - name: {name}", "    bind: 127.0.0.1:0", f"    pool: {name}"]
     lines.append("pools:")
+    # Pools without a listener: health checks over TLS, with the good and with a wrong name.
+    check = "    health_check: { enabled: true, path: /healthz, interval: 100ms, timeout: 2s, rise: 1, fall: 1 }"
+    for name, sni in (("checked", "a.test"), ("checkedbad", "b.test")):
+        lines += [f"  - name: {name}", f"    tls: {{ ca: {certs.ca}, sni: {sni} }}", check,
+                  f"    backends: [ {{ address: 127.0.0.1:{port} }} ]"]
     for name, tls in pools.items():
         lines += [f"  - name: {name}", f"    tls: {tls}", "    retries: 0",
                   f"    backends: [ {{ address: 127.0.0.1:{port} }} ]"]
@@ -115,6 +121,15 @@ class BackendTls(unittest.TestCase):
         status, headers, _ = http_request(port, "POST", "/up?checksum=1", body=upload)
         self.assertEqual(status, 200)
         self.assertEqual(int(headers["x-request-crc32"], 16), zlib.crc32(upload))
+
+    def test_health_checks_run_over_tls(self):
+        def checks(pool, result):
+            return metric_sum(scrape(self.front.admin_port)[1], "rondel_backend_health_checks_total",
+                              pool=pool, result=result)
+        wait_until(lambda: checks("checked", "ok") >= 2, what="TLS health checks to pass")
+        self.assertEqual(checks("checked", "failed"), 0)
+        self.front.out.wait_for(r"backend_down pool=checkedbad .*reason=tls_verify")
+        self.assertEqual(checks("checkedbad", "ok"), 0)
 
     def test_reload_with_bad_ca_file_keeps_old_config(self):
         missing = os.path.join(self.certs.dir, "missing-ca.pem")
