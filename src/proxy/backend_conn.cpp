@@ -17,6 +17,12 @@ BackendConn::~BackendConn() = default;
 BackendConn* BackendConn::connect(Worker& worker, BackendState& state, const Target& target,
                                   Exchange* owner, int* err) {
   auto* c = new BackendConn(worker, state);
+  c->reuse_key_ = target.reuse_key;
+  if (!target.proxy_header.empty() && target.proxy_header.size() <= sizeof(ProxyOut::bytes)) {
+    c->proxy_out_ = std::make_unique<ProxyOut>();
+    std::memcpy(c->proxy_out_->bytes, target.proxy_header.data(), target.proxy_header.size());
+    c->proxy_out_->len = target.proxy_header.size();
+  }
   if (target.tls) {
     c->tls_ = tls::ClientTls::start(target.tls, state.id(), tls_name(state, target));
     if (!c->tls_) {
@@ -54,6 +60,7 @@ void BackendConn::on_connect(uv_connect_t* req, int status) noexcept {
   auto* c = static_cast<BackendConn*>(req->data);
   if (c->closing()) return;  // status is UV_ECANCELED after close()
   Exchange* owner = c->owner_;
+  if (status == 0 && c->proxy_out_) c->write_proxy_header();  // ahead of TLS and the request
   if (status == 0) c->resume_reading();
   if (status == 0 && c->tls_) {
     c->handshaking_ = true;
@@ -61,6 +68,18 @@ void BackendConn::on_connect(uv_connect_t* req, int status) noexcept {
     return;
   }
   if (owner != nullptr) owner->on_backend_connected(c, status);
+}
+
+void BackendConn::write_proxy_header() noexcept {
+  // Later writes queue behind it: uv_try_write refuses while libuv holds a queued write.
+  uv_buf_t b = uv_buf_init(proxy_out_->bytes, static_cast<unsigned>(proxy_out_->len));
+  int r = uv_try_write(stream(), &b, 1);
+  if (r == static_cast<int>(proxy_out_->len)) return;
+  const size_t done = r > 0 ? static_cast<size_t>(r) : 0;
+  b.base += done;
+  b.len -= static_cast<unsigned>(done);
+  // A failure shows on the request's own write or read, which follow on the same socket.
+  uv_write(&proxy_out_->req, stream(), &b, 1, [](uv_write_t*, int) noexcept {});
 }
 
 void BackendConn::attach(Exchange* owner) noexcept {

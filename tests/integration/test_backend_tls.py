@@ -16,7 +16,7 @@ from tls_certs import Certs, tls_block
 HS = "rondel_backend_tls_handshakes_total"
 
 
-def front_config(port, certs, other_ca, extra_pool_tls=""):
+def front_config(port, certs, other_ca, extra_pool_tls="", proxy_port=None):
     """Listeners good, fresh, wrongname, wrongca, noverify, each in front of its own pool."""
     pools = {
         "good": f"{{ verify: true, ca: {certs.ca}, sni: a.test }}",
@@ -39,6 +39,12 @@ def front_config(port, certs, other_ca, extra_pool_tls=""):
                   f"    backends: [ {{ address: 127.0.0.1:{port} }} ]"]
         if name == "fresh":
             lines.append("    max_idle_per_backend: 0")
+    if proxy_port is not None:
+        # A PROXY v2 header ahead of the TLS handshake, to a listener that expects one.
+        lines += ["  - name: proxied", f"    tls: {{ ca: {certs.ca}, sni: a.test }}",
+                  "    send_proxy_protocol: v2",
+                  f"    backends: [ {{ address: 127.0.0.1:{proxy_port} }} ]"]
+        lines[1:1] = ["  - name: proxied", "    bind: 127.0.0.1:0", "    pool: proxied"]
     lines += ["admin:", "  bind: 127.0.0.1:0", "log:", "  level: info"]
     return "\n".join(lines) + "\n"
 
@@ -53,10 +59,17 @@ class BackendTls(unittest.TestCase):
         term = "\n".join([
             "listeners:", "  - name: secure", "    bind: 127.0.0.1:0", "    pool: p",
             tls_block([cls.a]),
+            "  - name: secureproxy", "    bind: 127.0.0.1:0", "    pool: p",
+            "    proxy_protocol: { trusted: [127.0.0.0/8] }", tls_block([cls.a]),
             "pools:", "  - name: p", f"    backends: [ {{ address: {cls.backend.address} }} ]",
             "admin:", "  bind: 127.0.0.1:0", "log:", "  level: info"]) + "\n"
         cls.term = Rondel(term)
-        cls.front = Rondel(front_config(cls.term.ports["secure"], cls.certs, cls.other_ca))
+        cls.front = Rondel(cls.config())
+
+    @classmethod
+    def config(cls, ca=None):
+        return front_config(cls.term.ports["secure"], cls.certs, ca or cls.other_ca,
+                            proxy_port=cls.term.ports["secureproxy"])
 
     @classmethod
     def tearDownClass(cls):
@@ -131,15 +144,26 @@ class BackendTls(unittest.TestCase):
         self.front.out.wait_for(r"backend_down pool=checkedbad .*reason=tls_verify")
         self.assertEqual(checks("checkedbad", "ok"), 0)
 
+    def test_proxy_header_goes_ahead_of_the_handshake(self):
+        def headers():
+            return metric_sum(scrape(self.term.admin_port)[1],
+                              "rondel_proxy_protocol_headers_total", listener="secureproxy",
+                              version="v2")
+        before = headers()
+        status, _, body = http_get(self.front.ports["proxied"], "/_echo")
+        self.assertEqual(status, 200, body)
+        self.assertIn(b"X-Forwarded-Proto: https", body)
+        self.assertEqual(headers() - before, 1)
+
     def test_reload_with_bad_ca_file_keeps_old_config(self):
         missing = os.path.join(self.certs.dir, "missing-ca.pem")
-        bad = front_config(self.term.ports["secure"], self.certs, missing)
+        bad = self.config(ca=missing)
         start = self.front.out.count()
         self.assertFalse(self.front.reload(bad, expect_ok=False))
         self.front.out.wait_for(missing + r": cannot open", start=start)
         status, _, _ = http_get(self.front.ports["good"], "/")
         self.assertEqual(status, 200)
-        self.front.reload(front_config(self.term.ports["secure"], self.certs, self.other_ca))
+        self.front.reload(self.config())
 
 
 if __name__ == "__main__":

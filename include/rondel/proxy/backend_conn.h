@@ -39,6 +39,10 @@ class BackendConn final : public net::HandleCloser {
   struct Target {
     std::shared_ptr<const tls::ClientContext> tls;
     std::string_view host_name;
+    // A PROXY protocol header to write first (before any TLS; empty: none), and the key that
+    // an idle connection must match to be reused (0 without a header).
+    std::string_view proxy_header;
+    uint64_t reuse_key = 0;
   };
   // Starts a non-blocking connect (and TLS handshake) to `state` for `owner`; the owner hears
   // on_backend_connected(conn, status), status UV_EPROTO for a failed handshake (counted). Returns
@@ -62,6 +66,7 @@ class BackendConn final : public net::HandleCloser {
   // The pool context a TLS connection was made under (nullptr: plain): an idle connection is
   // reused only by a pool snapshot with the same context.
   const tls::ClientContext* tls_context() const noexcept;
+  uint64_t reuse_key() const noexcept { return reuse_key_; }
   BackendState* state() const noexcept { return state_; }
   bool reused() const noexcept { return exchanges_ > 1; }
 
@@ -93,6 +98,7 @@ class BackendConn final : public net::HandleCloser {
   static void on_alloc(uv_handle_t* h, size_t suggested, uv_buf_t* buf) noexcept;
   static void on_read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) noexcept;
   static void on_timer(uv_timer_t* t) noexcept;
+  void write_proxy_header() noexcept;
   uv_stream_t* stream() noexcept { return reinterpret_cast<uv_stream_t*>(&tcp_); }
   // What a read brought (plaintext already at buf_ + rlen_ or in idle_byte_, or n < 0: EOF).
   void received(ssize_t n) noexcept;
@@ -125,6 +131,15 @@ class BackendConn final : public net::HandleCloser {
   bool junk_ = false;  // a byte arrived after the response
   net::Deadline deadline_;
   char idle_byte_[64];  // read target while idle: any byte there means "close"
+
+  // The PROXY header written at connection start (null without one); lives until closed.
+  struct ProxyOut {
+    uv_write_t req{};
+    char bytes[64];
+    size_t len = 0;
+  };
+  std::unique_ptr<ProxyOut> proxy_out_;
+  uint64_t reuse_key_ = 0;
 
   // TLS state (null for plain connections).
   std::unique_ptr<tls::ClientTls> tls_;
