@@ -110,6 +110,7 @@ void BackendConn::close() noexcept {
   if (closing()) return;
   owner_ = nullptr;
   if (tls_ && !handshaking_) tls_->drain();
+  handshaking_ = false;  // an abandoned handshake is the owner's (a timeout counts in on_timer)
   if (state_ != nullptr) {
     state_->remove_idle(this);
     --state_->open_connections;

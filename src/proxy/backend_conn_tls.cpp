@@ -181,7 +181,7 @@ void BackendConn::on_wire_written(uv_write_t* req, int status) noexcept {
   trim(c->wire_flight_);
   int r = status < 0 ? status : c->flush_wire();
   if (r == 1) return;  // more ciphertext went out; its completion continues here
-  if (c->handshaking_ && r < 0) {
+  if (c->handshaking_ && r < 0 && !c->closing()) {
     c->tcp_eof_ = true;
     c->tls_handshake();  // ends it as a failure
   }

@@ -6,6 +6,7 @@ keeps no idle connection resumes the session it cached, health checks run over T
 backend connection would splice) arrive whole, and a reload naming a bad CA file is refused with
 FILE: reason while the old pools keep serving. Certificates are made in the test (tls_certs.py)."""
 import os
+import socket
 import unittest
 import zlib
 
@@ -16,7 +17,7 @@ from tls_certs import Certs, tls_block
 HS = "rondel_backend_tls_handshakes_total"
 
 
-def front_config(port, certs, other_ca, extra_pool_tls="", proxy_port=None):
+def front_config(port, certs, other_ca, extra_pool_tls="", proxy_port=None, silent_port=None):
     """Listeners good, fresh, wrongname, wrongca, noverify, each in front of its own pool."""
     pools = {
         "good": f"{{ verify: true, ca: {certs.ca}, sni: a.test }}",
@@ -45,6 +46,12 @@ def front_config(port, certs, other_ca, extra_pool_tls="", proxy_port=None):
                   "    send_proxy_protocol: v2",
                   f"    backends: [ {{ address: 127.0.0.1:{proxy_port} }} ]"]
         lines[1:1] = ["  - name: proxied", "    bind: 127.0.0.1:0", "    pool: proxied"]
+    if silent_port is not None:
+        # A backend that accepts TCP and never answers the ClientHello.
+        lines += ["  - name: silent", f"    tls: {{ ca: {certs.ca}, sni: a.test }}",
+                  "    connect_timeout: 300ms", "    retries: 0",
+                  f"    backends: [ {{ address: 127.0.0.1:{silent_port} }} ]"]
+        lines[1:1] = ["  - name: silent", "    bind: 127.0.0.1:0", "    pool: silent"]
     lines += ["admin:", "  bind: 127.0.0.1:0", "log:", "  level: info"]
     return "\n".join(lines) + "\n"
 
@@ -64,18 +71,23 @@ class BackendTls(unittest.TestCase):
             "pools:", "  - name: p", f"    backends: [ {{ address: {cls.backend.address} }} ]",
             "admin:", "  bind: 127.0.0.1:0", "log:", "  level: info"]) + "\n"
         cls.term = Rondel(term)
+        cls.silent = socket.socket()
+        cls.silent.bind(("127.0.0.1", 0))
+        cls.silent.listen(16)  # the kernel accepts; nobody reads
         cls.front = Rondel(cls.config())
 
     @classmethod
     def config(cls, ca=None):
         return front_config(cls.term.ports["secure"], cls.certs, ca or cls.other_ca,
-                            proxy_port=cls.term.ports["secureproxy"])
+                            proxy_port=cls.term.ports["secureproxy"],
+                            silent_port=cls.silent.getsockname()[1])
 
     @classmethod
     def tearDownClass(cls):
         cls.front.stop()
         cls.term.stop()
         cls.backend.stop()
+        cls.silent.close()
 
     def handshakes(self, result):
         return metric_sum(scrape(self.front.admin_port)[1], HS, result=result)
@@ -143,6 +155,12 @@ class BackendTls(unittest.TestCase):
         self.assertEqual(checks("checked", "failed"), 0)
         self.front.out.wait_for(r"backend_down pool=checkedbad .*reason=tls_verify")
         self.assertEqual(checks("checkedbad", "ok"), 0)
+
+    def test_handshake_counts_in_the_connect_timeout(self):
+        timeouts = self.handshakes("timeout")
+        status, _, _ = http_get(self.front.ports["silent"], "/")
+        self.assertEqual(status, 504)
+        self.assertEqual(self.handshakes("timeout") - timeouts, 1)
 
     def test_proxy_header_goes_ahead_of_the_handshake(self):
         def headers():
