@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "rondel/net/proxy_header_writer.h"
 #include "rondel/proxy/backend_state.h"
 #include "rondel/proxy/exchange.h"
 #include "rondel/proxy/worker.h"
@@ -18,6 +19,7 @@ BackendConn* BackendConn::connect(Worker& worker, BackendState& state, const Tar
                                   Exchange* owner, int* err) {
   auto* c = new BackendConn(worker, state);
   c->reuse_key_ = target.reuse_key;
+  static_assert(sizeof(ProxyOut::bytes) >= net::kProxyV2MaxBytes);
   if (!target.proxy_header.empty() && target.proxy_header.size() <= sizeof(ProxyOut::bytes)) {
     c->proxy_out_ = std::make_unique<ProxyOut>();
     std::memcpy(c->proxy_out_->bytes, target.proxy_header.data(), target.proxy_header.size());
@@ -61,9 +63,9 @@ void BackendConn::on_connect(uv_connect_t* req, int status) noexcept {
   if (c->closing()) return;  // status is UV_ECANCELED after close()
   Exchange* owner = c->owner_;
   if (status == 0 && c->proxy_out_) c->write_proxy_header();  // ahead of TLS and the request
+  if (status == 0 && c->tls_) c->handshaking_ = true;
   if (status == 0) c->resume_reading();
   if (status == 0 && c->tls_) {
-    c->handshaking_ = true;
     c->tls_handshake();  // the owner hears on_backend_connected once it ends
     return;
   }
@@ -150,7 +152,8 @@ void BackendConn::drop_buffer() noexcept {
 
 int BackendConn::fd() const noexcept {
   uv_os_fd_t fd = -1;
-  if (tls_ || closing() || uv_fileno(reinterpret_cast<const uv_handle_t*>(&tcp_), &fd) != 0) return -1;
+  if (tls_ || closing()) return -1;  // TLS: the bytes must be decrypted, never spliced
+  if (uv_fileno(reinterpret_cast<const uv_handle_t*>(&tcp_), &fd) != 0) return -1;
   return fd;
 }
 
