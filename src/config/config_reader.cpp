@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "edge_reader.h"
+#include "upstream_reader.h"
 #include "health_reader.h"
 #include "load_report_reader.h"
 #include "reader_util.h"
@@ -197,6 +198,10 @@ class ConfigReader {
     if (auto* g = m.get("health_check")) read_health(r_, *g, p.health);
     if (auto* g = m.get("passive_health")) read_passive(r_, *g, p.passive);
     if (auto* g = m.get("dns")) read_dns(*g, p.dns);
+    if (auto* g = m.get("tls")) read_backend_tls(r_, *g, p.tls);
+    if (auto* g = m.get("send_proxy_protocol")) {
+      r_.read_choice<SendProxyProtocol>(*g, kSendProxyProtocols, p.send_proxy_protocol);
+    }
     if (auto* g = r_.require(m, "backends")) read_backends(*g, p);
     if (auto* g = m.get("range_chunk")) read_range_chunk(*g, p);
     if (auto* g = m.get("seed")) r_.read_u64(*g, p.seed, 0, UINT64_MAX);
@@ -384,6 +389,7 @@ class ConfigReader {
       if (auto* g = r_.require(m, "address"); g && r_.read_address(*g, b.address, true, false)) {
         id_at = NodeReader::value_position(*g);
         b.id = b.address.to_string();
+        if (b.address.is_name) b.host_name = b.address.host;
       } else {
         ok = false;
       }

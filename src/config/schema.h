@@ -104,7 +104,9 @@ constexpr string_view kPoolKeys[] = {"name",
                                      "previous",
                                      "migrate_percent",
                                      "load_report",
-                                     "subsets"};
+                                     "subsets",
+                                     "tls",
+                                     "send_proxy_protocol"};
 // Backend-reported load (docs/algorithms.md): `load_report` of a pool.
 constexpr string_view kLoadReportKeys[] = {"header", "metric", "max_age", "scale"};
 constexpr uint32_t kMaxLoadReportScale = 1'000'000;
@@ -133,6 +135,11 @@ constexpr Choice<TlsVerify> kTlsVerifyModes[] = {{"none", TlsVerify::kNone},
 constexpr string_view kAlpnProtocols[] = {"http/1.1", "h2"};
 // A ticket key lives two rotations; below a second it would churn on every handshake.
 constexpr uint64_t kMinTicketRotationMs = 1000;
+// A pool's `tls` section: TLS to its backends (upstream_reader.cpp).
+constexpr string_view kBackendTlsKeys[] = {"verify", "ca",   "sni",  "min_version",
+                                           "max_version", "cert", "key", "session_reuse"};
+constexpr Choice<SendProxyProtocol> kSendProxyProtocols[] = {{"off", SendProxyProtocol::kOff},
+                                                            {"v2", SendProxyProtocol::kV2}};
 constexpr string_view kAdminKeys[] = {"enabled", "bind", "hot_keys", "token_file", "state_file"};
 constexpr string_view kDnsKeys[] = {"nameservers", "ttl", "jitter", "timeout", "attempts"};
 // Re-resolving more often than this only loads the nameserver.

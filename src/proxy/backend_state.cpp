@@ -84,6 +84,16 @@ BackendConn* BackendState::pop_idle(uint32_t w) noexcept {
   return c;
 }
 
+BackendConn* BackendState::pop_idle_matching(uint32_t w, uint64_t key) noexcept {
+  for (BackendConn* c = idle_[w].head; c != nullptr; c = c->idle_next_) {
+    if (c->reuse_key() == key) {
+      remove_idle(c);
+      return c;
+    }
+  }
+  return nullptr;
+}
+
 void BackendState::push_idle(uint32_t w, BackendConn* c) noexcept {
   IdleList& l = idle_[w];
   c->idle_prev_ = nullptr;

@@ -8,6 +8,7 @@
 
 #include "rondel/core/bitset.h"
 #include "rondel/core/hash.h"
+#include "rondel/net/proxy_header_writer.h"
 #include "rondel/proxy/backend_conn.h"
 #include "rondel/proxy/passive_health.h"
 #include "rondel/proxy/router.h"
@@ -139,8 +140,23 @@ void Exchange::begin_attempt(core::BackendIndex b, ConnSource source) noexcept {
   st_.req_bytes_sent = st_.resp_bytes_seen = false;
   BackendState& st = st_.pool->backend(b);
   st_.slot = InFlightSlot::take(st.in_flight, st_.pool->state().total_in_flight);
+  BackendConn::Target target{st_.pool->backend_tls(), st_.pool->backend_host_name(b)};
+  char proxy_header[net::kProxyV2MaxBytes];
+  if (st_.pool->config().send_proxy_protocol == config::SendProxyProtocol::kV2) {
+    sockaddr_storage local{};
+    const bool known = rq_.client != nullptr && rq_.client->local_address(&local);
+    const size_t n = net::write_proxy_v2(rq_.forward.client_ip, known ? &local : nullptr,
+                                         proxy_header);
+    target.proxy_header = std::string_view(proxy_header, n);
+    target.reuse_key = core::hash64(target.proxy_header) | 1;  // never 0: that is "no header"
+  }
   if (source == ConnSource::kIdleOrNew) {
-    if (BackendConn* idle = st.pop_idle(worker_.id())) {
+    while (BackendConn* idle = st.pop_idle_matching(worker_.id(), target.reuse_key)) {
+      // Made under another pool snapshot's TLS settings (a reload changed them): not reused.
+      if (idle->tls_context() != target.tls.get()) {
+        idle->close();
+        continue;
+      }
       st_.conn = idle;
       st_.conn->attach(this);
       backend_ready();
@@ -148,7 +164,7 @@ void Exchange::begin_attempt(core::BackendIndex b, ConnSource source) noexcept {
     }
   }
   int err = 0;
-  st_.conn = BackendConn::connect(worker_, st, this, &err);
+  st_.conn = BackendConn::connect(worker_, st, target, this, &err);
   if (st_.conn == nullptr) {
     worker_.log().log_limited(Level::kError, worker_.now_ms(), "backend_socket_failed",
                               uv_err_name(err));
@@ -390,7 +406,7 @@ bool Exchange::flush_to_backend() noexcept {
   if (to_backend_.n == 0) return true;
   BackendState& st = st_.pool->backend(st_.backend);
   st.counters.bytes_out.fetch_add(to_backend_.bytes, std::memory_order_relaxed);
-  int r = to_backend_.flush(st_.conn->stream(), &on_backend_written);
+  int r = st_.conn->write(to_backend_, &on_backend_written);
   if (r < 0) {
     to_backend_.clear();
     attempt_failed(AttemptEnd::kFailed, Reject::kBackendError, 502);

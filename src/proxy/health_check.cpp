@@ -1,4 +1,5 @@
-// Active health checks: per-backend probe timers and one-shot HTTP check connections.
+// Active health checks: per-backend probe timers and one-shot HTTP check connections, over TLS
+// for a pool with `tls` (the same context, server name and verification as its requests).
 #include "rondel/proxy/health_check.h"
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include "rondel/net/uv_util.h"
 #include "rondel/proxy/passive_health.h"
 #include "rondel/proxy/snapshot.h"
+#include "rondel/tls/client_tls.h"
 
 namespace rondel::proxy {
 
@@ -33,6 +35,8 @@ class HealthProbe final : public net::HandleCloser {
   config::HealthCheckConfig cfg_;
   // The pool's load_report: a check's response carries a report too (out-of-band polling).
   config::LoadReportConfig load_report_;
+  std::shared_ptr<const tls::ClientContext> tls_;  // the pool's backend TLS, null: plain
+  std::string host_name_;                          // the backend's configured host name
   HealthAttempt* attempt_ = nullptr;
   bool seen_ = false;  // sync() mark
 
@@ -95,15 +99,89 @@ class HealthAttempt final : public net::HandleCloser {
       a->finish(false, std::string("connect_") + uv_err_name(status));
       return;
     }
-    uv_buf_t buf = uv_buf_init(a->request_.data(), static_cast<unsigned>(a->request_.size()));
-    int rc = uv_write(&a->write_, a->stream(), &buf, 1, &on_written);
+    int rc = 0;
+    if (a->probe_->tls_) {
+      a->tls_ = tls::ClientTls::start(a->probe_->tls_, a->probe_->state_->id(), a->tls_name());
+      if (!a->tls_) {
+        a->finish(false, "tls_no_memory");
+        return;
+      }
+      a->tls_step();  // the ClientHello
+    } else {
+      a->out_ = a->request_;
+      rc = a->flush();
+    }
     if (rc == 0) rc = uv_read_start(a->stream(), &on_alloc, &on_read);
     if (rc != 0) a->finish(false, std::string("io_") + uv_err_name(rc));
   }
 
+  // The server name as BackendConn sends it: `sni`, the host name, else the address.
+  std::string tls_name() const {
+    std::string name(probe_->tls_->server_name(probe_->host_name_));
+    if (!name.empty()) return name;
+    const std::string& a = probe_->state_->addr_text();
+    if (!a.empty() && a.front() == '[') return a.substr(1, a.find(']') - 1);
+    return a.substr(0, a.rfind(':'));
+  }
+
+  // Writes out_ (and, on TLS, the ciphertext produced since) one write at a time.
+  int flush() noexcept {
+    if (writing_) return 0;
+    if (tls_) {
+      out_ += tls_->wire();
+      tls_->wire().clear();
+    }
+    if (out_.empty()) return 0;
+    flight_.swap(out_);
+    out_.clear();
+    uv_buf_t buf = uv_buf_init(flight_.data(), static_cast<unsigned>(flight_.size()));
+    int rc = uv_write(&write_, stream(), &buf, 1, &on_written);
+    writing_ = rc == 0;
+    return rc;
+  }
+
   static void on_written(uv_write_t* req, int status) noexcept {
     auto* a = static_cast<HealthAttempt*>(req->data);
-    if (status != 0 && !a->closing()) a->finish(false, std::string("write_") + uv_err_name(status));
+    a->writing_ = false;
+    if (a->closing()) return;
+    int rc = status != 0 ? status : a->flush();
+    if (rc != 0) a->finish(false, std::string("write_") + uv_err_name(rc));
+  }
+
+  // Advances the TLS handshake; once done, sends the request. False when the attempt ended.
+  bool tls_step() noexcept {
+    tls::ClientTls::Step step = tls_->handshake();
+    if (step == tls::ClientTls::Step::kFailed) {
+      finish(false, "tls_" + std::string(tls::backend_handshake_name(tls_->result())));
+      return false;
+    }
+    if (step == tls::ClientTls::Step::kDone) {
+      handshaken_ = true;
+      if (!tls_->write(request_.data(), request_.size())) {
+        finish(false, "tls_write");
+        return false;
+      }
+    }
+    if (int rc = flush(); rc != 0) {
+      finish(false, std::string("write_") + uv_err_name(rc));
+      return false;
+    }
+    return true;
+  }
+
+  // TLS: decrypts what arrived into buf_ and parses it. Plain reads are parsed as they come.
+  void tls_read(const char* p, size_t n) noexcept {
+    tls_->feed(p, n);
+    if (!handshaken_ && (!tls_step() || !handshaken_)) return;
+    for (;;) {
+      ssize_t got = tls_->read(plain_, sizeof plain_);
+      if (got == 0) return;
+      if (got < 0) {
+        finish(false, "closed_before_response");
+        return;
+      }
+      if (!parse(plain_, static_cast<size_t>(got))) return;
+    }
   }
 
   static void on_alloc(uv_handle_t* h, size_t, uv_buf_t* buf) noexcept {
@@ -119,38 +197,41 @@ class HealthAttempt final : public net::HandleCloser {
                                        : std::string("read_") + uv_err_name(static_cast<int>(nread)));
       return;
     }
-    const char* p = buf->base;
-    size_t left = static_cast<size_t>(nread);
+    if (a->tls_) a->tls_read(buf->base, static_cast<size_t>(nread));
+    else a->parse(buf->base, static_cast<size_t>(nread));
+  }
+
+  // Feeds response bytes to the parser; false once the attempt ended (a status or an error).
+  bool parse(const char* p, size_t left) noexcept {
     for (;;) {
-      http::Step st = a->parser_.feed(p, left);
+      http::Step st = parser_.feed(p, left);
       p += st.consumed;
       left -= st.consumed;
       switch (st.event) {
         case http::Event::kHead: {
-          uint16_t code = a->parser_.head().status;
+          uint16_t code = parser_.head().status;
           if (code < 200) {
             // An interim response: wait for the final one.
             continue;
           }
-          const auto& cfg = a->probe_->cfg_;
-          if (const auto& lr = a->probe_->load_report_; lr.enabled) {
-            report_from(lr, a->parser_.head(), uv_now(a->probe_->owner_.loop_),
-                        a->probe_->state_->report);
+          const auto& cfg = probe_->cfg_;
+          if (const auto& lr = probe_->load_report_; lr.enabled) {
+            report_from(lr, parser_.head(), uv_now(probe_->owner_.loop_), probe_->state_->report);
           }
           bool ok = code >= cfg.expect_status_min && code <= cfg.expect_status_max;
-          a->finish(ok, "status_" + std::to_string(code));
-          return;
+          finish(ok, "status_" + std::to_string(code));
+          return false;
         }
         case http::Event::kMessageEnd:
-          a->parser_.begin(a->probe_->cfg_.method == "HEAD");  // after a 1xx
+          parser_.begin(probe_->cfg_.method == "HEAD");  // after a 1xx
           continue;
         case http::Event::kBody:
           continue;
         case http::Event::kNeedMore:
-          return;
+          return true;
         case http::Event::kError:
-          a->finish(false, std::string("bad_response_") + std::string(a->parser_.error().reason));
-          return;
+          finish(false, std::string("bad_response_") + std::string(parser_.error().reason));
+          return false;
       }
     }
   }
@@ -169,7 +250,12 @@ class HealthAttempt final : public net::HandleCloser {
   uv_connect_t connect_{};
   uv_write_t write_{};
   std::string request_;
+  std::string out_, flight_;  // bytes to write next, the write in flight
+  std::unique_ptr<tls::ClientTls> tls_;
+  bool writing_ = false;
+  bool handshaken_ = false;
   char buf_[4096];
+  char plain_[4096];  // TLS: decrypted response bytes
 };
 
 void HealthProbe::on_timer(uv_timer_t* t) noexcept {
@@ -233,9 +319,12 @@ void HealthChecker::sync(const Snapshot& snap, uint64_t now_ms) {
         }
         continue;
       }
+      const std::string host_name(pool->backend_host_name(static_cast<core::BackendIndex>(i)));
       if (it != by_state.end()) {
         it->second->cfg_ = hc;
         it->second->load_report_ = pool->config().load_report;
+        it->second->tls_ = pool->backend_tls();
+        it->second->host_name_ = host_name;
         it->second->seen_ = true;
         continue;
       }
@@ -246,6 +335,8 @@ void HealthChecker::sync(const Snapshot& snap, uint64_t now_ms) {
       auto* p = new HealthProbe(*this, pool->name(), pool->backend_ptr(static_cast<core::BackendIndex>(i)),
                                 hc, spread > 1 ? seed_ % spread : 0);
       p->load_report_ = pool->config().load_report;
+      p->tls_ = pool->backend_tls();
+      p->host_name_ = host_name;
       p->seen_ = true;
       probes_.push_back(p);
     }

@@ -351,6 +351,7 @@ ExchangeRequest Http1Session::exchange_request() noexcept {
   ExchangeRequest rq;
   rq.head = &cb_->req_parser.head();
   rq.forward.client_ip = client_ip();
+  rq.client = transport_;
   rq.forward.forwarded = listener_cfg_->forwarded_headers;
   if (tls_) rq.forward.proto = "https";
   rq.pool = listener_pool_;

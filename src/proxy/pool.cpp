@@ -69,6 +69,11 @@ core::Result<std::unique_ptr<Pool>> Pool::build(const config::PoolConfig& cfg,
   std::unique_ptr<Pool> pool(new Pool(std::move(*set), std::move(*sel)));
   pool->cfg_ = cfg;
   pool->state_ = std::move(state);
+  if (cfg.tls.enabled) {
+    auto tls = tls::ClientContext::build(cfg.name, cfg.tls);
+    if (!tls) return tls.error();
+    pool->backend_tls_ = std::move(*tls);
+  }
   // Each backend state of this pool keeps the pool's unusable count from its health flags.
   std::shared_ptr<std::atomic<uint32_t>> unusable(pool->state_, &pool->state_->unusable);
   pool->bounded_.balance_factor = cfg.balance_factor;

@@ -523,6 +523,7 @@ config::Config Discovery::expand(const config::Config& cfg) const {
         config::BackendConfig e;
         e.address = config::Address{f.ip, f.port, false};
         e.id = f.id;
+        e.host_name = b.host_name;  // TLS to the backend: SNI and the verified name
         e.weight = f.weight > 0 ? f.weight : b.weight;
         e.position = b.position;
         e.labels = b.labels;  // the entry's labels apply to every address it resolves to

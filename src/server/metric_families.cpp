@@ -19,6 +19,7 @@
 #include "rondel/net/proxy_protocol.h"
 #include "rondel/server/daemon.h"
 #include "rondel/server/metrics.h"
+#include "rondel/tls/client_context.h"
 #include "rondel/tls/tls_stats.h"
 
 #ifndef RONDEL_VERSION
@@ -168,6 +169,9 @@ constexpr Variants kTlsFailureV{static_cast<size_t>(tls::HandshakeFailure::kCoun
 }};
 constexpr Variants kTlsVersionV{static_cast<size_t>(tls::TlsVersion::kCount), [](size_t i) {
   return tls::tls_version_name(static_cast<tls::TlsVersion>(i));
+}};
+constexpr Variants kBackendTlsV{static_cast<size_t>(tls::BackendHandshake::kCount), [](size_t i) {
+  return tls::backend_handshake_name(static_cast<tls::BackendHandshake>(i));
 }};
 constexpr Variants kTlsAlpnV{static_cast<size_t>(tls::AlpnResult::kCount), [](size_t i) {
   return tls::alpn_result_name(static_cast<tls::AlpnResult>(i));

@@ -49,6 +49,7 @@ enum class NameLookup : uint8_t { kAddress, kSrv };
 struct BackendConfig {
   Address address;     // kSrv: host = the SRV name, port 0, is_name true
   std::string id;      // stable identity used for placement; defaults to address.to_string()
+  std::string host_name;  // the configured host name when `address` names one (TLS SNI)
   uint32_t weight = 1; // 0 = drained: never chosen, never a crash
   Position position;
   NameLookup lookup = NameLookup::kAddress;
@@ -143,6 +144,23 @@ struct LoadReportConfig {
   uint32_t scale = 1;  // load = value * scale (e.g. utilization 0..1 times the capacity)
 };
 
+// TLS to a pool's backends (`tls` in a pool, docs/configuration.md). Files are loaded when a
+// Snapshot is built (tls::ClientContext), not here.
+struct BackendTlsConfig {
+  bool enabled = false;          // the pool has a `tls` section
+  bool verify = true;            // check the backend's certificate chain and name
+  std::string ca;                // PEM CA bundle; "" = the system's default trust store
+  std::string sni;               // SNI and verified name; "" = the backend's host name
+  uint16_t min_version = 0x0303; // TLS 1.2 (wire version numbers)
+  uint16_t max_version = 0x0304; // TLS 1.3
+  std::string cert, key;         // optional client certificate (PEM) for backends asking mTLS
+  bool session_reuse = true;     // resume sessions per backend (tickets / session ids)
+  Position position;
+};
+
+// A PROXY protocol header rondel writes at the start of each backend connection.
+enum class SendProxyProtocol : uint8_t { kOff, kV2 };
+
 struct PoolConfig {
   std::string name;
   Algorithm algorithm = Algorithm::kRing;
@@ -183,6 +201,8 @@ struct PoolConfig {
   LoadReportConfig load_report;
   // Subset selectors, in file order (first match wins); empty: every request uses the pool.
   std::vector<SubsetRule> subsets;
+  BackendTlsConfig tls;
+  SendProxyProtocol send_proxy_protocol = SendProxyProtocol::kOff;
 };
 
 // A listener's PROXY protocol header stage (`proxy_protocol`): every connection must start with

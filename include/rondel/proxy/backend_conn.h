@@ -1,18 +1,30 @@
-// BackendConn: one TCP connection to a backend, busy with one client's exchange or idle in the
-// backend's keep-alive pool.
+// BackendConn: one TCP connection to a backend, plain or TLS (the pool's `tls`), busy with one
+// client's exchange or idle in the backend's keep-alive pool.
 //
 // The connection reports to its owner (an Exchange) through on_backend_* calls; while idle it
 // has no owner and closes itself on any byte, EOF or its idle timeout. Its read buffer comes from
-// the worker's BufferPool while busy and is returned when idle. Loop thread only.
+// the worker's BufferPool while busy and is returned when idle. On a TLS connection the
+// handshake runs between the TCP connect and on_backend_connected (within the connect timeout),
+// reads deliver decrypted bytes into the same buffer, write() encrypts, and fd() is -1 so that
+// nothing is spliced past the encryption. Loop thread only.
 #pragma once
 
 #include <uv.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
 
 #include "rondel/net/deadline.h"
+#include "rondel/net/out_queue.h"
 #include "rondel/net/uv_util.h"
+
+namespace rondel::tls {
+class ClientContext;
+class ClientTls;
+}  // namespace rondel::tls
 
 namespace rondel::proxy {
 
@@ -22,10 +34,22 @@ class Worker;
 
 class BackendConn final : public net::HandleCloser {
  public:
-  // Starts a non-blocking connect to `state` for `owner`; the owner hears
-  // on_backend_connected(conn, status). Returns nullptr (and sets *err) if the socket could not
-  // even be created (e.g. out of file descriptors).
-  static BackendConn* connect(Worker& worker, BackendState& state, Exchange* owner, int* err);
+  // How to reach a backend: plain TCP (tls null) or TLS under the pool's context, naming the
+  // backend `host_name` (its configured host name, "" for an address literal).
+  struct Target {
+    std::shared_ptr<const tls::ClientContext> tls;
+    std::string_view host_name;
+    // A PROXY protocol header to write first (before any TLS; empty: none), and the key that
+    // an idle connection must match to be reused (0 without a header).
+    std::string_view proxy_header;
+    uint64_t reuse_key = 0;
+  };
+  // Starts a non-blocking connect (and TLS handshake) to `state` for `owner`; the owner hears
+  // on_backend_connected(conn, status), status UV_EPROTO for a failed handshake (counted). Returns
+  // nullptr (and sets *err) if the socket could not even be created (e.g. out of file
+  // descriptors).
+  static BackendConn* connect(Worker& worker, BackendState& state, const Target& target,
+                              Exchange* owner, int* err);
 
   // Takes an idle connection for `owner` and starts reading into a buffer.
   void attach(Exchange* owner) noexcept;
@@ -34,9 +58,15 @@ class BackendConn final : public net::HandleCloser {
   // Closes the connection, detaching any owner silently.
   void close() noexcept;
 
-  uv_stream_t* stream() noexcept { return reinterpret_cast<uv_stream_t*>(&tcp_); }
-  // The socket's fd (for splice), -1 while closing.
+  // Writes `q` as OutQueue::flush does (0 all written, 1 pending: `cb` runs with &q.req, < 0
+  // error); on TLS the bytes are encrypted at once and q's buffers are free on return.
+  int write(net::OutQueue& q, uv_write_cb cb) noexcept;
+  // The socket's fd for splice: -1 while closing and on TLS connections.
   int fd() const noexcept;
+  // The pool context a TLS connection was made under (nullptr: plain): an idle connection is
+  // reused only by a pool snapshot with the same context.
+  const tls::ClientContext* tls_context() const noexcept;
+  uint64_t reuse_key() const noexcept { return reuse_key_; }
   BackendState* state() const noexcept { return state_; }
   bool reused() const noexcept { return exchanges_ > 1; }
 
@@ -60,6 +90,7 @@ class BackendConn final : public net::HandleCloser {
  private:
   friend class BackendState;
   BackendConn(Worker& worker, BackendState& state);
+  ~BackendConn() override;
   void on_all_closed() noexcept override;
   void take_buffer() noexcept;
   void drop_buffer() noexcept;
@@ -67,6 +98,23 @@ class BackendConn final : public net::HandleCloser {
   static void on_alloc(uv_handle_t* h, size_t suggested, uv_buf_t* buf) noexcept;
   static void on_read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) noexcept;
   static void on_timer(uv_timer_t* t) noexcept;
+  void write_proxy_header() noexcept;
+  uv_stream_t* stream() noexcept { return reinterpret_cast<uv_stream_t*>(&tcp_); }
+  // What a read brought (plaintext already at buf_ + rlen_ or in idle_byte_, or n < 0: EOF).
+  void received(ssize_t n) noexcept;
+
+  // TLS (backend_conn_tls.cpp).
+  void tls_read(ssize_t n) noexcept;           // ciphertext in t_cipher, or EOF
+  void tls_handshake() noexcept;               // advances it; reports to the owner at its end
+  void tls_deliver() noexcept;                 // decrypts into the read target while reading
+  int tls_write(net::OutQueue& q, uv_write_cb cb) noexcept;
+  int flush_wire() noexcept;                   // 0 all out now, 1 pending, < 0 error
+  void kick() noexcept;                        // deliver buffered plaintext from the loop
+  static void on_wire_written(uv_write_t* req, int status) noexcept;
+  static uv_buf_t cipher_buffer() noexcept;    // one per thread: reads are handed on at once
+  // The server name a TLS connection to `state` sends and verifies.
+  static std::string tls_name(const BackendState& state, const Target& target);
+  static void on_kick(uv_timer_t* t) noexcept;
 
   Worker& worker_;
   BackendState* state_;
@@ -83,6 +131,27 @@ class BackendConn final : public net::HandleCloser {
   bool junk_ = false;  // a byte arrived after the response
   net::Deadline deadline_;
   char idle_byte_[64];  // read target while idle: any byte there means "close"
+
+  // The PROXY header written at connection start (null without one); lives until closed.
+  struct ProxyOut {
+    uv_write_t req{};
+    char bytes[64];
+    size_t len = 0;
+  };
+  std::unique_ptr<ProxyOut> proxy_out_;
+  uint64_t reuse_key_ = 0;
+
+  // TLS state (null for plain connections).
+  std::unique_ptr<tls::ClientTls> tls_;
+  uv_timer_t kick_{};          // deferred delivery of plaintext buffered in tls_
+  uv_write_t wire_req_{};
+  std::string wire_flight_;    // ciphertext being written
+  net::OutQueue* codec_q_ = nullptr;  // the owner's write waiting for the ciphertext to go out
+  uv_write_cb codec_cb_ = nullptr;
+  size_t wire_took_ = 0;       // ciphertext the socket took at once in the last flush_wire()
+  bool handshaking_ = false;
+  bool wire_pending_ = false;
+  bool tcp_eof_ = false;       // the socket ended (delivered once the plaintext is drained)
 
   // Idle-list links (BackendState owns the list).
   BackendConn* idle_prev_ = nullptr;

@@ -142,6 +142,10 @@ class BackendState {
   // Idle keep-alive connections of worker `w` (that worker's loop thread only). pop_idle
   // returns nullptr when empty. remove_idle finds the list through the connection's worker.
   BackendConn* pop_idle(uint32_t w) noexcept;
+  // The most recently pooled idle connection of worker `w` whose reuse_key() is `key` (0: no
+  // PROXY header; otherwise the header binds the connection to one client), removed from the
+  // list; nullptr if none. Walks at most the worker's idle list (max_idle_per_backend).
+  BackendConn* pop_idle_matching(uint32_t w, uint64_t key) noexcept;
   void push_idle(uint32_t w, BackendConn* conn) noexcept;
   void remove_idle(BackendConn* conn) noexcept;
   // Closes worker `w`'s idle connections (its loop thread).

@@ -19,6 +19,7 @@
 #include "rondel/http/writer.h"
 #include "rondel/net/out_queue.h"
 #include "rondel/net/splice_relay.h"
+#include "rondel/net/transport.h"
 #include "rondel/proxy/body_source.h"
 #include "rondel/proxy/exchange_rules.h"
 #include "rondel/proxy/response_sink.h"
@@ -57,6 +58,9 @@ struct ExchangeRequest {
   BodySource* body = nullptr;
   ResponseSink* sink = nullptr;
   ExchangeOwner* owner = nullptr;
+  // The client's connection: its local (listener) address for a PROXY header sent to the
+  // backend (a pool's send_proxy_protocol); nullptr: unknown.
+  const net::Transport* client = nullptr;
 };
 
 class Exchange final : private net::SpliceEvents {

@@ -32,6 +32,7 @@
 #include "rondel/core/subset.h"
 #include "rondel/http/message.h"
 #include "rondel/proxy/backend_state.h"
+#include "rondel/tls/client_context.h"
 
 namespace rondel::proxy {
 
@@ -106,6 +107,15 @@ class Pool {
     return backends_[i];
   }
   PoolState& state() const noexcept { return *state_; }
+  // TLS to the backends (the pool's `tls` section), nullptr for plain connections.
+  const std::shared_ptr<const tls::ClientContext>& backend_tls() const noexcept {
+    return backend_tls_;
+  }
+  // The configured host name of backend `i` ("" for an address literal): its TLS server name.
+  std::string_view backend_host_name(core::BackendIndex i) const noexcept {
+    return i < cfg_.backends.size() ? std::string_view(cfg_.backends[i].host_name)
+                                    : std::string_view();
+  }
   const core::BoundedOptions& bounded() const noexcept { return bounded_; }
   const core::RouteOptions& route_options() const noexcept { return route_; }
   // Generation of the snapshot this pool belongs to (set by Snapshot::build).
@@ -208,6 +218,7 @@ class Pool {
   std::vector<std::atomic<uint32_t>> eff_weights_;
   std::atomic<bool> ramping_{false};
   std::shared_ptr<PoolState> state_;
+  std::shared_ptr<const tls::ClientContext> backend_tls_;
   size_t excluded_words_ = 0;
   size_t pick_words_ = 0;
   // The placement keys migrate from: built over this pool's backend indices (backend i has the
