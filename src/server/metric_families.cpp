@@ -336,13 +336,21 @@ void spill_pairs(const Scrape& s, FamilyOut& o) {
 }
 
 // Per subset name (config `subsets`: the rule's name or index), every name the pool has had.
-template <std::atomic<uint64_t> proxy::PoolState::SubsetCounters::*kCounter>
-void subset_counter(const Scrape& s, FamilyOut& o) {
+// (Plain functions, not a template over the member: under -fsanitize=address GCC cannot fold
+// the table's `emit != nullptr` check for a function template's address.)
+void subset_counter(const Scrape& s, FamilyOut& o,
+                    std::atomic<uint64_t> proxy::PoolState::SubsetCounters::*counter) {
   for (const auto& p : s.pools) {
     const auto& ps = p.pool->state();
     std::lock_guard<std::mutex> lock(ps.subsets_mu);
-    for (const auto& c : ps.subsets) o.sample({p.pool->name(), c->name}, d((*c).*kCounter));
+    for (const auto& c : ps.subsets) o.sample({p.pool->name(), c->name}, d((*c).*counter));
   }
+}
+void subset_requests(const Scrape& s, FamilyOut& o) {
+  subset_counter(s, o, &proxy::PoolState::SubsetCounters::requests);
+}
+void subset_unavailable(const Scrape& s, FamilyOut& o) {
+  subset_counter(s, o, &proxy::PoolState::SubsetCounters::unavailable);
 }
 
 void hot_replicas(const Scrape& s, FamilyOut& o) {

@@ -30,7 +30,8 @@ import subprocess
 import time
 import unittest
 
-from harness import BackendGroup, Rondel, main, metric_sum, scrape, wait_until
+from harness import (BackendGroup, Rondel, main, metric_sum, sanitized_build, scrape,
+                     wait_until)
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, CONTINUATION = 0, 1, 3, 4, 6, 7, 9
@@ -171,7 +172,10 @@ log:
         self.assertTrue(wait_until(
             lambda: self.metric("rondel_h2_defences_total", defence="frame_flood") > before,
             timeout=10))
-        self.assertLess(self.r.settled_rss_kib() - rss_before, 8 * 1024)
+        if not sanitized_build():
+            # Under ASan the allocator's quarantine keeps every freed ack frame resident (62 MB
+            # after the PING flood), so RSS says nothing about what rondel holds there.
+            self.assertLess(self.r.settled_rss_kib() - rss_before, 8 * 1024)
         self.assert_still_serving()
 
     def test_settings_flood(self):

@@ -69,8 +69,16 @@ void* operator new(size_t n) {
   if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
   throw std::bad_alloc();
 }
+// The nothrow forms too (the worker takes its exchanges with new (std::nothrow)): counted
+// alike, and every form frees with free() (under ASan an unreplaced form is the sanitizer's own,
+// whose memory free() must not release).
+void* operator new(size_t n, const std::nothrow_t&) noexcept {
+  g_news.fetch_add(1, std::memory_order_relaxed);
+  return std::malloc(n == 0 ? 1 : n);
+}
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 TEST_CASE("steady-state HTTP/2 streams reuse pooled stream objects and buffers") {
   uv_loop_t loop;
