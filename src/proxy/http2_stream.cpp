@@ -160,6 +160,7 @@ void Http2Stream::start() noexcept {
   if (s_->tls() != nullptr) rq.forward.proto = "https";
   rq.pool = s_->pool();
   rq.listener = s_->listener()->name;
+  rq.client = s_->transport();
   rq.body = head_.framing == http::Framing::kNone ? static_cast<BodySource*>(&EmptyBody::instance())
                                                   : this;
   rq.sink = this;

@@ -61,6 +61,10 @@ listeners:
     bind: 127.0.0.1:0
     pool: p
     proxy_protocol: {{ trusted: [127.0.0.0/8] }}
+  - name: h2c
+    bind: 127.0.0.1:0
+    pool: p
+    http2: prior_knowledge
 pools:
   - name: p
     send_proxy_protocol: v2
@@ -94,6 +98,12 @@ class SendProxyProtocol(unittest.TestCase):
         port = self.r.ports["web"]
         out = subprocess.run(["curl", "-sS", f"http://127.0.0.1:{port}/"], capture_output=True,
                              timeout=10)
+        self.assertEqual(out.stdout.decode(), f"src=127.0.0.1:0 dst=127.0.0.1:{port}")
+
+    def test_http2_streams_send_the_listener_address_too(self):
+        port = self.r.ports["h2c"]
+        out = subprocess.run(["curl", "-sS", "--http2-prior-knowledge",
+                              f"http://127.0.0.1:{port}/"], capture_output=True, timeout=10)
         self.assertEqual(out.stdout.decode(), f"src=127.0.0.1:0 dst=127.0.0.1:{port}")
 
     def test_backend_sees_the_address_a_trusted_proxy_announced(self):

@@ -171,6 +171,9 @@ class Http2Session final : private net::TransportEvents {
   // The TLS connection's transport (null on h2c): "https" forwarding and the access log's TLS
   // fields.
   const tls::TlsTransport* tls() const noexcept { return tls_; }
+  // The client connection's transport: its local (listener) address for a PROXY header sent to
+  // a backend.
+  const net::Transport* transport() const noexcept { return transport_; }
   // Writes what nghttp2 has to send (safe to call from anywhere but inside mem_send).
   void flush() noexcept;
   bool output_pending() const noexcept { return out_q_.pending; }
