@@ -123,6 +123,9 @@ def h2_pass(ctx, make_backends):
                 try:
                     for body, query in BODIES:
                         r = h2load(ctx, p, query, opts.duration, opts.paths)
+                        if p.proc.poll() is not None:
+                            raise RuntimeError(f"{p.name} exited ({p.proc.returncode}) during "
+                                               f"the {body} run; see {p.dir}")
                         if r["protocol"] != "h2":
                             raise RuntimeError(f"{p.name}: h2load negotiated {r['protocol']}, "
                                                "not h2")
