@@ -135,6 +135,10 @@ bool Exchange::response_head() noexcept {
   // The sink reads state(): the response is streaming and the request perhaps not done.
   st_.response = ResponseState::kStreaming;
   rq_.sink->sink_head(rh);
+  // An HTTP/2 sink writes the head at once; when that write finds the client connection gone,
+  // the session closes and ends every exchange on it, this one too (recycled: no pool, no
+  // backend connection).
+  if (!running_) return false;
   st_.conn->arm_timer(st_.pool->config().backend_io_timeout_ms);
   return true;
 }

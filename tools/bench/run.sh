@@ -8,8 +8,9 @@
 #                      [--latency-pass] [--latency-only] [--latency-conns 100] [--latency-delay-ms 1]
 #                      [--bodies-pass] [--bodies-only] [--bodies-baseline RONDEL]
 #                      [--tls-pass] [--tls-only] [--tls-idle 1000]
+#                      [--h2-pass] [--h2-only]
 #
-# Installs haproxy, nginx-light, wrk, util-linux (taskset) and linux-perf on Debian when they are
+# Installs haproxy, nginx-light, wrk, nghttp2-client (h2load), util-linux (taskset) and linux-perf on Debian when they are
 # missing (with a policy-rc.d that keeps the packages from starting services), builds rondel in
 # build-bench/ if needed, then runs tools/bench/bench.py. Needs 2+ cores: proxies are pinned to
 # core 0, wrk and the backends to core 1 (except in the workers pass, rondel workers 1 vs 2 and
@@ -23,6 +24,7 @@ need=""
 command -v haproxy >/dev/null 2>&1 || need="$need haproxy"
 command -v nginx >/dev/null 2>&1 || need="$need nginx-light"
 command -v wrk >/dev/null 2>&1 || need="$need wrk"
+command -v h2load >/dev/null 2>&1 || need="$need nghttp2-client"
 command -v taskset >/dev/null 2>&1 || need="$need util-linux"
 command -v perf >/dev/null 2>&1 || need="$need linux-perf"
 if [ -n "$need" ]; then

@@ -16,6 +16,7 @@ from .backends import NginxBackends, TestBackends
 from .bodies import bodies_pass, bodies_section
 from .context import BENCH_DIR, CLIENT_CORE, ROOT, SCHED_BATCH, Bench, log
 from .distribution import distribution
+from .h2 import h2_pass, h2_section
 from .idle import idle_pass, idle_section
 from .latency import latency_pass, latency_section
 from .profile import profile
@@ -73,6 +74,10 @@ def parser():
                     help="add the TLS pass (keep-alive over TLS, full and resumed handshake "
                          "rates, idle TLS connection memory; HAProxy ssl crt, nginx listen ssl)")
     ap.add_argument("--tls-only", action="store_true", help="only the TLS pass")
+    ap.add_argument("--h2-pass", action="store_true",
+                    help="add the HTTP/2 pass (h2load -c 10 -m 10 over TLS with ALPN h2, small and "
+                         "256 KiB bodies; HAProxy alpn h2,http/1.1, nginx listen ssl http2)")
+    ap.add_argument("--h2-only", action="store_true", help="only the HTTP/2 pass")
     ap.add_argument("--tls-idle", type=int, default=1000, metavar="N",
                     help="idle TLS connections measured per proxy in the TLS pass (default 1000)")
     ap.add_argument("--calib-duration", type=int, default=5)
@@ -96,9 +101,9 @@ def parse_args(argv=None):
     if args.idle is None:
         args.idle = 2000 if args.quick else 10000
     if sum([args.idle_only, args.profile_only, args.workers_only, args.bodies_only,
-            args.tls_only]) > 1:
-        ap.error("--idle-only, --profile-only, --workers-only, --bodies-only and --tls-only "
-                 "exclude each other")
+            args.tls_only, args.h2_only]) > 1:
+        ap.error("--idle-only, --profile-only, --workers-only, --bodies-only, --tls-only and "
+                 "--h2-only exclude each other")
     if args.tls_idle < 10:
         ap.error("--tls-idle must be at least 10")
     if args.bodies_baseline and not os.access(args.bodies_baseline, os.X_OK):
@@ -176,6 +181,7 @@ ONLY_PASSES = (
      workers_pass, lambda r, args: workers_section(r)),
     ("bodies_only", "large-body pass ...", "bodies", "bodies", bodies_pass, bodies_section),
     ("tls_only", "TLS pass ...", "tls", "tls", tls_pass, tls_section),
+    ("h2_only", "HTTP/2 pass ...", "h2", "h2", h2_pass, h2_section),
 )
 
 
@@ -197,7 +203,7 @@ def run_full(ctx, make_backends, meta, calib, out, workloads, kind):
     """The throughput pass and every other pass the options add; one report."""
     args = ctx.opts
     results = throughput_pass(ctx, make_backends, workloads)
-    batch = lat = idle = workers = bodies = tls = None
+    batch = lat = idle = workers = bodies = tls = h2 = None
     if args.batch_pass:
         log("throughput pass with wrk and the backends under SCHED_BATCH ...")
         batch_ctx = ctx.with_client_sched(SCHED_BATCH)
@@ -221,11 +227,15 @@ def run_full(ctx, make_backends, meta, calib, out, workloads, kind):
     if args.tls_pass:
         log("TLS pass ...")
         tls = tls_pass(ctx, make_backends)
+    if args.h2_pass:
+        log("HTTP/2 pass ...")
+        h2 = h2_pass(ctx, make_backends)
     meta["load_after"] = procfs.loadavg()
     text = tables(results, dist_rows, calib, args, meta)
     for section in (batch and batch_section(batch, args), lat and latency_section(lat, args),
                     idle and idle_section(idle), workers and workers_section(workers),
-                    bodies and bodies_section(bodies, args), tls and tls_section(tls, args)):
+                    bodies and bodies_section(bodies, args), tls and tls_section(tls, args),
+                    h2 and h2_section(h2, args)):
         if section:
             text += "\n" + section
     if args.profile:
@@ -237,7 +247,7 @@ def run_full(ctx, make_backends, meta, calib, out, workloads, kind):
                               "batch_runs": {wl: dict(v) for wl, v in batch.items()} if batch else None,
                               "latency_runs": lat,
                               "distribution": dist_rows, "idle": idle, "workers": workers,
-                              "bodies": bodies, "tls": tls})
+                              "bodies": bodies, "tls": tls, "h2": h2})
 
 
 def run(ctx, meta, out):
@@ -246,7 +256,7 @@ def run(ctx, meta, out):
     calib = None
     kind = args.backend
     if kind == "auto" and (args.profile_only or args.idle_only or args.workers_only or args.latency_only
-                           or args.bodies_only or args.tls_only):
+                           or args.bodies_only or args.tls_only or args.h2_only):
         kind = "test"
     if kind == "auto":
         log("calibrating backends ...")

@@ -160,6 +160,14 @@ def s_time_result(outputs, wall, cpu_s):
             "cpu_us_per_hs": cpu_s * 1e6 / max(1, conns), "bytes_per_conn": min(per_conn)}
 
 
+def proxy_cpu(proxy, fn):
+    """(fn(), wall seconds, CPU seconds the proxy's processes used meanwhile, from /proc)."""
+    pids = proxy.pids()
+    t0, w0 = procfs.cpu_ticks(pids), time.time()
+    out = fn()
+    return out, time.time() - w0, (procfs.cpu_ticks(pids) - t0) / CLK_TCK
+
+
 def handshakes(ctx, proxy, mode, duration, core=CLIENT_CORE, warm_up=True):
     """HS_CLIENTS `openssl s_time MODE` processes at once for `duration` s against proxy, pinned
     to `core` (None: unpinned); after a 1 s warm-up unless not `warm_up`."""
@@ -172,10 +180,7 @@ def handshakes(ctx, proxy, mode, duration, core=CLIENT_CORE, warm_up=True):
         return [p.communicate(timeout=secs + 60)[0] for p in procs]
     if warm_up:
         run(1)
-    pids = proxy.pids()
-    t0, w0 = procfs.cpu_ticks(pids), time.time()
-    outputs = run(duration)
-    wall, cpu_s = time.time() - w0, (procfs.cpu_ticks(pids) - t0) / CLK_TCK
+    outputs, wall, cpu_s = proxy_cpu(proxy, lambda: run(duration))
     return s_time_result(outputs, wall, cpu_s)
 
 

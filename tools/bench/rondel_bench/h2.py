@@ -1,0 +1,186 @@
+"""The HTTP/2 pass: rondel (`tls: {alpn: [h2, http/1.1]}`), HAProxy (`bind ... ssl crt FILE alpn
+h2,http/1.1`) and nginx (`listen ... ssl http2`), one worker/thread each on core 0, the TLS
+pass's ECDSA P-256 certificate, in front of the same backends, measured in turn (the order
+rotated each rep): h2load on core 1, H2_CONNS connections of H2_STREAMS concurrent streams each
+(`h2load -c 10 -m 10 -t 1 -D S`), over TLS with ALPN h2, on two bodies: the bench's small object
+(GET /obj/I, the test backend's name and a newline) and 256 KiB (GET /obj/I?size=262144, the
+test backend's per-request size). Per proxy: req/s and the proxy's CPU per request from /proc.
+
+The proxies, the certificate, the TLS wait and the CPU measurement are the TLS pass's (tls.py).
+"""
+
+import os
+import re
+import subprocess
+from collections import defaultdict
+
+from .context import CLIENT_CORE, log
+from .report import fmt_range, med, ratio
+from .tls import TlsHAProxy, TlsNginx, TlsProxy, TlsRondel, make_cert, proxy_cpu
+
+H2_CONNS = 10
+H2_STREAMS = 10
+# (body, query appended to /obj/I): the test backend answers ?size=N with an N-byte body.
+BODIES = (("small", ""), ("256 KiB", f"?size={256 << 10}"))
+ALPN_RONDEL = "      alpn: [h2, http/1.1]\n"
+
+
+class H2Rondel(TlsRondel):
+    def config_text(self, backends, bounded, admin):
+        text = super().config_text(backends, bounded, admin)
+        head = "    tls:\n      certificates:\n"
+        return text.replace(head, "    tls:\n" + ALPN_RONDEL + "      certificates:\n", 1)
+
+
+class H2HAProxy(TlsHAProxy):
+    def argv(self, backends, bounded, held):
+        argv, env = super().argv(backends, bounded, held)
+        path = os.path.join(self.dir, "haproxy.cfg")
+        with open(path) as f:
+            conf = f.read()
+        self.write("haproxy.cfg", conf.replace(f" ssl crt {self.both}\n",
+                                               f" ssl crt {self.both} alpn h2,http/1.1\n"))
+        return argv, env
+
+
+class H2Nginx(TlsNginx):
+    def argv(self, backends, bounded, held):
+        argv, env = super().argv(backends, bounded, held)
+        path = os.path.join(self.dir, "nginx.conf")
+        with open(path) as f:
+            conf = f.read()
+        self.write("nginx.conf", conf.replace(f"listen 127.0.0.1:{held.port} ssl;\n",
+                                              f"listen 127.0.0.1:{held.port} ssl http2;\n"))
+        return argv, env
+
+
+KINDS = (H2Rondel, H2HAProxy, H2Nginx)
+FINISHED = re.compile(r"finished in ([\d.]+)(m?s), ([\d.]+) req/s")
+REQUESTS = re.compile(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, "
+                      r"(\d+) failed, (\d+) errored, (\d+) timeout")
+STATUS = re.compile(r"status codes: (\d+) 2xx")
+TRAFFIC = re.compile(r"traffic: .*?\((\d+)\) total")
+PROTOCOL = re.compile(r"Application protocol: (\S+)")
+
+
+def h2load_result(out):
+    """h2load's summary as a dict: seconds, rps, succeeded, errors (failed + errored + timeout),
+    ok_2xx, bytes (total traffic), protocol (the ALPN it got; None if it negotiated none)."""
+    f, r = FINISHED.search(out), REQUESTS.search(out)
+    if not f or not r:
+        raise RuntimeError(f"h2load gave no summary: {out[-600:]}")
+    n = [int(x) for x in r.groups()]
+    s, t, p = STATUS.search(out), TRAFFIC.search(out), PROTOCOL.search(out)
+    return {"seconds": float(f.group(1)) / (1000 if f.group(2) == "ms" else 1),
+            "rps": float(f.group(3)), "succeeded": n[3], "errors": n[4] + n[5] + n[6],
+            "ok_2xx": int(s.group(1)) if s else 0, "bytes": int(t.group(1)) if t else 0,
+            "protocol": p.group(1) if p else None}
+
+
+def uri_file(d, port, query, paths):
+    """A file of `paths` URIs (/obj/1..N with `query`) for h2load -i; each client takes them in
+    order."""
+    path = os.path.join(d, f"uris-{port}-{'big' if query else 'small'}.txt")
+    with open(path, "w") as f:
+        f.writelines(f"https://127.0.0.1:{port}/obj/{i}{query}\n" for i in range(1, paths + 1))
+    return path
+
+
+def h2load(ctx, proxy, query, duration, paths, core=CLIENT_CORE, warm_up=True):
+    """h2load -c H2_CONNS -m H2_STREAMS -t 1 for `duration` s against proxy (pinned to `core`;
+    None: unpinned), after a 1 s warm-up unless not `warm_up`; h2load_result plus the proxy's
+    CPU per request."""
+    uris = uri_file(proxy.dir, proxy.port, query, paths)
+
+    def run(secs):
+        argv = ctx.prefix(core) + ["h2load", "-c", str(H2_CONNS), "-m", str(H2_STREAMS), "-t",
+                                   "1", "-D", str(secs), "-i", uris]
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=secs + 60)
+        return out.stdout + out.stderr
+    if warm_up:
+        run(1)
+    out, wall, cpu_s = proxy_cpu(proxy, lambda: run(duration))
+    r = h2load_result(out)
+    r["cpu_us_per_req"] = cpu_s * 1e6 / max(1, r["succeeded"])
+    r["cpu_busy"] = cpu_s / wall
+    return r
+
+
+def h2_pass(ctx, make_backends):
+    """{body: {proxy: [result per rep]}}: each proxy started once per rep (with the TLS pass's
+    certificate) and run with each body in turn."""
+    opts = ctx.opts
+    d = os.path.join(ctx.workdir, "h2")
+    os.makedirs(d, exist_ok=True)
+    TlsProxy.cert, TlsProxy.key, TlsProxy.both = make_cert(d)
+    results = defaultdict(lambda: defaultdict(list))
+    b = make_backends()
+    try:
+        for rep in range(opts.reps):
+            order = KINDS[rep % len(KINDS):] + KINDS[:rep % len(KINDS)]
+            for kind in order:
+                p = kind(ctx, b)
+                try:
+                    for body, query in BODIES:
+                        r = h2load(ctx, p, query, opts.duration, opts.paths)
+                        if p.proc.poll() is not None:
+                            raise RuntimeError(f"{p.name} exited ({p.proc.returncode}) during "
+                                               f"the {body} run; see {p.dir}")
+                        if r["protocol"] != "h2":
+                            raise RuntimeError(f"{p.name}: h2load negotiated {r['protocol']}, "
+                                               "not h2")
+                        results[body][p.name].append(r)
+                        log(f"  h2 rep {rep + 1} {p.name:8} {body:8} {r['rps']:,.0f} req/s "
+                            f"{r['cpu_us_per_req']:.1f} us/req, {r['errors']} errors")
+                finally:
+                    p.stop()
+    finally:
+        b.stop()
+    return {body: dict(v) for body, v in results.items()}
+
+
+def _h2load_version():
+    try:
+        out = subprocess.run(["h2load", "--version"], capture_output=True, text=True, timeout=10)
+        return out.stdout.strip().splitlines()[0]
+    except (OSError, IndexError, subprocess.TimeoutExpired):
+        return "h2load ?"
+
+
+TARGET = 0.9  # issue 16: rondel's CPU per request at most 0.9 × HAProxy's, for both bodies
+
+
+def h2_section(results, args, version=None):
+    out = ["## HTTP/2", "",
+           f"{version or _h2load_version()}: `h2load -c {H2_CONNS} -m {H2_STREAMS} -t 1 "
+           f"-D {args.duration}` over TLS 1.3 with ALPN h2 on core 1, {args.paths} paths "
+           f"in order per client; one worker/thread per proxy on core 0, the TLS pass's ECDSA "
+           f"P-256 certificate, {args.backends} test backends on core 1. Bodies: small "
+           f"(GET /obj/I) and 256 KiB (GET /obj/I?size=262144). {args.reps} reps, proxies in "
+           "turn, the order rotated each rep; medians, (min–max) over reps; ratios to HAProxy's "
+           "medians of the same run.", "",
+           "| body | proxy | req/s | CPU µs/req | proxy busy | errors | req/s ÷ HAProxy "
+           "| CPU/req ÷ HAProxy |",
+           "|---|---|---|---|---|---|---|---|"]
+    m = {}
+    for body, by_proxy in results.items():
+        ha = by_proxy.get("haproxy")
+        for name, runs in by_proxy.items():
+            rps, cpu = [r["rps"] for r in runs], [r["cpu_us_per_req"] for r in runs]
+            m[body, name] = med(cpu)
+            out.append("| " + " | ".join([
+                body, name, fmt_range(rps, lambda x: f"{x:,.0f}"),
+                fmt_range(cpu, lambda x: f"{x:.1f}"),
+                fmt_range([r["cpu_busy"] * 100 for r in runs], lambda x: f"{x:.0f}%"),
+                str(sum(r["errors"] for r in runs)),
+                ratio(med(rps), med([r["rps"] for r in ha])) if ha else "n/a",
+                ratio(med(cpu), med([r["cpu_us_per_req"] for r in ha])) if ha else "n/a"]) + " |")
+    out += ["", f"Target (issue 16): rondel's CPU per request ≤ {TARGET} × HAProxy's, rondel ÷ "
+            "HAProxy in this run:", "", "| body | rondel ÷ HAProxy | met |", "|---|---|---|"]
+    for body in results:
+        if (body, "rondel") not in m or not m.get((body, "haproxy")):
+            out.append(f"| {body} | n/a | n/a |")
+            continue
+        x = m[body, "rondel"] / m[body, "haproxy"]
+        out.append(f"| {body} | {x:.2f} | {'yes' if x <= TARGET else 'no'} |")
+    return "\n".join(out) + "\n"
