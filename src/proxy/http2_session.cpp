@@ -305,6 +305,10 @@ void Http2Session::close_now() noexcept {
     listener_state_.reset();
   }
   worker_.remove_h2_session(this);
+  if (flush_queued_) {
+    flush_queued_ = false;
+    worker_.cancel_h2_flush(this);
+  }
   uv_close(reinterpret_cast<uv_handle_t*>(&timer_), &Http2Session::on_timer_closed);
   if (open_handles_ == 2) transport_->close();
 }
@@ -363,7 +367,7 @@ void Http2Session::on_timer(uv_timer_t* t) noexcept {
   count(s->worker_.stats().h2_floods[kH2FloodTimeout]);
   if (s->ng_ != nullptr) {
     nghttp2_session_terminate_session(s->ng_, NGHTTP2_NO_ERROR);
-    s->flush();
+    s->flush_now();  // the GOAWAY, as far as the socket takes it now
   }
   s->close_now();
 }
@@ -390,7 +394,7 @@ void Http2Session::on_transport_read(ssize_t nread) noexcept {
     }
     if (rv != NGHTTP2_ERR_FLOODED) {
       nghttp2_session_terminate_session(ng_, NGHTTP2_PROTOCOL_ERROR);
-      flush();  // the GOAWAY, as far as the socket takes it now
+      flush_now();  // the GOAWAY, as far as the socket takes it now
     }
     close_now();
     return;
@@ -404,6 +408,13 @@ void Http2Session::on_transport_read(ssize_t nread) noexcept {
 }
 
 void Http2Session::flush() noexcept {
+  // While flushing, flush_now's own loop picks up what the streams queue (want_write).
+  if (closing_ || flush_queued_ || flushing_ || ng_ == nullptr) return;
+  flush_queued_ = true;
+  worker_.want_h2_flush(this);
+}
+
+void Http2Session::flush_now() noexcept {
   if (closing_ || in_recv_ || flushing_ || out_q_.pending || ng_ == nullptr) return;
   flushing_ = true;  // calls back into flush() from the streams return at once
   for (int round = 0; !closing_; ++round) {

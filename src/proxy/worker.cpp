@@ -57,7 +57,11 @@ Worker::Worker(uv_loop_t* loop, Logger& log, LogSink& access_log, WorkerStats& s
       access_log_(access_log),
       stats_(stats),
       timeouts_(loop, &Http1Session::on_timeout),
-      id_(id) {}
+      id_(id) {
+  uv_check_init(loop_, &flush_check_);
+  flush_check_.data = this;
+  h2_flush_.reserve(64);
+}
 
 Worker::~Worker() {
   for (Exchange* ex : free_exchanges_) delete ex;
@@ -204,6 +208,8 @@ void Worker::close_all() {
   while (sessions_head_ != nullptr) sessions_head_->close_now_public();
   while (h2_head_ != nullptr) h2_head_->close_now();
   timeouts_.close();
+  auto* check = reinterpret_cast<uv_handle_t*>(&flush_check_);
+  if (!uv_is_closing(check)) uv_close(check, nullptr);
 }
 
 
@@ -239,6 +245,32 @@ void Worker::remove_h2_session(Http2Session* s) noexcept {
   if (s->next_ != nullptr) s->next_->prev_ = s->prev_;
   s->prev_ = s->next_ = nullptr;
   sessions_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void Worker::want_h2_flush(Http2Session* s) noexcept {
+  auto* check = reinterpret_cast<uv_handle_t*>(&flush_check_);
+  if (uv_is_closing(check)) return;  // stopping: the session is closed with the rest
+  h2_flush_.push_back(s);
+  if (!uv_is_active(check)) uv_check_start(&flush_check_, &Worker::on_flush_check);
+}
+
+void Worker::cancel_h2_flush(Http2Session* s) noexcept {
+  for (Http2Session*& q : h2_flush_) {
+    if (q == s) q = nullptr;
+  }
+}
+
+void Worker::on_flush_check(uv_check_t* h) noexcept {
+  auto* w = static_cast<Worker*>(h->data);
+  // A session that asks again while being served (its write completed at once and a stream
+  // queued more) is appended and served in this same pass.
+  for (size_t i = 0; i < w->h2_flush_.size(); ++i) {
+    Http2Session* s = w->h2_flush_[i];
+    w->h2_flush_[i] = nullptr;
+    if (s != nullptr) s->flush_queued();
+  }
+  w->h2_flush_.clear();
+  uv_check_stop(h);
 }
 
 }  // namespace rondel::proxy

@@ -174,8 +174,15 @@ class Http2Session final : private net::TransportEvents {
   // The client connection's transport: its local (listener) address for a PROXY header sent to
   // a backend.
   const net::Transport* transport() const noexcept { return transport_; }
-  // Writes what nghttp2 has to send (safe to call from anywhere but inside mem_send).
+  // Asks for what nghttp2 has to send to be written in this loop pass, after its I/O callbacks
+  // (Worker::want_h2_flush), so the frames that streams queue in one pass leave together.
+  // Safe to call from anywhere, as often as wanted.
   void flush() noexcept;
+  // The worker's flush pass: writes now.
+  void flush_queued() noexcept {
+    flush_queued_ = false;
+    flush_now();
+  }
   bool output_pending() const noexcept { return out_q_.pending; }
   void stream_gone(Http2Stream* st) noexcept;
 
@@ -187,6 +194,8 @@ class Http2Session final : private net::TransportEvents {
   explicit Http2Session(Worker& worker) : worker_(worker) {}
   ~Http2Session();
   bool init_session() noexcept;
+  // Writes what nghttp2 has to send, now (not from inside mem_send/mem_recv).
+  void flush_now() noexcept;
   // The connection is accepted (transport_ set, listener known, its slot taken): starts the
   // nghttp2 session and reading; closes on failure.
   void start() noexcept;
@@ -227,6 +236,7 @@ class Http2Session final : private net::TransportEvents {
   uint64_t reset_refill_ms_ = 0;
   int open_handles_ = 0;
   bool flushing_ = false;
+  bool flush_queued_ = false;  // in the worker's flush list for this pass
   bool in_recv_ = false;
   bool closing_ = false;
   bool goaway_sent_ = false;

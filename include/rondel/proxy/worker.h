@@ -170,6 +170,13 @@ class Worker {
   void remove_session(Http1Session* s) noexcept;
   void add_h2_session(Http2Session* s) noexcept;
   void remove_h2_session(Http2Session* s) noexcept;
+  // HTTP/2 output, once per loop pass: a session with frames to send asks here (at most once
+  // until it is served), and after the pass's I/O callbacks (a uv_check) the worker has every
+  // such session write what it has. So a response's head, body and end, and the responses of
+  // all the streams answered in the same pass, leave as one write. cancel_h2_flush: the session
+  // is closing (it is forgotten; it may ask again only after a later want_h2_flush).
+  void want_h2_flush(Http2Session* s) noexcept;
+  void cancel_h2_flush(Http2Session* s) noexcept;
 
   // Hook for the metrics module; called on the loop thread after each exchange.
   void (*on_exchange)(void* ctx, const ExchangeRecord& rec) = nullptr;
@@ -177,6 +184,7 @@ class Worker {
 
  private:
   void drain_removed_h2() noexcept;
+  static void on_flush_check(uv_check_t* h) noexcept;
   uv_loop_t* loop_;
   Logger& log_;
   LogSink& access_log_;
@@ -187,6 +195,8 @@ class Worker {
   std::vector<Exchange*> free_exchanges_;
   std::vector<Http1Buffers*> free_http1_;
   std::vector<Http2Stream*> free_h2_streams_;
+  uv_check_t flush_check_;                 // runs while h2_flush_ is not empty
+  std::vector<Http2Session*> h2_flush_;    // sessions to flush this pass (null: cancelled)
   std::string log_line_;
   std::shared_ptr<const Snapshot> snapshot_;
   std::vector<uint64_t> scratch_;

@@ -26,10 +26,12 @@ class LoopbackTransport final : public rondel::net::Transport {
   rondel::net::TransportEvents* events = nullptr;
   bool reading = false, closed = false;
   size_t written = 0;
+  size_t writes = 0;  // write calls
   int start_reading() noexcept override { return reading = true, 0; }
   void stop_reading() noexcept override { reading = false; }
   int write(rondel::net::OutQueue& q) noexcept override {
     written += q.bytes;
+    ++writes;
     q.sent_now = q.bytes;
     q.clear();
     return 0;
@@ -107,6 +109,7 @@ TEST_CASE("steady-state HTTP/2 streams reuse pooled stream objects and buffers")
     auto one = [&] {
       size_t before = t.written;
       t.deliver(frames[next++]);
+      uv_run(&loop, UV_RUN_NOWAIT);  // the worker's flush pass writes what the pass queued
       CHECK(t.written > before);  // the 503 went out
     };
     for (int i = 0; i < 50; ++i) one();  // warm: pools, nghttp2's tables, the worker's lists
@@ -114,6 +117,43 @@ TEST_CASE("steady-state HTTP/2 streams reuse pooled stream objects and buffers")
     for (int i = 0; i < 200; ++i) one();
     CHECK(g_news.load() - news == 0);
     CHECK(stats.h2_streams.load() == 250);
+    worker.close_all();
+    if (t.closed) t.events->on_transport_closed();
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK(stats.client_connections_open.load() == 0);
+  }
+  REQUIRE(uv_loop_close(&loop) == 0);
+}
+
+TEST_CASE("the responses of streams answered in one loop pass leave in one write") {
+  // Ten requests arrive in ten reads of one loop pass (as ten backends' answers would): each is
+  // answered at once (no pool: 503), and the worker's flush pass after the I/O callbacks writes
+  // the ten responses together. Before the flush pass, each read wrote its own response.
+  uv_loop_t loop;
+  REQUIRE(uv_loop_init(&loop) == 0);
+  {
+    rondel::proxy::LogSink sink;
+    rondel::proxy::Logger log(sink);
+    rondel::proxy::WorkerStats stats;
+    rondel::proxy::Worker worker(&loop, log, sink, stats);
+    rondel::config::ListenerConfig l;
+    l.name = "t";
+    auto state = std::make_shared<rondel::proxy::ListenerState>("t");
+    LoopbackTransport t;
+    t.events = rondel::proxy::Http2Session::attach(worker, t, {&l, nullptr, state, nullptr});
+    REQUIRE(t.events != nullptr);
+    t.deliver(std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") + frame(4, 0, 0, ""));
+    uv_run(&loop, UV_RUN_NOWAIT);
+    REQUIRE(t.writes == 1);  // the server's SETTINGS and the ACK
+    static constexpr char kBlock[] = "\x82\x86\x84\x01\x06" "a.test";
+    const std::string block(kBlock, sizeof kBlock - 1);
+    size_t before = t.written;
+    for (uint32_t id = 1; id < 20; id += 2) t.deliver(frame(1, 0x5, id, block));
+    CHECK(t.writes == 1);  // nothing written inside the reads
+    uv_run(&loop, UV_RUN_NOWAIT);
+    CHECK(t.writes == 2);  // the ten responses in one write
+    CHECK(t.written > before);
+    CHECK(stats.h2_streams.load() == 10);
     worker.close_all();
     if (t.closed) t.events->on_transport_closed();
     uv_run(&loop, UV_RUN_DEFAULT);
