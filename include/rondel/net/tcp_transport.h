@@ -75,7 +75,6 @@ class TcpTransport final : public Transport {
   static void on_closed(uv_handle_t* h) noexcept;
 
   uv_tcp_t tcp_{};
-  uv_shutdown_t shutdown_req_{};
   TransportEvents* events_ = nullptr;
   std::unique_ptr<ProxyStage> proxy_;  // the header stage, while it runs
   PeerAddr peer_;                      // the connection's peer, or the PROXY header's source
