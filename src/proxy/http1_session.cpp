@@ -94,11 +94,7 @@ void Http1Session::accept(Worker& worker, uv_stream_t* server, const std::string
   }
   // max_connections is per listener across every worker: one shared count per listener, kept
   // by the session until it closes (even if a reload removes the listener meanwhile).
-  s->listener_state_ = route.state;
-  if (s->listener_state_->open.fetch_add(1, std::memory_order_relaxed) >=
-      route.config->max_connections) {
-    worker.stats().rejected[static_cast<size_t>(Reject::kMaxConnections)].fetch_add(
-        1, std::memory_order_relaxed);
+  if (!s->slot_.admit(route, worker.stats())) {
     s->close_now();
     return;
   }
@@ -120,11 +116,10 @@ void Http1Session::on_transport_ready(std::string_view alpn) noexcept {
   // No request byte was read yet (reads reach the codec after this): nothing to hand over but
   // the connection, its snapshot and its max_connections slot.
   if (!Http2Session::adopt(worker_, *this, *tls_, snap_,
-                           {listener_cfg_, listener_pool_, listener_state_, nullptr})) {
+                           {listener_cfg_, listener_pool_, slot_.state(), nullptr}, slot_)) {
     close_now();  // out of memory: adopt took nothing
     return;
   }
-  listener_state_.reset();  // the Http2Session's now
   worker_.remove_session(this);
   worker_.timeouts().clear(*this);
   reading_ = false;
@@ -135,10 +130,7 @@ void Http1Session::close_now() noexcept {
   if (in_exchange()) ex_->abort();  // on_exchange_done closes (back here)
   if (closing()) return;
   worker_.stats().client_connections_open.fetch_sub(1, std::memory_order_relaxed);
-  if (listener_state_) {
-    listener_state_->open.fetch_sub(1, std::memory_order_relaxed);
-    listener_state_.reset();
-  }
+  slot_.release();
   worker_.remove_session(this);
   reading_ = false;
   worker_.timeouts().clear(*this);
@@ -366,7 +358,7 @@ void Http1Session::on_request_head() noexcept {
   if (worker_.snapshot() != snap_) {
     // Between requests: move to the newest configuration.
     snap_ = worker_.snapshot();
-    ListenerRoute r = listener_state_ ? snap_->route(listener_state_->name) : ListenerRoute{};
+    ListenerRoute r = slot_.state() ? snap_->route(slot_.name()) : ListenerRoute{};
     listener_cfg_ = r.config;
     listener_pool_ = r.pool;
   }

@@ -166,11 +166,7 @@ void Http2Session::accept(Worker& worker, uv_stream_t* server, const std::string
     s->close_now();
     return;
   }
-  s->listener_state_ = route.state;
-  if (s->listener_state_->open.fetch_add(1, std::memory_order_relaxed) >=
-      route.config->max_connections) {
-    worker.stats().rejected[static_cast<size_t>(Reject::kMaxConnections)].fetch_add(
-        1, std::memory_order_relaxed);
+  if (!s->slot_.admit(route, worker.stats())) {
     s->close_now();
     return;
   }
@@ -185,7 +181,6 @@ Http2Session* Http2Session::over(Worker& worker, net::Transport& t,
   s->snap_ = std::move(snap);
   s->listener_cfg_ = route.config;
   s->listener_pool_ = route.pool;
-  s->listener_state_ = std::move(route.state);
   s->transport_ = &t;
   worker.add_h2_session(s);
   count(worker.stats().h2_connections);
@@ -202,10 +197,12 @@ void Http2Session::begin() noexcept {
 }
 
 bool Http2Session::adopt(Worker& worker, Http1Session& holder, tls::TlsTransport& tls,
-                         std::shared_ptr<const Snapshot>& snap, ListenerRoute route) noexcept {
+                         std::shared_ptr<const Snapshot>& snap, ListenerRoute route,
+                         ListenerSlot& slot) noexcept {
   // The holder's connection counts (open, total, max_connections slot) carry over.
   Http2Session* s = over(worker, tls, std::move(snap), std::move(route));
   if (s == nullptr) return false;
+  s->slot_ = std::move(slot);
   s->tls_ = &tls;
   s->holder_ = &holder;
   tls.set_events(*s);
@@ -215,9 +212,9 @@ bool Http2Session::adopt(Worker& worker, Http1Session& holder, tls::TlsTransport
 
 net::TransportEvents* Http2Session::attach(Worker& worker, net::Transport& t,
                                            ListenerRoute route) noexcept {
-  if (route.state) route.state->open.fetch_add(1, std::memory_order_relaxed);
-  Http2Session* s = over(worker, t, nullptr, std::move(route));
+  Http2Session* s = over(worker, t, nullptr, route);
   if (s == nullptr) return nullptr;
+  s->slot_.hold(std::move(route.state));
   worker.stats().client_connections_open.fetch_add(1, std::memory_order_relaxed);
   worker.stats().client_connections_total.fetch_add(1, std::memory_order_relaxed);
   s->begin();
@@ -300,10 +297,7 @@ void Http2Session::close_now() noexcept {
   }
   worker_.stats().client_connections_open.fetch_sub(1, std::memory_order_relaxed);
   count(worker_.stats().h2_connections_closed);
-  if (listener_state_) {
-    listener_state_->open.fetch_sub(1, std::memory_order_relaxed);
-    listener_state_.reset();
-  }
+  slot_.release();
   worker_.remove_h2_session(this);
   if (flush_queued_) {
     flush_queued_ = false;

@@ -8,6 +8,7 @@ and h2 by ALPN on a TLS listener with `alpn: [h2, http/1.1]`.
 - h2load -m 10 (many streams per connection), over h2c and over TLS (ALPN h2): every request
   answered 200, and the in-flight counts return to 0.
 - A request body over h2 reaches the backend whole (the stream's flow control).
+- max_connections counts h2c and ALPN h2 connections, and each frees its slot once.
 - A slow stream (its backend answers late) does not stall the other streams of the connection.
 - The access log names the protocol and the stream id.
 - Headless Chromium loads a page with a script, a stylesheet and an image through the TLS
@@ -17,6 +18,7 @@ and h2 by ALPN on a TLS listener with `alpn: [h2, http/1.1]`.
 import os
 import re
 import shutil
+import socket
 import subprocess
 import tempfile
 import threading
@@ -216,6 +218,56 @@ class Http2Load(unittest.TestCase):
             self.assertEqual(code, "200")
             self.assertEqual(int(crc, 16) if not crc.isdigit() else int(crc), zlib.crc32(body))
         finally:
+            r.stop()
+            group.stop()
+
+
+class Http2Limits(unittest.TestCase):
+    def test_max_connections_counts_h2_connections_and_frees_their_slots(self):
+        """A listener's max_connections counts HTTP/2 connections, h2c and TLS with ALPN h2 (whose
+        slot moves from the TLS handshake's HTTP/1 session to the HTTP/2 session), and every
+        slot is given back once: a leaked slot would refuse the later runs, a slot given back
+        twice would unbound the listener."""
+        group = BackendGroup(["b0"])
+        text = config_text(group.members, "uri", listener_extra=tls_listener())
+        text = text.replace("    http2: prior_knowledge\n",
+                            "    http2: prior_knowledge\n    max_connections: 2\n", 1)
+        text = text.replace("    pool: p\n    tls:", "    pool: p\n    max_connections: 2\n    tls:", 1)
+        r = Rondel(text)
+        held = []
+        try:
+            for run in range(3):  # 2 connections each time: all admitted only if slots came back
+                for url in (f"http://127.0.0.1:{r.ports['h2']}/obj/{run}",
+                            f"https://127.0.0.1:{r.ports['tls']}/obj/{run}"):
+                    out = subprocess.run(["h2load", "-n", "20", "-c", "2", "-m", "2", url],
+                                         capture_output=True, text=True, timeout=60)
+                    self.assertEqual(out.returncode, 0, out.stderr)
+                    self.assertIn("20 succeeded, 0 failed, 0 errored", out.stdout)
+                self.assertTrue(wait_until(
+                    lambda: metric_sum(scrape(r.admin_port)[1],
+                                       "rondel_client_connections_open") == 0, timeout=10))
+            self.assertEqual(metric_sum(scrape(r.admin_port)[1], "rondel_rejected_requests_total",
+                                        reason="max_connections"), 0)
+            # Two held h2c connections fill the listener; a third is closed at once, counted.
+            preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+            for _ in range(2):
+                c = socket.create_connection(("127.0.0.1", r.ports["h2"]), timeout=10)
+                c.sendall(preface)
+                self.assertNotEqual(c.recv(9), b"")  # the server's SETTINGS: admitted
+                held.append(c)
+            c = socket.create_connection(("127.0.0.1", r.ports["h2"]), timeout=10)
+            held.append(c)
+            try:
+                c.sendall(preface)
+                self.assertEqual(c.recv(9), b"")
+            except ConnectionResetError:
+                pass
+            self.assertTrue(wait_until(
+                lambda: metric_sum(scrape(r.admin_port)[1], "rondel_rejected_requests_total",
+                                   reason="max_connections") == 1, timeout=10))
+        finally:
+            for c in held:
+                c.close()
             r.stop()
             group.stop()
 

@@ -26,6 +26,7 @@
 #include "rondel/proxy/body_source.h"
 #include "rondel/proxy/exchange.h"
 #include "rondel/proxy/response_sink.h"
+#include "rondel/proxy/listener_slot.h"
 #include "rondel/proxy/snapshot.h"
 #include "rondel/proxy/worker.h"
 
@@ -162,7 +163,7 @@ class Http1Session final : private net::TransportEvents,
   // connection closes even if the listener goes. The slot also names the listener, for reloads.
   const config::ListenerConfig* listener_cfg_ = nullptr;
   const Pool* listener_pool_ = nullptr;
-  std::shared_ptr<ListenerState> listener_state_;
+  ListenerSlot slot_;  // its place in the listener's max_connections count
   // The client connection. The codec uses only the Transport interface of it (transport()),
   // chosen at accept: the TCP transport itself, or on a TLS listener a TlsTransport over it.
   net::TcpTransport tcp_;

@@ -23,6 +23,7 @@
 #include "rondel/net/tcp_transport.h"
 #include "rondel/proxy/body_source.h"
 #include "rondel/proxy/exchange.h"
+#include "rondel/proxy/listener_slot.h"
 #include "rondel/proxy/response_sink.h"
 #include "rondel/proxy/snapshot.h"
 #include "rondel/proxy/worker.h"
@@ -142,13 +143,14 @@ class Http2Session final : private net::TransportEvents {
   // Accepts a connection from `server` on a listener that speaks h2c.
   static void accept(Worker& worker, uv_stream_t* server, const std::string& listener);
   // Takes over a TLS connection whose handshake (run by `holder`, the Http1Session that accepted
-  // it) negotiated h2, with the holder's snapshot, listener and max_connections slot (`route`;
-  // its tls field unused). Called from inside holder's on_transport_ready; on true the holder
+  // it) negotiated h2, with the holder's snapshot, listener (`route`; its tls field unused) and
+  // max_connections slot (moved from `slot` on true). Called from inside holder's on_transport_ready; on true the holder
   // leaves the worker's list and every later event of `tls` comes here; `holder`, which owns the
   // transports, is freed with this session. False (out of memory): nothing was taken, the
   // holder keeps the connection (and closes it).
   static bool adopt(Worker& worker, Http1Session& holder, tls::TlsTransport& tls,
-                    std::shared_ptr<const Snapshot>& snap, ListenerRoute route) noexcept;
+                    std::shared_ptr<const Snapshot>& snap, ListenerRoute route,
+                    ListenerSlot& slot) noexcept;
   // Runs a session over `t`, any transport (the fuzz target's scripted one), for `route`
   // (`route.config` must outlive the session; a null pool answers every stream 503). The caller
   // directs t's events to the returned interface (null: out of memory) and reports close() with
@@ -165,7 +167,7 @@ class Http2Session final : private net::TransportEvents {
   const Pool* pool() const noexcept { return listener_pool_; }
   // The listener's name ("" for a connection refused at accept).
   std::string_view listener_name() const noexcept {
-    return listener_state_ ? std::string_view(listener_state_->name) : std::string_view();
+    return slot_.name();
   }
   std::string_view client_ip() const noexcept { return client_ip_; }
   // The TLS connection's transport (null on h2c): "https" forwarding and the access log's TLS
@@ -220,7 +222,7 @@ class Http2Session final : private net::TransportEvents {
   std::shared_ptr<const Snapshot> snap_;
   const config::ListenerConfig* listener_cfg_ = nullptr;
   const Pool* listener_pool_ = nullptr;
-  std::shared_ptr<ListenerState> listener_state_;
+  ListenerSlot slot_;  // its place in the listener's max_connections count
   net::TcpTransport tcp_;                  // h2c: the connection (unused on TLS)
   net::Transport* transport_ = &tcp_;      // what the session reads and writes
   tls::TlsTransport* tls_ = nullptr;       // TLS: the transport, owned by holder_
