@@ -112,6 +112,10 @@ class Http1Session final : private net::TransportEvents,
   int body_splice_fd(uint64_t min, uint64_t* bytes) noexcept override;
   void body_spliced(uint64_t n) noexcept override;
   void body_splice_wait(SpliceWait on) noexcept override;
+  SpliceChunk body_splice_next_chunk(uint64_t min) noexcept override;
+  // What one read of a chunk-size line takes at most, and how many reads one line may take.
+  static constexpr size_t kChunkLinePeek = 64;
+  static constexpr int kChunkLinePasses = 8;
   // The exchange's end: access log, metrics, then keep-alive or close.
   void on_exchange_done(Exchange& ex, Outcome outcome) noexcept override;
 
