@@ -68,6 +68,7 @@ bool Exchange::try_splice() noexcept {
   chunk_crlf_owed_ = framing == http::Framing::kChunked;
   rq_.sink->sink_spliced(prefix.size());
   st_.conn->pause_reading();
+  st_.conn->shed_buffer();  // empty: the relay needs none, the copy path takes one again
   return true;
 }
 

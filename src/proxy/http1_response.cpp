@@ -44,10 +44,14 @@ void Http1Session::sink_head(const http::ResponseHead& rh) noexcept {
 
 bool Http1Session::sink_body(std::string_view body) noexcept { return queue_client_body(body); }
 
+bool Http1Session::sink_splices(http::Framing framing) const noexcept {
+  return cb_ != nullptr && !closing() && cb_->client_framing.framing == framing &&
+         (framing == http::Framing::kLength || framing == http::Framing::kChunked) &&
+         transport().splice_fd() >= 0;
+}
+
 int Http1Session::sink_splice_fd(http::Framing framing) noexcept {
-  if (cb_ == nullptr || closing() || cb_->to_client.pending || cb_->to_client.n > 0 ||
-      cb_->client_framing.framing != framing ||
-      (framing != http::Framing::kLength && framing != http::Framing::kChunked)) {
+  if (cb_ == nullptr || cb_->to_client.pending || cb_->to_client.n > 0 || !sink_splices(framing)) {
     return -1;
   }
   return transport().splice_fd();

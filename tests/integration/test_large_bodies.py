@@ -3,10 +3,13 @@ same at both ends, with Content-Length and chunked framing, a slow client, a slo
 client that stops reading; a backend that resets mid-body gives a truncated response and a close
 (a prefix of the right bytes, never a wrong one, never a hang); a client that aborts mid-body
 gets its backend connection closed, not reused, and the in-flight counts back to 0. A
-Content-Length download is spliced: its bytes never pass through rondel's user space
-(/proc/PID/io). A chunked one is spliced chunk by chunk (the chunk-size lines read and checked
-by rondel, the chunks of 16 KiB and more spliced, the small ones copied): a malformed chunk-size
-line after spliced chunks gives a truncated response and a close, never a wrong byte.
+Content-Length download or upload is spliced: its bytes never pass through rondel's user space
+(/proc/PID/io). A chunked one, either way, is spliced chunk by chunk (the chunk-size lines read
+and checked by rondel, the chunks of 16 KiB and more spliced, the small ones copied): a
+malformed chunk-size line after spliced chunks gives a truncated response and a close, or for
+an upload a 400 and a close with the backend connection closed before any byte of that line
+reached it, never a wrong byte; a client stalling mid-chunk of a spliced upload gets the body
+timeout's 408, its backend connection closed and not reused.
 
 The backend is a Python one (StreamBackend) so that both ends hash what they actually sent or
 received: its body is a random block of 1 MiB + 7 bytes repeated (no period that divides a
@@ -14,8 +17,10 @@ buffer or chunk size, so a dropped, doubled or reordered piece changes the hash)
 chunks of varied sizes when chunked. Bodies stream from that block and are hashed on the fly;
 nothing holds a whole body.
 
-Memory budget: rondel moves a body through bounded per-connection buffers (16 KiB pooled ones on
-the copy path), so one exchange holds well under 1 MiB whatever the body size. We accept
+Memory budget: rondel moves a body through bounded per-connection buffers (on the copy path a
+16 KiB pooled one per side, the backend side's a 64 KiB one while a response body larger than
+16 KiB streams; none for a spliced body, whose pipe is kernel memory), so one exchange holds
+well under 1 MiB whatever the body size. We accept
 RSS_GROWTH_KIB (8 MiB) of growth over the idle baseline while 256 MiB flows: buffering even a
 thirty-second of one body would exceed it.
 
@@ -352,6 +357,7 @@ class LargeBodies(unittest.TestCase):
         return got
 
     def upload(self, chunked, query="", slow_client=0, size=SIZE):
+        before = self.samples()
         with HttpConn(self.rondel.port, timeout=TIMEOUT) as c:
             framing = "Transfer-Encoding: chunked" if chunked else f"Content-Length: {size}"
             c.send(f"PUT /up?{query} HTTP/1.1\r\nHost: t\r\n{framing}\r\n\r\n".encode())
@@ -372,6 +378,11 @@ class LargeBodies(unittest.TestCase):
         self.assertEqual(status, 200)
         self.assertEqual(int(h["x-body-bytes"]), size)
         self.assertEqual(h["x-body-sha256"], self.sha if size == SIZE else stream_sha256(size))
+        after = self.samples()
+        for family in ("rondel_client_received_bytes_total", "rondel_backend_sent_bytes_total"):
+            moved = metric_sum(after, family) - metric_sum(before, family)
+            self.assertGreaterEqual(moved, size, family)
+            self.assertLess(moved, size + size // 100 + 4096, family)  # head + chunk lines
 
     # ---- downloads ----
 

@@ -103,6 +103,7 @@ class Http1Session final : private net::TransportEvents,
   bool sink_flush() noexcept override { return flush_to_client(); }
   bool sink_busy() const noexcept override { return cb_->to_client.pending; }
   int sink_splice_fd(http::Framing framing) noexcept override;
+  bool sink_splices(http::Framing framing) const noexcept override;
   void sink_spliced(uint64_t bytes) noexcept override { bytes_to_client_ += bytes; }
   // The body source: the request body from the read buffer (http1_response.cpp).
   BodyView peek() noexcept override;
