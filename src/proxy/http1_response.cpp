@@ -119,6 +119,7 @@ bool Http1Session::want_more() noexcept {
   if (closing()) return false;
   if (rpos_ < rlen_) return true;  // bytes arrived while reading was lazily paused
   rpos_ = rlen_ = 0;               // every consumed byte is written: the buffer is free again
+  grow_for_body();
   body_wanted_ = true;
   set_client_reading(true);
   set_timeout(listener_cfg_->body_timeout_ms);  // the client's stall, from now

@@ -596,6 +596,49 @@ class LargeBodies(unittest.TestCase):
         finally:
             self.assertEqual(r.stop(), 0)
 
+    def test_tls_listener_copy_path_byte_exact(self):
+        # A TLS listener takes the copy path, where bodies larger than 16 KiB stream through
+        # 64 KiB buffers (the backend side's for responses, the client side's for uploads):
+        # Content-Length and chunked, both ways, byte-exact on one keep-alive connection.
+        from tls_certs import Certs
+        import ssl
+        cert, key = Certs().leaf("big", ["big.test"])
+        tls = f"{{ certificates: [ {{ cert: {cert}, key: {key} }} ] }}"
+        r = Rondel(make_config([self.backend], listener={"tls": tls}))
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        n = 32 << 20
+        sha = stream_sha256(n)
+        try:
+            raw = socket.create_connection(("127.0.0.1", r.port), timeout=TIMEOUT)
+            with HttpConn(r.port, timeout=TIMEOUT,
+                          sock=ctx.wrap_socket(raw, server_hostname="big.test")) as c:
+                for chunked in (False, True):
+                    got = Received()
+                    status, _ = self.get(f"size={n}&chunked={int(chunked)}", got, conn=c)
+                    self.assertEqual((status, got.n, got.h.hexdigest()), (200, n, sha))
+                for chunked in (False, True):
+                    framing = ("Transfer-Encoding: chunked" if chunked
+                               else f"Content-Length: {n}")
+                    c.send(f"PUT /up HTTP/1.1\r\nHost: t\r\n{framing}\r\n\r\n".encode())
+                    sent = 0
+                    for size in chunk_plan(n) if chunked else [n]:
+                        if chunked:
+                            c.send(b"%x\r\n" % size)
+                        for p in pieces(sent, size):
+                            c.send(p)
+                            sent += len(p)
+                        if chunked:
+                            c.send(b"\r\n")
+                    if chunked:
+                        c.send(b"0\r\n\r\n")
+                    status, h, _ = c.read_response(timeout=TIMEOUT)
+                    self.assertEqual((status, int(h["x-body-bytes"]), h["x-body-sha256"]),
+                                     (200, n, sha))
+        finally:
+            self.assertEqual(r.stop(), 0)
+
     def wait_in_flight_zero(self, rondel=None):
         port = (rondel or self.rondel).admin_port
         wait_until(lambda: metric_sum(scrape(port)[1], "rondel_backend_in_flight") == 0

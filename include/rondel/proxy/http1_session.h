@@ -174,9 +174,16 @@ class Http1Session final : private net::TransportEvents,
   std::unique_ptr<tls::TlsTransport> tls_;
   net::Transport* transport_ = &tcp_;
 
-  // Client read buffer: bytes [rpos_, rlen_) are received and not yet parsed.
+  // Client read buffer: bytes [rpos_, rlen_) are received and not yet parsed. Small, except
+  // while a request body larger than it streams on the copy path of a transport that cannot
+  // splice (TLS): then a large one (want_more), given back at the exchange's end.
   char* buf_ = nullptr;
   uint32_t rpos_ = 0, rlen_ = 0;
+  BufferPool::Class buf_class_ = BufferPool::Class::kSmall;
+  size_t buf_capacity() const noexcept { return BufferPool::size_of(buf_class_); }
+  void put_buffer() noexcept;
+  // From want_more, the buffer empty: takes the large class for a large body that is copied.
+  void grow_for_body() noexcept;
   Http1Buffers* cb_ = nullptr;  // null while idle
   Exchange* ex_ = nullptr;      // null while idle
   uint64_t bytes_from_client_ = 0, bytes_to_client_ = 0;  // for the access log and metrics
