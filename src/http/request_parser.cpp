@@ -24,5 +24,6 @@ size_t RequestParser::head_bytes_pending() const noexcept {
 }
 uint64_t RequestParser::body_left() const noexcept { return impl_->engine.body_left(); }
 void RequestParser::skip_body(uint64_t n) noexcept { impl_->engine.skip_body(n); }
+bool RequestParser::last_chunk_seen() const noexcept { return impl_->engine.last_chunk_seen(); }
 
 }  // namespace rondel::http

@@ -2,6 +2,7 @@
 #include "rondel/net/splice_pipe.h"
 
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +25,29 @@ ssize_t splice_once(int from, int to, size_t len, unsigned flags) noexcept {
 bool would_block(ssize_t rc) noexcept { return rc == -EAGAIN || rc == -EWOULDBLOCK; }
 
 }  // namespace
+
+LinePart recv_line_part(int fd, char* buf, size_t cap) noexcept {
+  ssize_t n;
+  do {
+    n = ::recv(fd, buf, cap, MSG_PEEK | MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return {LinePart::Kind::kWait, 0};
+  if (n <= 0) return {};
+  size_t take = static_cast<size_t>(n);
+  for (size_t i = 0; i < take; ++i) {
+    if (buf[i] == '\n') {
+      take = i + 1;  // up to the end of this line: never a byte of what follows it
+      break;
+    }
+  }
+  do {
+    n = ::recv(fd, buf, take, MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  // The peeked bytes are there (one reader): a failure is one the stream's next read sees, and
+  // fewer bytes are still a prefix of the line.
+  if (n <= 0) return {};
+  return {LinePart::Kind::kBytes, static_cast<size_t>(n)};
+}
 
 SpliceStep splice_step(int from, SplicePipe& pipe, int to, uint64_t remaining,
                        size_t budget) noexcept {

@@ -88,6 +88,7 @@ void BackendConn::attach(Exchange* owner) noexcept {
   owner_ = owner;
   ++exchanges_;
   done_ = false;
+  want_class_ = BufferPool::Class::kSmall;
   deadline_.clear();
   resume_reading();
 }
@@ -98,6 +99,7 @@ void BackendConn::release_to_idle(uint64_t idle_timeout_ms) noexcept {
     tls_deliver();  // anything already decrypted or buffered is a stray byte: it closes
     if (closing()) return;
   }
+  want_class_ = BufferPool::Class::kSmall;
   drop_buffer();
   if (state_ == nullptr || eof_ || junk_ || state_->retired.load(std::memory_order_relaxed)) {
     close();
@@ -129,22 +131,24 @@ void BackendConn::on_all_closed() noexcept {
   // Unconditionally: a connection closed after a bad response may hold unconsumed bytes, which
   // drop_buffer() keeps (it only returns an empty buffer).
   if (buf_ != nullptr) {
-    worker_.buffers().put(buf_);
+    worker_.buffers().put(buf_, buf_class_);
     buf_ = nullptr;
   }
   delete this;
 }
 
 void BackendConn::take_buffer() noexcept {
+  if (buf_ != nullptr && buf_class_ != want_class_) drop_buffer();  // swapped once empty
   if (buf_ == nullptr) {
-    buf_ = worker_.buffers().get();
+    buf_ = worker_.buffers().get(want_class_);
+    buf_class_ = want_class_;
     rpos_ = rlen_ = 0;
   }
 }
 
 void BackendConn::drop_buffer() noexcept {
   if (buf_ != nullptr && rpos_ == rlen_) {
-    worker_.buffers().put(buf_);
+    worker_.buffers().put(buf_, buf_class_);
     buf_ = nullptr;
     rpos_ = rlen_ = 0;
   }
@@ -201,13 +205,13 @@ void BackendConn::on_alloc(uv_handle_t* h, size_t, uv_buf_t* buf) noexcept {
     return;
   }
   c->take_buffer();
-  if (c->rpos_ > 0 && c->rlen_ == BufferPool::kSize) {
+  if (c->rpos_ > 0 && c->rlen_ == c->capacity()) {
     // Unlikely: the owner left unconsumed bytes at the end. Compact.
     std::memmove(c->buf_, c->buf_ + c->rpos_, c->rlen_ - c->rpos_);
     c->rlen_ -= c->rpos_;
     c->rpos_ = 0;
   }
-  *buf = uv_buf_init(c->buf_ + c->rlen_, BufferPool::kSize - c->rlen_);
+  *buf = uv_buf_init(c->buf_ + c->rlen_, c->capacity() - c->rlen_);
 }
 
 void BackendConn::on_read(uv_stream_t* s, ssize_t nread, const uv_buf_t*) noexcept {
@@ -239,7 +243,7 @@ void BackendConn::received(ssize_t nread) noexcept {
   rlen_ += static_cast<size_t>(nread);
   if (state_ != nullptr)
     state_->counters.bytes_in.fetch_add(static_cast<uint64_t>(nread), std::memory_order_relaxed);
-  if (rlen_ == BufferPool::kSize && rpos_ == 0) pause_reading();
+  if (rlen_ == capacity() && rpos_ == 0) pause_reading();
   owner_->on_backend_data(this);
 }
 

@@ -84,17 +84,17 @@ void BackendConn::tls_deliver() noexcept {
     size_t cap = sizeof idle_byte_;
     if (owner_ != nullptr && !done_) {
       take_buffer();
-      if (rpos_ > 0 && rlen_ == BufferPool::kSize) {
+      if (rpos_ > 0 && rlen_ == capacity()) {
         std::memmove(buf_, buf_ + rpos_, rlen_ - rpos_);
         rlen_ -= rpos_;
         rpos_ = 0;
       }
-      if (rlen_ == BufferPool::kSize) {
+      if (rlen_ == capacity()) {
         pause_reading();  // the owner consumes, then resumes: kick() continues
         return;
       }
       dst = buf_ + rlen_;
-      cap = BufferPool::kSize - rlen_;
+      cap = capacity() - rlen_;
     }
     const ssize_t n = tls_->read(dst, cap);
     if (flush_wire() < 0) {

@@ -139,6 +139,15 @@ bool Exchange::response_head() noexcept {
   // the session closes and ends every exchange on it, this one too (recycled: no pool, no
   // backend connection).
   if (!running_) return false;
+  // A body larger than a small buffer that cannot be spliced streams through a large one: a
+  // quarter of the reads, parser calls and sink writes per byte. A body that can be spliced
+  // keeps the small one: between splices it reads only what a handback needs.
+  const bool large = rh.framing == http::Framing::kChunked ||
+                     rh.framing == http::Framing::kUntilClose ||
+                     (rh.framing == http::Framing::kLength && rh.content_length > BufferPool::kSize);
+  if (large && (st_.conn->fd() < 0 || !rq_.sink->sink_splices(rh.framing))) {
+    st_.conn->set_read_class(BufferPool::Class::kLarge);
+  }
   st_.conn->arm_timer(st_.pool->config().backend_io_timeout_ms);
   return true;
 }

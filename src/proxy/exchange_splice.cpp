@@ -14,14 +14,15 @@
 // Uploads: the rest of a Content-Length request body goes from the client socket to the backend
 // socket the same way (a second relay), once what the client's read buffer held was written;
 // the body source's parser is advanced over it, its body timeout runs only while the relay waits
-// for the client, and the backend's I/O timeout starts again with every moved byte.
+// for the client, and the backend's I/O timeout starts again with every moved byte. A chunked
+// upload is spliced chunk by chunk as a chunked response is, the roles swapped: the body source
+// reads and checks the client's chunk-size lines (BodySource::body_splice_next_chunk), the relay
+// writes rondel's own chunk-size line for each chunk to the backend before its data; a small
+// chunk, the zero-size chunk (the trailer section), EOF or a bad line hand back to the copy path
+// (a bad line: 400 to the client, the backend connection closed mid-body).
 //
-// Everything else (heads, close-delimited bodies, reframing to HTTP/1.0, chunked uploads, TLS,
-// HTTP/2) stays on the copy paths of exchange.cpp and exchange_response.cpp.
-#include <sys/socket.h>
-
-#include <cerrno>
-
+// Everything else (heads, close-delimited bodies, reframing to HTTP/1.0, TLS, HTTP/2) stays on
+// the copy paths of exchange.cpp and exchange_response.cpp.
 #include "rondel/proxy/backend_conn.h"
 #include "rondel/proxy/backend_state.h"
 #include "rondel/proxy/exchange.h"
@@ -67,6 +68,7 @@ bool Exchange::try_splice() noexcept {
   chunk_crlf_owed_ = framing == http::Framing::kChunked;
   rq_.sink->sink_spliced(prefix.size());
   st_.conn->pause_reading();
+  st_.conn->shed_buffer();  // empty: the relay needs none, the copy path takes one again
   return true;
 }
 
@@ -100,18 +102,10 @@ net::SpliceNext Exchange::on_splice_segment_done() noexcept {
   // Each pass consumes at least one byte of the line; the parser bounds a line's length, this
   // bounds the passes (a longer line is left to the copy path).
   for (int pass = 0; pass < kChunkLinePasses && fd >= 0; ++pass) {
-    ssize_t n = ::recv(fd, line, sizeof line, MSG_PEEK | MSG_DONTWAIT);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return net::SpliceNext::kWait;
-    if (n <= 0) break;  // EOF or an error: the copy path reads it and ends the exchange
-    size_t take = static_cast<size_t>(n);
-    for (size_t i = 0; i < take; ++i) {
-      if (line[i] == '\n') {
-        take = i + 1;  // up to the end of this line: never a byte of chunk data
-        break;
-      }
-    }
-    if (::recv(fd, line, take, MSG_DONTWAIT) != static_cast<ssize_t>(take)) break;
+    const net::LinePart got = net::recv_line_part(fd, line, sizeof line);
+    if (got.kind == net::LinePart::Kind::kWait) return net::SpliceNext::kWait;
+    if (got.kind == net::LinePart::Kind::kEnd) break;  // the copy path reads it and ends
+    const size_t take = got.n;
     count_backend_bytes(take);
     backend_progress();
     http::Step st = resp_parser_.feed(line, take);
@@ -172,20 +166,67 @@ void Exchange::on_splice_end(net::SpliceStop stop, int) noexcept {
 
 bool Exchange::try_splice_body() noexcept {
   if (upload_relay_ != nullptr) return true;
-  if (to_backend_.pending || to_backend_.n > 0 || head().framing != http::Framing::kLength) {
+  const http::Framing framing = head().framing;
+  if (to_backend_.pending || to_backend_.n > 0 ||
+      (framing != http::Framing::kLength && framing != http::Framing::kChunked)) {
     return false;
   }
+  const bool chunked = framing == http::Framing::kChunked;
   const int to = st_.conn->fd();
   if (to < 0) return false;
   uint64_t bytes = 0;
-  const int from = rq_.body->body_splice_fd(kSpliceMinBytes, &bytes);
+  const int from = rq_.body->body_splice_fd(chunked ? kSpliceMinChunkBytes : kSpliceMinBytes,
+                                            &bytes);
   if (from < 0) return false;
+  // The rest of the current chunk goes to the backend as a chunk of its own (the copy path
+  // closed each piece it queued with its CRLF).
+  char buf[net::SpliceRelay::kMaxPrefix];
+  std::string_view prefix;
+  if (chunked) prefix = chunk_prefix(bytes, false, buf);
   int err = 0;
   upload_relay_ = net::SpliceRelay::start(worker_.loop(), worker_.pipes(), from, to, bytes,
-                                          &upload_events_, &err);
+                                          &upload_events_, &err, prefix);
   if (upload_relay_ == nullptr) return false;  // want_more() restarts the source's reading
+  upload_crlf_owed_ = chunked;
+  count_upload_framing(prefix.size());
   st_.body_pushed = true;  // the body leaves the client socket: it can never be sent again
   return true;
+}
+
+void Exchange::count_upload_framing(size_t n) noexcept {
+  if (n > 0 && st_.conn != nullptr) {
+    st_.pool->backend(st_.backend).counters.bytes_out.fetch_add(n, std::memory_order_relaxed);
+  }
+}
+
+net::SpliceNext Exchange::on_upload_segment_done() noexcept {
+  if (!running_ || head().framing != http::Framing::kChunked || upload_relay_ == nullptr) {
+    return net::SpliceNext::kEnd;  // a Content-Length body: it is all there
+  }
+  const BodySource::SpliceChunk next = rq_.body->body_splice_next_chunk(kSpliceMinChunkBytes);
+  char buf[net::SpliceRelay::kMaxPrefix];
+  switch (next.kind) {
+    case BodySource::SpliceChunk::Kind::kWait:
+      return net::SpliceNext::kWait;
+    case BodySource::SpliceChunk::Kind::kData: {
+      std::string_view prefix = chunk_prefix(next.bytes, upload_crlf_owed_, buf);
+      upload_relay_->extend(next.bytes, prefix);
+      count_upload_framing(prefix.size());
+      upload_crlf_owed_ = true;
+      return net::SpliceNext::kContinue;
+    }
+    case BodySource::SpliceChunk::Kind::kCopy:
+      break;
+  }
+  // Back to the copy path, after the CRLF owed for the spliced data (when the body failed, the
+  // exchange fails next and the backend connection closes mid-body whatever went last).
+  if (upload_crlf_owed_) {
+    std::string_view crlf = chunk_prefix(0, true, buf);
+    upload_relay_->extend(0, crlf);
+    count_upload_framing(crlf.size());
+    upload_crlf_owed_ = false;
+  }
+  return net::SpliceNext::kEnd;
 }
 
 void Exchange::on_upload_progress(size_t in, size_t out) noexcept {

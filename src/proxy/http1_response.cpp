@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "rondel/http/writer.h"
+#include "rondel/net/splice_pipe.h"
 #include "rondel/proxy/http1_session.h"
 
 namespace rondel::proxy {
@@ -43,10 +44,14 @@ void Http1Session::sink_head(const http::ResponseHead& rh) noexcept {
 
 bool Http1Session::sink_body(std::string_view body) noexcept { return queue_client_body(body); }
 
+bool Http1Session::sink_splices(http::Framing framing) const noexcept {
+  return cb_ != nullptr && !closing() && cb_->client_framing.framing == framing &&
+         (framing == http::Framing::kLength || framing == http::Framing::kChunked) &&
+         transport().splice_fd() >= 0;
+}
+
 int Http1Session::sink_splice_fd(http::Framing framing) noexcept {
-  if (cb_ == nullptr || closing() || cb_->to_client.pending || cb_->to_client.n > 0 ||
-      cb_->client_framing.framing != framing ||
-      (framing != http::Framing::kLength && framing != http::Framing::kChunked)) {
+  if (cb_ == nullptr || cb_->to_client.pending || cb_->to_client.n > 0 || !sink_splices(framing)) {
     return -1;
   }
   return transport().splice_fd();
@@ -114,6 +119,7 @@ bool Http1Session::want_more() noexcept {
   if (closing()) return false;
   if (rpos_ < rlen_) return true;  // bytes arrived while reading was lazily paused
   rpos_ = rlen_ = 0;               // every consumed byte is written: the buffer is free again
+  grow_for_body();
   body_wanted_ = true;
   set_client_reading(true);
   set_timeout(listener_cfg_->body_timeout_ms);  // the client's stall, from now
@@ -122,9 +128,11 @@ bool Http1Session::want_more() noexcept {
 
 int Http1Session::body_splice_fd(uint64_t min, uint64_t* bytes) noexcept {
   if (cb_ == nullptr || closing() || body_state_ != BodyState::kMore || !cb_->piece.empty() ||
-      rpos_ != rlen_ || cb_->req_parser.head().framing != http::Framing::kLength) {
+      rpos_ != rlen_) {
     return -1;
   }
+  const http::Framing framing = cb_->req_parser.head().framing;
+  if (framing != http::Framing::kLength && framing != http::Framing::kChunked) return -1;
   const uint64_t left = cb_->req_parser.body_left();
   const int fd = transport().splice_fd();
   if (left < min || fd < 0) return -1;
@@ -141,6 +149,32 @@ void Http1Session::body_spliced(uint64_t n) noexcept {
   cb_->req_parser.skip_body(n);
   bytes_from_client_ += n;
   set_timeout(listener_cfg_->body_timeout_ms);  // every spliced byte: the client is not stalled
+}
+
+BodySource::SpliceChunk Http1Session::body_splice_next_chunk(uint64_t min) noexcept {
+  using Kind = SpliceChunk::Kind;
+  const int fd = cb_ != nullptr && !closing() ? transport().splice_fd() : -1;
+  char line[kChunkLinePeek];
+  // Each pass reads at least one byte of a line; the parser bounds a line's length, this bounds
+  // the passes (a longer line is left to the copy path).
+  for (int pass = 0; pass < kChunkLinePasses && fd >= 0; ++pass) {
+    const net::LinePart got = net::recv_line_part(fd, line, sizeof line);
+    if (got.kind == net::LinePart::Kind::kWait) return {Kind::kWait, 0};
+    if (got.kind == net::LinePart::Kind::kEnd) break;  // a read sees it again
+    bytes_from_client_ += got.n;
+    set_timeout(listener_cfg_->body_timeout_ms);  // the client sent something
+    const http::Step st = cb_->req_parser.feed(line, got.n);
+    if (st.event == http::Event::kError) {
+      body_state_ = BodyState::kFailed;  // peek() says so; nothing of the line went on
+      break;
+    }
+    if (st.event != http::Event::kNeedMore || cb_->req_parser.last_chunk_seen()) break;
+    const uint64_t left = cb_->req_parser.body_left();
+    if (left == 0) continue;  // the CRLF after the data, or part of a line: read on
+    if (left < min) break;    // a small chunk: the copy path moves it
+    return {Kind::kData, left};
+  }
+  return {Kind::kCopy, 0};
 }
 
 void Http1Session::body_splice_wait(SpliceWait on) noexcept {

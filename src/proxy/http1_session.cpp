@@ -138,11 +138,31 @@ void Http1Session::close_now() noexcept {
 }
 
 void Http1Session::on_transport_closed() noexcept {
-  if (buf_ != nullptr) {
-    worker_.buffers().put(buf_);
-    buf_ = nullptr;
-  }
+  put_buffer();
   delete this;
+}
+
+void Http1Session::put_buffer() noexcept {
+  if (buf_ == nullptr) return;
+  worker_.buffers().put(buf_, buf_class_);
+  buf_ = nullptr;
+  buf_class_ = BufferPool::Class::kSmall;
+  rpos_ = rlen_ = 0;
+}
+
+void Http1Session::grow_for_body() noexcept {
+  if (buf_ == nullptr || buf_class_ == BufferPool::Class::kLarge || rlen_ != 0 ||
+      transport().splice_fd() >= 0) {
+    return;  // (a plain TCP client's large body is spliced; between splices it reads little)
+  }
+  const http::Framing framing = cb_->req_parser.head().framing;
+  if (framing != http::Framing::kChunked &&
+      !(framing == http::Framing::kLength && cb_->req_parser.body_left() > BufferPool::kSize)) {
+    return;
+  }
+  worker_.buffers().put(buf_, buf_class_);
+  buf_class_ = BufferPool::Class::kLarge;
+  buf_ = worker_.buffers().get(buf_class_);
 }
 
 void Http1Session::linger_close() noexcept {
@@ -200,23 +220,24 @@ void Http1Session::set_timeout(uint64_t ms) noexcept {
 void Http1Session::on_transport_alloc(uv_buf_t* buf) noexcept {
   if (buf_ == nullptr) {
     buf_ = worker_.buffers().get();
+    buf_class_ = BufferPool::Class::kSmall;
     rpos_ = rlen_ = 0;
   }
   if (!want_read_) {
     // Lazily paused: append after what is held (parsed bytes may still be in a pending write).
     // A full buffer gives libuv no room: on_read then stops reading for real.
-    *buf = uv_buf_init(buf_ + rlen_, static_cast<unsigned>(BufferPool::kSize - rlen_));
+    *buf = uv_buf_init(buf_ + rlen_, static_cast<unsigned>(buf_capacity() - rlen_));
     return;
   }
   // Reading is wanted: no byte the exchange consumed is still in a pending write (BodySource).
   if (rpos_ == rlen_) {
     rpos_ = rlen_ = 0;
-  } else if (rlen_ == BufferPool::kSize && rpos_ > 0) {
+  } else if (rlen_ == buf_capacity() && rpos_ > 0) {
     std::memmove(buf_, buf_ + rpos_, rlen_ - rpos_);
     rlen_ -= rpos_;
     rpos_ = 0;
   }
-  *buf = uv_buf_init(buf_ + rlen_, static_cast<unsigned>(BufferPool::kSize - rlen_));
+  *buf = uv_buf_init(buf_ + rlen_, static_cast<unsigned>(buf_capacity() - rlen_));
 }
 
 void Http1Session::on_transport_read(ssize_t nread) noexcept {
@@ -241,7 +262,7 @@ void Http1Session::on_transport_read(ssize_t nread) noexcept {
   }
   rlen_ += static_cast<size_t>(nread);
   bytes_from_client_ += static_cast<uint64_t>(nread);
-  if (rlen_ == BufferPool::kSize) set_client_reading(false);
+  if (rlen_ == buf_capacity()) set_client_reading(false);
   if (phase_ == Phase::kIdle) {
     arm_client_timer();
     pump_request();
@@ -318,10 +339,7 @@ void Http1Session::pump_request() noexcept {
       rpos_ = rlen_ = 0;
       if (cb_->req_parser.head_bytes_pending() == 0) {
         // An idle keep-alive connection holds no read buffer and no exchange state.
-        if (buf_ != nullptr) {
-          worker_.buffers().put(buf_);
-          buf_ = nullptr;
-        }
+        put_buffer();
         give_state();
       }
       set_client_reading(true);
@@ -482,7 +500,9 @@ void Http1Session::on_exchange_done(Exchange& ex, Outcome outcome) noexcept {
     if (flush_to_client()) linger_close();
     return;
   }
-  // Keep-alive: parse the next (possibly already pipelined) request.
+  // Keep-alive: parse the next (possibly already pipelined) request. A large buffer the body
+  // took goes back once nothing is left in it (the next read takes a small one).
+  if (buf_class_ == BufferPool::Class::kLarge && rpos_ == rlen_) put_buffer();
   head_known_ = false;
   cb_->req_parser.reset();
   arm_client_timer();

@@ -29,22 +29,26 @@ Reject reject_for_status(uint16_t status) noexcept {
 }
 
 BufferPool::~BufferPool() {
-  for (char* b : free_) delete[] b;
+  for (auto& list : free_) {
+    for (char* b : list) delete[] b;
+  }
 }
 
-char* BufferPool::get() {
+char* BufferPool::get(Class c) {
   ++outstanding_;
-  if (free_.empty()) return new char[kSize];
-  char* b = free_.back();
-  free_.pop_back();
+  auto& list = free_[static_cast<size_t>(c)];
+  if (list.empty()) return new char[size_of(c)];
+  char* b = list.back();
+  list.pop_back();
   return b;
 }
 
-void BufferPool::put(char* buf) noexcept {
+void BufferPool::put(char* buf, Class c) noexcept {
   --outstanding_;
   // Keep a bounded reserve; beyond it, give memory back.
-  if (free_.size() < 1024) {
-    free_.push_back(buf);
+  auto& list = free_[static_cast<size_t>(c)];
+  if (list.size() < kMaxFree[static_cast<size_t>(c)]) {
+    list.push_back(buf);
   } else {
     delete[] buf;
   }

@@ -3,10 +3,13 @@ same at both ends, with Content-Length and chunked framing, a slow client, a slo
 client that stops reading; a backend that resets mid-body gives a truncated response and a close
 (a prefix of the right bytes, never a wrong one, never a hang); a client that aborts mid-body
 gets its backend connection closed, not reused, and the in-flight counts back to 0. A
-Content-Length download is spliced: its bytes never pass through rondel's user space
-(/proc/PID/io). A chunked one is spliced chunk by chunk (the chunk-size lines read and checked
-by rondel, the chunks of 16 KiB and more spliced, the small ones copied): a malformed chunk-size
-line after spliced chunks gives a truncated response and a close, never a wrong byte.
+Content-Length download or upload is spliced: its bytes never pass through rondel's user space
+(/proc/PID/io). A chunked one, either way, is spliced chunk by chunk (the chunk-size lines read
+and checked by rondel, the chunks of 16 KiB and more spliced, the small ones copied): a
+malformed chunk-size line after spliced chunks gives a truncated response and a close, or for
+an upload a 400 and a close with the backend connection closed before any byte of that line
+reached it, never a wrong byte; a client stalling mid-chunk of a spliced upload gets the body
+timeout's 408, its backend connection closed and not reused.
 
 The backend is a Python one (StreamBackend) so that both ends hash what they actually sent or
 received: its body is a random block of 1 MiB + 7 bytes repeated (no period that divides a
@@ -14,13 +17,15 @@ buffer or chunk size, so a dropped, doubled or reordered piece changes the hash)
 chunks of varied sizes when chunked. Bodies stream from that block and are hashed on the fly;
 nothing holds a whole body.
 
-Memory budget: rondel moves a body through bounded per-connection buffers (16 KiB pooled ones on
-the copy path), so one exchange holds well under 1 MiB whatever the body size. We accept
+Memory budget: rondel moves a body through bounded per-connection buffers (on the copy path a
+16 KiB pooled one per side, the backend side's a 64 KiB one while a response body larger than
+16 KiB streams; none for a spliced body, whose pipe is kernel memory), so one exchange holds
+well under 1 MiB whatever the body size. We accept
 RSS_GROWTH_KIB (8 MiB) of growth over the idle baseline while 256 MiB flows: buffering even a
 thirty-second of one body would exceed it.
 
 Runtime: about 1-2 s per 256 MiB transfer in a normal build on an idle 2-core machine (the
-whole file ~20 s; each test prints its own time), a few times that under ASan."""
+whole file ~25 s; each test prints its own time), a few times that under ASan."""
 import hashlib
 import os
 import socket
@@ -127,8 +132,10 @@ class StreamBackend:
     PUT/POST: reads the body (Content-Length or chunked; ?slow=S reads the first S bytes
     slowly; ?reset=K resets the connection after K body bytes) and answers 200 with X-Body-Sha256 and X-Body-Bytes of what it received.
     Every response carries X-Conn (the connection's number); `uploads` counts the PUT/POST
-    requests received. `sent` is the body bytes sent of
-    the response in progress; `aborted` lists the connections whose peer went away mid-body."""
+    requests received, `upload_conn` is the connection of the last one. `sent` is the body bytes
+    sent of the response in progress; `aborted` lists the connections whose peer went away
+    mid-body; `ended` maps each connection the backend stopped serving to why (the exception:
+    a ValueError is a malformed chunk-size line it received, None a clean close)."""
 
     def __init__(self, sndbuf=None):
         self.sndbuf = sndbuf
@@ -139,6 +146,8 @@ class StreamBackend:
         self.address = f"127.0.0.1:{self.port}"
         self.connections = 0
         self.uploads = 0
+        self.upload_conn = 0  # the connection of the last PUT/POST
+        self.ended = {}  # connection number -> why the backend stopped serving it
         self.sent = 0
         self.aborted = []
         self.errors = []
@@ -171,12 +180,14 @@ class StreamBackend:
                 q = dict(kv.partition("=")[::2] for kv in query.split("&") if kv)
                 if method in ("PUT", "POST"):
                     self.uploads += 1
+                    self.upload_conn = conn
                     self._upload(c, r, headers, q, conn)
                 else:
                     self._download(c, q, conn)
-        except (ConnectionError, OSError, ValueError):
-            pass
+        except (ConnectionError, OSError, ValueError) as e:
+            self.ended[conn] = e
         finally:
+            self.ended.setdefault(conn, None)
             c.close()
 
     def _upload(self, c, r, headers, q, conn):
@@ -345,12 +356,13 @@ class LargeBodies(unittest.TestCase):
             self.assertLess(moved, size + size // 100 + 4096, family)  # head + chunk lines
         return got
 
-    def upload(self, chunked, query="", slow_client=0):
+    def upload(self, chunked, query="", slow_client=0, size=SIZE):
+        before = self.samples()
         with HttpConn(self.rondel.port, timeout=TIMEOUT) as c:
-            framing = "Transfer-Encoding: chunked" if chunked else f"Content-Length: {SIZE}"
+            framing = "Transfer-Encoding: chunked" if chunked else f"Content-Length: {size}"
             c.send(f"PUT /up?{query} HTTP/1.1\r\nHost: t\r\n{framing}\r\n\r\n".encode())
             sent = 0
-            for n in chunk_plan(SIZE) if chunked else [SIZE]:
+            for n in chunk_plan(size) if chunked else [size]:
                 if chunked:
                     c.send(b"%x\r\n" % n)
                 for p in pieces(sent, n, 65536 if sent < slow_client else len(BLOCK)):
@@ -364,8 +376,13 @@ class LargeBodies(unittest.TestCase):
                 c.send(b"0\r\n\r\n")
             status, h, _ = c.read_response(timeout=TIMEOUT)
         self.assertEqual(status, 200)
-        self.assertEqual(int(h["x-body-bytes"]), SIZE)
-        self.assertEqual(h["x-body-sha256"], self.sha)
+        self.assertEqual(int(h["x-body-bytes"]), size)
+        self.assertEqual(h["x-body-sha256"], self.sha if size == SIZE else stream_sha256(size))
+        after = self.samples()
+        for family in ("rondel_client_received_bytes_total", "rondel_backend_sent_bytes_total"):
+            moved = metric_sum(after, family) - metric_sum(before, family)
+            self.assertGreaterEqual(moved, size, family)
+            self.assertLess(moved, size + size // 100 + 4096, family)  # head + chunk lines
 
     # ---- downloads ----
 
@@ -515,7 +532,119 @@ class LargeBodies(unittest.TestCase):
         self.assertEqual(self.backend.uploads - uploads, 1, "the request body was sent again")
 
     def test_upload_chunked(self):
+        # Chunked to chunked is spliced chunk by chunk, as for responses: what still passes
+        # through user space is the chunk-size lines, the small chunks and, at each return to
+        # the copy path, one buffer's read (the copy path would move 512 MiB).
+        before = io_bytes(self.rondel.pid)
         self.upload(chunked=True)
+        copied = io_bytes(self.rondel.pid) - before
+        print(f"  bytes through rondel's user space: {copied}")
+        self.assertLess(copied, SIZE // 8)
+
+    def test_upload_chunked_slow_backend(self):
+        self.upload(chunked=True, query=f"slow={8 << 20}", size=16 << 20)
+
+    def test_upload_chunked_bad_chunk_line_mid_body(self):
+        # A 4 MiB chunk (spliced), then "zz" as a chunk size: rondel reads and rejects that line
+        # itself, so the client gets a 400 and a close, the backend connection is closed mid-body
+        # and never sees a byte of the line (a ValueError there), and the in-flight counts
+        # return to 0.
+        n = 4 << 20
+        before = io_bytes(self.rondel.pid)
+        with HttpConn(self.rondel.port, timeout=TIMEOUT) as c:
+            c.send(b"PUT /up HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
+            c.send(b"%x\r\n" % n)
+            for p in pieces(0, n):
+                c.send(p)
+            c.send(b"\r\nzz\r\n")
+            status, _, _ = c.read_response(timeout=TIMEOUT)
+            self.assertEqual(status, 400)
+            self.assertTrue(c.closed_by_peer(timeout=TIMEOUT), "rondel kept the client connection")
+        copied = io_bytes(self.rondel.pid) - before
+        self.assertLess(copied, n // 4, "the chunk was not spliced")
+        conn = self.backend.upload_conn
+        wait_until(lambda: conn in self.backend.ended, timeout=TIMEOUT,
+                   what="rondel to close the backend connection")
+        self.assertIsInstance(self.backend.ended[conn], ConnectionError,
+                              f"the backend saw {self.backend.ended[conn]!r}")
+        self.wait_in_flight_zero()
+
+    def test_upload_chunked_client_stalls_mid_chunk(self):
+        # 1 MiB into a 4 MiB chunk the client sends nothing more: the spliced upload waits on
+        # the client, so the body timeout (1 s here) answers 408; the backend connection is
+        # closed, not reused, and the in-flight counts return to 0.
+        r = Rondel(make_config([self.backend], listener={"body_timeout": "1s"}))
+        try:
+            before = io_bytes(r.pid)
+            with HttpConn(r.port, timeout=TIMEOUT) as c:
+                c.send(b"PUT /up HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
+                c.send(b"%x\r\n" % (4 << 20))
+                for p in pieces(0, 1 << 20):
+                    c.send(p)
+                status, _, _ = c.read_response(timeout=TIMEOUT)
+                self.assertEqual(status, 408)
+                self.assertTrue(c.closed_by_peer(timeout=TIMEOUT))
+            self.assertLess(io_bytes(r.pid) - before, 256 << 10, "the chunk was not spliced")
+            conn = self.backend.upload_conn
+            wait_until(lambda: conn in self.backend.ended, timeout=TIMEOUT,
+                       what="rondel to close the backend connection")
+            self.wait_in_flight_zero(r)
+            with HttpConn(r.port, timeout=TIMEOUT) as c:
+                status, h = self.get("size=10", Received(), conn=c)
+            self.assertEqual(status, 200)
+            self.assertNotEqual(int(h["x-conn"]), conn, "the stalled upload's connection was reused")
+        finally:
+            self.assertEqual(r.stop(), 0)
+
+    def test_tls_listener_copy_path_byte_exact(self):
+        # A TLS listener takes the copy path, where bodies larger than 16 KiB stream through
+        # 64 KiB buffers (the backend side's for responses, the client side's for uploads):
+        # Content-Length and chunked, both ways, byte-exact on one keep-alive connection (16 MiB
+        # each: 256 buffers of the large class).
+        from tls_certs import Certs
+        import ssl
+        cert, key = Certs().leaf("big", ["big.test"])
+        tls = f"{{ certificates: [ {{ cert: {cert}, key: {key} }} ] }}"
+        r = Rondel(make_config([self.backend], listener={"tls": tls}))
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        n = 16 << 20
+        sha = stream_sha256(n)
+        try:
+            raw = socket.create_connection(("127.0.0.1", r.port), timeout=TIMEOUT)
+            with HttpConn(r.port, timeout=TIMEOUT,
+                          sock=ctx.wrap_socket(raw, server_hostname="big.test")) as c:
+                for chunked in (False, True):
+                    got = Received()
+                    status, _ = self.get(f"size={n}&chunked={int(chunked)}", got, conn=c)
+                    self.assertEqual((status, got.n, got.h.hexdigest()), (200, n, sha))
+                for chunked in (False, True):
+                    framing = ("Transfer-Encoding: chunked" if chunked
+                               else f"Content-Length: {n}")
+                    c.send(f"PUT /up HTTP/1.1\r\nHost: t\r\n{framing}\r\n\r\n".encode())
+                    sent = 0
+                    for size in chunk_plan(n) if chunked else [n]:
+                        if chunked:
+                            c.send(b"%x\r\n" % size)
+                        for p in pieces(sent, size):
+                            c.send(p)
+                            sent += len(p)
+                        if chunked:
+                            c.send(b"\r\n")
+                    if chunked:
+                        c.send(b"0\r\n\r\n")
+                    status, h, _ = c.read_response(timeout=TIMEOUT)
+                    self.assertEqual((status, int(h["x-body-bytes"]), h["x-body-sha256"]),
+                                     (200, n, sha))
+        finally:
+            self.assertEqual(r.stop(), 0)
+
+    def wait_in_flight_zero(self, rondel=None):
+        port = (rondel or self.rondel).admin_port
+        wait_until(lambda: metric_sum(scrape(port)[1], "rondel_backend_in_flight") == 0
+                   and metric_sum(scrape(port)[1], "rondel_pool_in_flight") == 0,
+                   timeout=10, what="rondel_backend_in_flight and rondel_pool_in_flight to be 0")
 
     def test_upload_content_length_slow_backend(self):
         self.upload(chunked=False, query=f"slow={8 << 20}")

@@ -70,6 +70,8 @@ class RequestParser {
   // backend).
   uint64_t body_left() const noexcept;
   void skip_body(uint64_t n) noexcept;
+  // As ResponseParser::last_chunk_seen, for a chunked request body.
+  bool last_chunk_seen() const noexcept;
 
  private:
   struct Impl;

@@ -58,6 +58,23 @@ inline constexpr size_t kSpliceStepBudget = 4u << 20;
 SpliceStep splice_step(int from, SplicePipe& pipe, int to, uint64_t remaining,
                        size_t budget = kSpliceStepBudget) noexcept;
 
+// What recv_line_part read.
+struct LinePart {
+  enum class Kind : uint8_t {
+    kBytes,  // `n` (> 0) bytes were read into the buffer: a line's end ('\n') is their last or
+             // was not among them
+    kWait,   // nothing to read now (EAGAIN)
+    kEnd,    // EOF or an error: left in the socket for the stream's next read to see
+  };
+  Kind kind = Kind::kEnd;
+  size_t n = 0;
+};
+
+// Reads at most `cap` bytes from non-blocking socket `fd` into `buf`, never past the first
+// '\n' (MSG_PEEK, then recv of those bytes only), so that the bytes after a chunk-size line
+// (chunk data a splice takes from the socket) stay there. Two recv(2) calls.
+LinePart recv_line_part(int fd, char* buf, size_t cap) noexcept;
+
 // One pipe (both ends O_NONBLOCK and O_CLOEXEC) and the body bytes it holds: taken from the
 // source socket, not yet written to the sink. A pipe that still holds bytes belongs to that one
 // body: give() closes it rather than lend it again.

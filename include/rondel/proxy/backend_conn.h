@@ -20,6 +20,7 @@
 #include "rondel/net/deadline.h"
 #include "rondel/net/out_queue.h"
 #include "rondel/net/uv_util.h"
+#include "rondel/proxy/worker.h"
 
 namespace rondel::tls {
 class ClientContext;
@@ -74,6 +75,13 @@ class BackendConn final : public net::HandleCloser {
   const char* data() const noexcept { return buf_ + rpos_; }
   size_t available() const noexcept { return rlen_ - rpos_; }
   void consume(size_t n) noexcept;
+  // The buffer class the next reads go into (BufferPool): kLarge while a large response body
+  // streams on the copy path. The buffer is swapped once it holds nothing unconsumed; attach()
+  // and release_to_idle() set kSmall again, and an idle connection holds no buffer.
+  void set_read_class(BufferPool::Class c) noexcept { want_class_ = c; }
+  // Gives the read buffer back now if it holds nothing unconsumed (a splice moves the body
+  // without it); the next read takes one again.
+  void shed_buffer() noexcept { drop_buffer(); }
   void pause_reading() noexcept;
   void resume_reading() noexcept;
   bool eof() const noexcept { return eof_; }
@@ -124,6 +132,9 @@ class BackendConn final : public net::HandleCloser {
   uv_connect_t connect_req_{};
   char* buf_ = nullptr;
   size_t rpos_ = 0, rlen_ = 0;
+  BufferPool::Class buf_class_ = BufferPool::Class::kSmall;   // buf_'s class
+  BufferPool::Class want_class_ = BufferPool::Class::kSmall;  // the class the next one takes
+  size_t capacity() const noexcept { return BufferPool::size_of(buf_class_); }
   uint64_t exchanges_ = 0;
   bool reading_ = false;
   bool eof_ = false;

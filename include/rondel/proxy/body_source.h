@@ -15,8 +15,10 @@
 //                consume (the backend is slow) stops the client's reading, and the client is not
 //                blamed for the stall.
 // A request without a body uses EmptyBody. A source may also offer the rest of a Content-Length
-// body as a socket and a byte count (body_splice_fd), which the exchange splices to the backend;
-// the bytes path stays the default.
+// body, or of a chunked body's current chunk data, as a socket and a byte count
+// (body_splice_fd), which the exchange splices to the backend; a chunked body's next chunk-size
+// lines are then read and checked by the source (body_splice_next_chunk). The bytes path stays
+// the default.
 #pragma once
 
 #include <cstddef>
@@ -51,10 +53,11 @@ class BodySource {
   // Valid after peek() returned kFailed.
   virtual BodyFailure failure() const noexcept = 0;
   // Instead of want_more(), after peek() offered nothing more: the socket the rest of the body
-  // may be read from as it is, with *bytes the body bytes left (at least `min`), when the body
-  // is a Content-Length one of which nothing is buffered and the transport is plain TCP; else
-  // -1. On success the source stops reading until want_more() (a relay that could not start)
-  // or the body's end (peek() after the spliced bytes). Default: -1.
+  // may be read from as it is, with *bytes the body bytes left (at least `min`), when nothing
+  // is buffered, the transport is plain TCP and the body is a Content-Length one (*bytes: the
+  // rest of it) or a chunked one inside a chunk's data (*bytes: the rest of that chunk's data);
+  // else -1. On success the source stops reading until want_more() (a relay that could not
+  // start or handed back) or the body's end (peek() after the spliced bytes). Default: -1.
   virtual int body_splice_fd(uint64_t min, uint64_t* bytes) noexcept {
     (void)min;
     (void)bytes;
@@ -63,6 +66,23 @@ class BodySource {
   // `n` body bytes were taken from that socket by splice: the source counts them as read (its
   // parser, its byte count) and starts its body timeout again.
   virtual void body_spliced(uint64_t n) noexcept { (void)n; }
+  // A chunked body whose chunk data so far was all spliced: the source reads what follows from
+  // the socket, never past the end of a line (the CRLF after the data, the next chunk-size line),
+  // and its parser checks it. kData: the next chunk's data (`bytes`, at least `min`) follows in
+  // the socket as it is. kWait: the socket has nothing more now (ask again once readable).
+  // kCopy: anything else, for the bytes path (peek(), want_more()) to carry on: a smaller chunk
+  // (its line read), the zero-size chunk (the trailer section follows), the client's EOF or an
+  // error (a read sees it again), a line too long for this reader, or a malformed line (the
+  // parser failed: peek() reports kFailed, and no byte of the line went anywhere).
+  struct SpliceChunk {
+    enum class Kind : uint8_t { kData, kWait, kCopy };
+    Kind kind = Kind::kCopy;
+    uint64_t bytes = 0;
+  };
+  virtual SpliceChunk body_splice_next_chunk(uint64_t min) noexcept {
+    (void)min;
+    return {};
+  }
   // The splice waits for the client's bytes (kClient: the body timeout runs from now) or for the
   // backend to take them (kBackend: the client is not blamed, the body timeout stops).
   enum class SpliceWait : uint8_t { kClient, kBackend };

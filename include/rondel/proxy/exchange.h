@@ -162,7 +162,12 @@ class Exchange final : private net::SpliceEvents {
   // The rest of a Content-Length request body of at least kSpliceMinBytes, with nothing queued
   // for the backend, goes client socket -> pipe -> backend socket when the body source offers
   // its socket: true when a relay took it over. The body then counts as sent (never retried).
+  // A chunked body's chunk data of at least kSpliceMinChunkBytes goes the same way, chunk by
+  // chunk (on_upload_segment_done), re-framed with rondel's chunk-size lines.
   bool try_splice_body() noexcept;
+  net::SpliceNext on_upload_segment_done() noexcept;
+  // Framing bytes the upload relay writes to the backend: counted as sent to it.
+  void count_upload_framing(size_t n) noexcept;
   void on_upload_progress(size_t in, size_t out) noexcept;
   void on_upload_end(net::SpliceStop stop) noexcept;
   void on_upload_wait(net::SpliceWait on) noexcept;
@@ -175,6 +180,9 @@ class Exchange final : private net::SpliceEvents {
     }
     void on_splice_end(net::SpliceStop stop, int) noexcept override { ex_.on_upload_end(stop); }
     void on_splice_wait(net::SpliceWait on) noexcept override { ex_.on_upload_wait(on); }
+    net::SpliceNext on_splice_segment_done() noexcept override {
+      return ex_.on_upload_segment_done();
+    }
 
    private:
     Exchange& ex_;
@@ -200,6 +208,7 @@ class Exchange final : private net::SpliceEvents {
   bool chunk_crlf_owed_ = false;       // spliced chunk data went out without its CRLF yet
   UploadEvents upload_events_{*this};
   net::SpliceRelay* upload_relay_ = nullptr;  // moving the request body, when it is spliced
+  bool upload_crlf_owed_ = false;  // spliced request chunk data went out without its CRLF yet
   Attempt attempt_ = Attempt::kNone;
   PendingRetry retry_after_write_ = PendingRetry::kNone;
   bool running_ = false;

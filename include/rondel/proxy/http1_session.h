@@ -104,6 +104,7 @@ class Http1Session final : private net::TransportEvents,
   bool sink_flush() noexcept override { return flush_to_client(); }
   bool sink_busy() const noexcept override { return cb_->to_client.pending; }
   int sink_splice_fd(http::Framing framing) noexcept override;
+  bool sink_splices(http::Framing framing) const noexcept override;
   void sink_spliced(uint64_t bytes) noexcept override { bytes_to_client_ += bytes; }
   // The body source: the request body from the read buffer (http1_response.cpp).
   BodyView peek() noexcept override;
@@ -113,6 +114,10 @@ class Http1Session final : private net::TransportEvents,
   int body_splice_fd(uint64_t min, uint64_t* bytes) noexcept override;
   void body_spliced(uint64_t n) noexcept override;
   void body_splice_wait(SpliceWait on) noexcept override;
+  SpliceChunk body_splice_next_chunk(uint64_t min) noexcept override;
+  // What one read of a chunk-size line takes at most, and how many reads one line may take.
+  static constexpr size_t kChunkLinePeek = 64;
+  static constexpr int kChunkLinePasses = 8;
   // The exchange's end: access log, metrics, then keep-alive or close.
   void on_exchange_done(Exchange& ex, Outcome outcome) noexcept override;
 
@@ -170,9 +175,16 @@ class Http1Session final : private net::TransportEvents,
   std::unique_ptr<tls::TlsTransport> tls_;
   net::Transport* transport_ = &tcp_;
 
-  // Client read buffer: bytes [rpos_, rlen_) are received and not yet parsed.
+  // Client read buffer: bytes [rpos_, rlen_) are received and not yet parsed. Small, except
+  // while a request body larger than it streams on the copy path of a transport that cannot
+  // splice (TLS): then a large one (want_more), given back at the exchange's end.
   char* buf_ = nullptr;
   uint32_t rpos_ = 0, rlen_ = 0;
+  BufferPool::Class buf_class_ = BufferPool::Class::kSmall;
+  size_t buf_capacity() const noexcept { return BufferPool::size_of(buf_class_); }
+  void put_buffer() noexcept;
+  // From want_more, the buffer empty: takes the large class for a large body that is copied.
+  void grow_for_body() noexcept;
   Http1Buffers* cb_ = nullptr;  // null while idle
   Exchange* ex_ = nullptr;      // null while idle
   uint64_t bytes_from_client_ = 0, bytes_to_client_ = 0;  // for the access log and metrics

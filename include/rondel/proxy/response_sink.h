@@ -44,6 +44,13 @@ class ResponseSink {
     (void)framing;
     return -1;
   }
+  // Whether a body of `framing` can be spliced to this client at all (plain TCP, the client
+  // framing the backend's), whatever is queued now: the exchange then reads such a body with a
+  // small buffer between splices. Default: false.
+  virtual bool sink_splices(http::Framing framing) const noexcept {
+    (void)framing;
+    return false;
+  }
   // `bytes` went to the client by splice, or as the chunk framing around spliced data (for the
   // byte counters).
   virtual void sink_spliced(uint64_t bytes) noexcept { (void)bytes; }

@@ -75,13 +75,20 @@ constexpr std::string_view kH2FloodNames[] = {"header_list", "enhance_your_calm"
 class BufferPool {
  public:
   static constexpr size_t kSize = 16 * 1024;
+  // The larger class a backend connection reads into while a response body streams on the
+  // copy path (fewer reads, parser calls and loop wake-ups per byte); given back at its end.
+  static constexpr size_t kLargeSize = 64 * 1024;
+  enum class Class : uint8_t { kSmall, kLarge };
+  static constexpr size_t size_of(Class c) noexcept { return c == Class::kLarge ? kLargeSize : kSize; }
   ~BufferPool();
-  char* get();
-  void put(char* buf) noexcept;
+  // A buffer of size_of(c) bytes; put() takes it back with the same class.
+  char* get(Class c = Class::kSmall);
+  void put(char* buf, Class c = Class::kSmall) noexcept;
   size_t outstanding() const noexcept { return outstanding_; }
 
  private:
-  std::vector<char*> free_;
+  static constexpr size_t kMaxFree[] = {1024, 64};  // reserve kept per class, beyond it freed
+  std::vector<char*> free_[2];
   size_t outstanding_ = 0;
 };
 

@@ -241,3 +241,33 @@ TEST_CASE("the pool reuses empty pipes and keeps at most kMaxIdle") {
   CHECK(pool.idle() == PipePool::kMaxIdle);
   CHECK(pool.outstanding() == 0);
 }
+
+TEST_CASE("recv_line_part reads up to a line's end and leaves what follows in the socket") {
+  using rondel::net::LinePart;
+  using rondel::net::recv_line_part;
+  TcpPair p;
+  char buf[64];
+  CHECK(recv_line_part(p.near, buf, sizeof buf).kind == LinePart::Kind::kWait);
+  write_all(p.far, std::string("4000\r\nDATA"));
+  REQUIRE(wait_fd(p.near, POLLIN));
+  LinePart got = recv_line_part(p.near, buf, sizeof buf);
+  REQUIRE(got.kind == LinePart::Kind::kBytes);
+  CHECK(std::string(buf, got.n) == "4000\r\n");
+  // The bytes after the line stay for the next reader (a splice).
+  char rest[8];
+  CHECK(::recv(p.near, rest, sizeof rest, MSG_DONTWAIT) == 4);
+  CHECK(std::string(rest, 4) == "DATA");
+  // A line longer than the buffer comes in parts, none past its end.
+  write_all(p.far, std::string("abcdef\r\nX"));
+  REQUIRE(wait_fd(p.near, POLLIN));
+  got = recv_line_part(p.near, buf, 4);
+  REQUIRE(got.kind == LinePart::Kind::kBytes);
+  CHECK(std::string(buf, got.n) == "abcd");
+  got = recv_line_part(p.near, buf, sizeof buf);
+  REQUIRE(got.kind == LinePart::Kind::kBytes);
+  CHECK(std::string(buf, got.n) == "ef\r\n");
+  CHECK(::recv(p.near, rest, sizeof rest, MSG_DONTWAIT) == 1);
+  ::shutdown(p.far, SHUT_WR);
+  REQUIRE(wait_fd(p.near, POLLIN));
+  CHECK(recv_line_part(p.near, buf, sizeof buf).kind == LinePart::Kind::kEnd);
+}

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 #include <uv.h>
 
+#include <algorithm>
 #include <atomic>
 #include <utility>
 
@@ -84,4 +85,23 @@ TEST_CASE("pooled codec buffers do not keep the capacity of one huge rewritten h
   }
   uv_run(&loop, UV_RUN_DEFAULT);
   CHECK(uv_loop_close(&loop) == 0);
+}
+
+TEST_CASE("BufferPool lends each class at its size and keeps the classes apart") {
+  using rondel::proxy::BufferPool;
+  BufferPool pool;
+  char* small = pool.get();
+  char* large = pool.get(BufferPool::Class::kLarge);
+  CHECK(pool.outstanding() == 2);
+  // The whole of each is writable (ASan checks the bounds).
+  std::fill(small, small + BufferPool::kSize, 's');
+  std::fill(large, large + BufferPool::kLargeSize, 'l');
+  pool.put(large, BufferPool::Class::kLarge);
+  pool.put(small);
+  CHECK(pool.outstanding() == 0);
+  // A returned buffer is lent again only in its own class.
+  CHECK(pool.get(BufferPool::Class::kLarge) == large);
+  CHECK(pool.get() == small);
+  pool.put(small);
+  pool.put(large, BufferPool::Class::kLarge);
 }

@@ -36,10 +36,13 @@ WORKLOADS = (
     ("4 MiB × 100 conns", "4m:1", 100),
 )
 
-# rondel moves a body through 16 KiB pooled buffers: at most one read buffer and one pending
-# write per side of an exchange, so 4 × 16 KiB per transfer in flight, none when idle. A spliced
-# body holds none of them; its pipe (up to 1 MiB) is kernel memory, not in the RSS.
-RONDEL_BYTES_PER_TRANSFER = 4 * 16 * 1024
+# rondel moves a body through pooled buffers: at most one read buffer and one pending write per
+# side of an exchange, 16 KiB each except the backend side's while a response body larger than
+# 16 KiB streams on the copy path (a 64 KiB read buffer, and on a TLS listener up to one 64 KiB
+# record batch of ciphertext pending to the client), so 2 × 16 + 2 × 64 KiB per transfer in
+# flight, none when idle. A spliced body holds none of the backend side's; its pipe (up to
+# 1 MiB) is kernel memory, not in the RSS.
+RONDEL_BYTES_PER_TRANSFER = (2 * 16 + 2 * 64) * 1024
 
 STATIC_SERVER = """
     server {{
@@ -243,7 +246,8 @@ def bodies_section(results, args):
            "(heads included). Proxy CPU is its process tree's user + system time. Peak RSS is "
            "VmHWM over the warm-up and the run; RSS growth per connection is (peak − RSS at "
            f"start) ÷ connections: rondel's budget is {budget} KiB per transfer in flight "
-           "(4 × 16 KiB pooled buffers; a spliced body's pipe, up to 1 MiB, is kernel memory "
+           "(2 × 16 + 2 × 64 KiB pooled buffers on the copy path; a spliced body's pipe, up "
+           "to 1 MiB, is kernel memory "
            "outside the RSS). Medians, (min–max) over reps; ratios to the medians "
            "of the same run. \"none\" is wrk straight at one backend: the ceiling of the client "
            "core.", ""]
