@@ -84,7 +84,7 @@ core::Result<FleetReport> run_fleet(const SimOptions& opt, bool reports) {
   FleetReport r;
   r.reports = reports;
   uint64_t spilled = 0, misses = 0;
-  double ratio_sum = 0.0, cap_sum = 0.0;
+  double ratio_sum = 0.0, cap_sum = 0.0, over_sum = 0.0;
   // (time, backend, client)
   using Departure = std::tuple<double, core::BackendIndex, uint32_t>;
   std::priority_queue<Departure, std::vector<Departure>, std::greater<>> departures;
@@ -126,7 +126,11 @@ core::Result<FleetReport> run_fleet(const SimOptions& opt, bool reports) {
     const double ratio = static_cast<double>(worst) * n / truth_total;
     ratio_sum += ratio;
     r.max_over_mean_peak = std::max(r.max_over_mean_peak, ratio);
-    cap_sum += static_cast<double>(worst) / core::capacity(truth_total - 1, 1, n, bo);
+    const uint32_t cap = core::capacity(truth_total - 1, 1, n, bo);
+    cap_sum += static_cast<double>(worst) / cap;
+    uint64_t over = 0;
+    for (uint32_t t : truth) over += t > cap ? t - cap : 0;
+    over_sum += static_cast<double>(over) / truth_total;
   };
 
   uint64_t req = 0;
@@ -158,6 +162,7 @@ core::Result<FleetReport> run_fleet(const SimOptions& opt, bool reports) {
     const double m = static_cast<double>(r.measured);
     r.max_over_mean = ratio_sum / m;
     r.max_over_cap = cap_sum / m;
+    r.over_cap_share = over_sum / m;
     r.spill = spilled / m;
     r.miss_rate = misses / m;
   }
