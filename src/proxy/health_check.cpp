@@ -216,7 +216,8 @@ class HealthAttempt final : public net::HandleCloser {
           }
           const auto& cfg = probe_->cfg_;
           if (const auto& lr = probe_->load_report_; lr.enabled) {
-            report_from(lr, parser_.head(), uv_now(probe_->owner_.loop_), probe_->state_->report);
+            report_from(lr, parser_.head(), uv_now(probe_->owner_.loop_), probe_->state_->report,
+                        ReportSource::kHealthCheck);
           }
           bool ok = code >= cfg.expect_status_min && code <= cfg.expect_status_max;
           finish(ok, "status_" + std::to_string(code));

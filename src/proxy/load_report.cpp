@@ -22,7 +22,7 @@ bool name_is(std::string_view name, std::string_view lower) noexcept {
 }  // namespace
 
 void report_from(const config::LoadReportConfig& cfg, const http::ResponseHead& head,
-                 uint64_t now_ms, LoadReportState& st) noexcept {
+                 uint64_t now_ms, LoadReportState& st, ReportSource source) noexcept {
   const http::Header* field = nullptr;
   for (const http::Header& h : head.headers) {
     if (name_is(h.name, cfg.header)) field = &h;
@@ -32,8 +32,10 @@ void report_from(const config::LoadReportConfig& cfg, const http::ResponseHead& 
       core::parse_load_report(cfg.format, field->value, cfg.metric, cfg.scale);
   st.counts[static_cast<size_t>(r.status)].fetch_add(1, std::memory_order_relaxed);
   if (r.status != core::ReportStatus::kOk) return;
+  uint32_t local = st.local_in_flight();
+  if (source == ReportSource::kResponse && local > 0) --local;
   st.reported.store(r.load, std::memory_order_relaxed);
-  st.started.store(0, std::memory_order_relaxed);
+  st.local_at_report.store(local, std::memory_order_relaxed);
   st.at_ms.store(now_ms == 0 ? 1 : now_ms, std::memory_order_relaxed);
 }
 
@@ -42,7 +44,7 @@ uint32_t effective_load_of(const Pool& pool, size_t i, uint64_t now_ms) noexcept
   core::ReportView v;
   v.reported = b.report.reported.load(std::memory_order_relaxed);
   v.at_ms = b.report.at_ms.load(std::memory_order_relaxed);
-  v.started_since = b.report.started.load(std::memory_order_relaxed);
+  v.local_at_report = b.report.local_at_report.load(std::memory_order_relaxed);
   v.local_in_flight = b.in_flight.load(std::memory_order_relaxed);
   return core::effective_load(v, now_ms, pool.config().load_report.max_age_ms);
 }

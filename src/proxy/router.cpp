@@ -246,8 +246,6 @@ RouteDecision Router::route(const Pool& pool, const PickRequest& rq, std::span<u
     ps.no_backend.fetch_add(1, std::memory_order_relaxed);
     if (subset != nullptr)
       pool.subset_counters(rq.subset).unavailable.fetch_add(1, std::memory_order_relaxed);
-  } else if (pool.config().load_report.enabled) {
-    note_started(pool.backend(d.backend).report);  // every pick is followed by its attempt
   }
   return d;
 }

@@ -17,7 +17,7 @@
   1.42-1.45 in four runs); the test fails only if
   reports stop reaching the bound. RONDEL_FLEET_SECONDS (default 2) and RONDEL_FLEET_ROUNDS
   (default 1: one turn per fleet) set the length; RONDEL_FLEET_SLACK, _SCALE, _DELAY_MS, _AGE
-  vary the setup (docs/routing.md).
+  vary the setup, RONDEL_FLEET_SINGLE=1 adds a one-instance reference fleet (docs/routing.md).
 """
 import os
 import shutil
@@ -42,6 +42,9 @@ SPLIT = (12 * SCALE, 6 * SCALE, 2 * SCALE)  # wrk connections per instance: 60/3
 DELAY_MS = os.environ.get("RONDEL_FLEET_DELAY_MS", "100")
 TURN_S = int(os.environ.get("RONDEL_FLEET_SECONDS", "2"))
 ROUNDS = int(os.environ.get("RONDEL_FLEET_ROUNDS", "1"))
+# RONDEL_FLEET_SINGLE=1 adds a reference turn: one rondel, without reports, taking all the
+# connections, i.e. the pool-wide bound held exactly (what reports aim at).
+SINGLE = os.environ.get("RONDEL_FLEET_SINGLE", "0") == "1"
 
 # Zipf(1.1) over RT_KEYS keys, by inverse CDF (binary search), one seed per wrk thread.
 LUA = r"""
@@ -81,11 +84,13 @@ def pool_cap(total, n, bf=125, slack=SLACK):
 
 class Sampler:
     """Polls every backend's /_stats in_flight (keep-alive) until stopped; keeps, per sample
-    with something in flight, max/mean and max/cap of the pool-wide cap."""
+    with something in flight, max/mean, max/cap of the pool-wide cap and the share of the
+    requests in flight above that cap (sum of max(0, in_flight_i - cap) / total)."""
 
     def __init__(self, ports):
         self.conns = [HttpConn(p, timeout=10) for p in ports]
-        self.ratios, self.over_cap, self.stop_flag = [], [], threading.Event()
+        self.ratios, self.over_cap, self.above = [], [], []
+        self.stop_flag = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
 
     def run(self):
@@ -98,7 +103,9 @@ class Sampler:
             total = sum(loads)
             if total > 0:
                 self.ratios.append(max(loads) * len(loads) / total)
-                self.over_cap.append(max(loads) / pool_cap(total - 1, len(loads)))
+                cap = pool_cap(total - 1, len(loads))
+                self.over_cap.append(max(loads) / cap)
+                self.above.append(sum(max(0, x - cap) for x in loads) / total)
 
     def close(self):
         for c in self.conns:
@@ -166,17 +173,21 @@ class LoadReport(unittest.TestCase):
         group = BackendGroup(names, "--delay-ms", DELAY_MS, "--report-load", "text",
                              "--cache-objects", "400")
         self.backends = [group]
-        fleets = {mode: [Rondel(make_config(group.members, pool=pool)) for _ in SPLIT]
-                  for mode, pool in (("local", PLAIN), ("reports", REPORTS))}
+        modes = [("local", PLAIN, SPLIT), ("reports", REPORTS, SPLIT)]
+        if SINGLE:
+            modes.append(("single", PLAIN, (sum(SPLIT),)))
+        fleets = {mode: [Rondel(make_config(group.members, pool=pool)) for _ in split]
+                  for mode, pool, split in modes}
+        splits = {mode: split for mode, _, split in modes}
         self.rondels = [r for f in fleets.values() for r in f]
         lua = os.path.join(tempfile.mkdtemp(prefix="rondel-it-fleet-"), "zipf.lua")
         with open(lua, "w") as f:
             f.write(LUA)
-        result = {mode: {"ratios": [], "over_cap": [], "hits": 0, "misses": 0}
+        result = {mode: {"ratios": [], "over_cap": [], "above": [], "hits": 0, "misses": 0}
                   for mode in fleets}
         for turn in range(ROUNDS):
             for mode, fleet in fleets.items():
-                self.run_turn(group, fleet, lua, result[mode], seed=turn * 10)
+                self.run_turn(group, fleet, splits[mode], lua, result[mode], seed=turn * 10)
         summary = {}
         for mode, res in result.items():
             pools = [r.pools()["pools"][0] for r in fleets[mode]]
@@ -188,6 +199,7 @@ class LoadReport(unittest.TestCase):
                 "max_over_mean": statistics.fmean(res["ratios"]),
                 "max_over_mean_p95": sorted(res["ratios"])[int(0.95 * len(res["ratios"]))],
                 "max_over_cap": statistics.fmean(res["over_cap"]),
+                "above_cap": statistics.fmean(res["above"]),
                 "spill": spilled / max(1, requests),
                 "miss": res["misses"] / max(1, res["hits"] + res["misses"]),
                 "requests": requests}
@@ -199,12 +211,12 @@ class LoadReport(unittest.TestCase):
         for r in self.rondels:
             r.wait_idle()
 
-    def run_turn(self, group, fleet, lua, res, seed):
+    def run_turn(self, group, fleet, split, lua, res, seed):
         for m in group.members:
             group.reset(m.port)
         sampler = Sampler([m.port for m in group.members])
         procs = [start_wrk(r.port, c, TURN_S, lua, seed + i)
-                 for i, (r, c) in enumerate(zip(fleet, SPLIT))]
+                 for i, (r, c) in enumerate(zip(fleet, split))]
         # Sample once every instance's load has reached the backends (the first response).
         wait_until(lambda: all(r.pools()["pools"][0]["requests"] > 0 for r in fleet), timeout=10)
         sampler.thread.start()
@@ -216,6 +228,7 @@ class LoadReport(unittest.TestCase):
         sampler.close()
         res["ratios"] += sampler.ratios
         res["over_cap"] += sampler.over_cap
+        res["above"] += sampler.above
         for m in group.members:
             st = group.stats(m.port)
             res["hits"] += st["hits"]

@@ -27,7 +27,9 @@ double exponential(std::mt19937_64& rng, double mean) {
 // One instance's view: its own in-flight counts and its last report per backend.
 struct Instance {
   std::vector<uint32_t> local;
-  std::vector<core::ReportView> report;  // reported, at (time units * 1000), started since
+  // Per backend: reported, at (time units * 1000), this instance's count then; local_in_flight
+  // is filled from `local` at each pick.
+  std::vector<core::ReportView> report;
   std::vector<uint32_t> loads;           // scratch: what the pick compares
 };
 
@@ -82,7 +84,7 @@ core::Result<FleetReport> run_fleet(const SimOptions& opt, bool reports) {
   FleetReport r;
   r.reports = reports;
   uint64_t spilled = 0, misses = 0;
-  double ratio_sum = 0.0, cap_sum = 0.0;
+  double ratio_sum = 0.0, cap_sum = 0.0, over_sum = 0.0;
   // (time, backend, client)
   using Departure = std::tuple<double, core::BackendIndex, uint32_t>;
   std::priority_queue<Departure, std::vector<Departure>, std::greater<>> departures;
@@ -93,8 +95,8 @@ core::Result<FleetReport> run_fleet(const SimOptions& opt, bool reports) {
     const uint64_t hash = key_hashes[key];
     uint64_t total = 0;
     for (size_t i = 0; i < n; ++i) {
-      const core::ReportView v{x.report[i].reported, x.report[i].at_ms,
-                               x.report[i].started_since, x.local[i]};
+      core::ReportView v = x.report[i];
+      v.local_in_flight = x.local[i];
       x.loads[i] = reports ? core::effective_load(v, ms(now), max_age) : x.local[i];
       if (reports && x.loads[i] == x.local[i] && v.at_ms != 0 &&
           ms(now) - v.at_ms > max_age) {
@@ -110,7 +112,6 @@ core::Result<FleetReport> run_fleet(const SimOptions& opt, bool reports) {
     const core::PickResult p = core::bounded_pick(sel, hash, in, bo, scratch);
     const core::BackendIndex b = p.backend;
     ++x.local[b];
-    ++x.report[b].started_since;
     ++truth[b];
     ++truth_total;
     const bool hit = caches[b].access(static_cast<uint32_t>(key));
@@ -125,7 +126,11 @@ core::Result<FleetReport> run_fleet(const SimOptions& opt, bool reports) {
     const double ratio = static_cast<double>(worst) * n / truth_total;
     ratio_sum += ratio;
     r.max_over_mean_peak = std::max(r.max_over_mean_peak, ratio);
-    cap_sum += static_cast<double>(worst) / core::capacity(truth_total - 1, 1, n, bo);
+    const uint32_t cap = core::capacity(truth_total - 1, 1, n, bo);
+    cap_sum += static_cast<double>(worst) / cap;
+    uint64_t over = 0;
+    for (uint32_t t : truth) over += t > cap ? t - cap : 0;
+    over_sum += static_cast<double>(over) / truth_total;
   };
 
   uint64_t req = 0;
@@ -140,7 +145,7 @@ core::Result<FleetReport> run_fleet(const SimOptions& opt, bool reports) {
     // backend's true count.
     while (reports && opt.report_poll > 0 && next_poll <= when) {
       for (Instance& x : inst) {
-        for (size_t i = 0; i < n; ++i) x.report[i] = {truth[i], ms(next_poll), 0, 0};
+        for (size_t i = 0; i < n; ++i) x.report[i] = {truth[i], ms(next_poll), x.local[i], 0};
       }
       next_poll += opt.report_poll;
     }
@@ -148,16 +153,16 @@ core::Result<FleetReport> run_fleet(const SimOptions& opt, bool reports) {
     --x.local[b];
     --truth[b];
     --truth_total;
-    // The response carries the backend's count, this request excluded, to its instance.
-    x.report[b].reported = truth[b];
-    x.report[b].at_ms = ms(when);
-    x.report[b].started_since = 0;
+    // The response carries the backend's count, this request excluded, to its instance, which
+    // notes its own count of the backend, this request excluded too.
+    x.report[b] = {truth[b], ms(when), x.local[b], 0};
     arrive(req, client, when);
   }
   if (r.measured > 0) {
     const double m = static_cast<double>(r.measured);
     r.max_over_mean = ratio_sum / m;
     r.max_over_cap = cap_sum / m;
+    r.over_cap_share = over_sum / m;
     r.spill = spilled / m;
     r.miss_rate = misses / m;
   }

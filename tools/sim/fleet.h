@@ -19,6 +19,9 @@ struct FleetReport {
   double max_over_mean = 0.0;       // mean at arrivals of max_i in_flight_i / mean (global)
   double max_over_mean_peak = 0.0;
   double max_over_cap = 0.0;        // mean at arrivals of max_i in_flight_i / pool cap(total)
+  // Mean at arrivals of sum_i max(0, in_flight_i - pool cap(total)) / total: the share of the
+  // requests in flight that would have to be elsewhere for every backend to be within the cap.
+  double over_cap_share = 0.0;
   double spill = 0.0;               // share of requests served away from the key's owner
   double miss_rate = 0.0;
   uint64_t stale_reads = 0;         // backend loads read as the local count: report too old

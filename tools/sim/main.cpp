@@ -309,16 +309,17 @@ int run_fleet_mode(const SimOptions& o) {
       j.field("max_over_mean", r.max_over_mean);
       j.field("max_over_mean_peak", r.max_over_mean_peak);
       j.field("max_over_cap", r.max_over_cap);
+      j.field("over_cap_share", r.over_cap_share);
       j.field("spill", r.spill);
       j.field("miss_rate", r.miss_rate);
       j.field("stale_reads", r.stale_reads);
       j.end();
       std::printf("%s\n", j.str().c_str());
     } else {
-      std::printf("%-8s max/mean in flight %.4f (peak %.4f)  max/cap %.4f  spill %.4f  miss %.4f"
-                  "  stale reads %llu\n",
+      std::printf("%-8s max/mean in flight %.4f (peak %.4f)  max/cap %.4f  over cap %.4f"
+                  "  spill %.4f  miss %.4f  stale reads %llu\n",
                   r.reports ? "reports" : "local", r.max_over_mean, r.max_over_mean_peak,
-                  r.max_over_cap, r.spill, r.miss_rate,
+                  r.max_over_cap, r.over_cap_share, r.spill, r.miss_rate,
                   static_cast<unsigned long long>(r.stale_reads));
     }
   }

@@ -133,7 +133,7 @@ struct HotKeysConfig {
 
 // Backend-reported load (docs/algorithms.md, "Reported load"): each response's `header` carries
 // the backend's own load; while the last report is younger than max_age_ms the bound compares
-// it (plus the requests started here since) instead of the local in-flight count.
+// it (moved by this instance's in-flight change since) instead of the local in-flight count.
 struct LoadReportConfig {
   bool enabled = false;                        // true once the section is present
   std::string header = "endpoint-load-metrics";  // lower case

@@ -67,21 +67,25 @@ inline ParsedReport parse_load_report(LoadHeaderFormat f, std::string_view value
 
 // What the pick knows of one backend's report.
 struct ReportView {
-  uint32_t reported = 0;     // load the backend reported
-  uint64_t at_ms = 0;        // when it arrived (monotonic ms); 0 = never
-  uint32_t started_since = 0;  // local requests started on the backend since the report
-  uint32_t local_in_flight = 0;  // this instance's in-flight count for the backend
+  uint32_t reported = 0;         // load the backend reported
+  uint64_t at_ms = 0;            // when it arrived (monotonic ms); 0 = never
+  uint32_t local_at_report = 0;  // this instance's in-flight count of the backend then, the
+                                 // requests the report counts (the one it answers excluded)
+  uint32_t local_in_flight = 0;  // this instance's in-flight count of the backend now
 };
 
-// The load the bound compares for one backend: while the report is fresh (at_ms != 0 and
-// now_ms - at_ms <= max_age_ms) reported + started_since, saturating at UINT32_MAX; otherwise
+// The load the bound compares for one backend. While the report is fresh (at_ms != 0 and
+// now_ms - at_ms <= max_age_ms) it is the report moved by this instance's own change since:
+// reported + local_in_flight - local_at_report, so requests this instance started since raise
+// it and those that completed since lower it; at least 0, at most UINT32_MAX. Otherwise it is
 // local_in_flight. A report from the future (at_ms > now_ms, another thread's clock) is fresh.
 constexpr uint32_t effective_load(const ReportView& r, uint64_t now_ms,
                                   uint64_t max_age_ms) noexcept {
   const bool fresh = r.at_ms != 0 && (now_ms <= r.at_ms || now_ms - r.at_ms <= max_age_ms);
   if (!fresh) return r.local_in_flight;
-  const uint64_t sum = uint64_t{r.reported} + r.started_since;
-  return sum > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(sum);
+  const int64_t e = int64_t{r.reported} + int64_t{r.local_in_flight} - int64_t{r.local_at_report};
+  if (e <= 0) return 0;
+  return e > int64_t{UINT32_MAX} ? UINT32_MAX : static_cast<uint32_t>(e);
 }
 
 }  // namespace rondel::core

@@ -91,8 +91,9 @@ class BackendState {
   // once when the exchange ends, whatever the ending.
   std::atomic<uint32_t> in_flight{0};
   BackendCounters counters;
-  // The backend's own load reports (pool config load_report; proxy/load_report.h).
-  LoadReportState report;
+  // The backend's own load reports (pool config load_report; proxy/load_report.h), read
+  // against in_flight.
+  LoadReportState report{in_flight};
 
   // Health flags (any thread). usable() is one acquire load: true when no flag is set; a
   // thread that sees a flag set also sees what its owner stored before setting it (e.g.

@@ -18,31 +18,54 @@ namespace rondel::proxy {
 
 class Pool;
 
-// One backend's last report. Written by whichever worker reads a response head (report_from)
-// and by the pick (note_started); read by every pick. The three fields are stored without a
-// lock: a pick that reads a report half-written sees the new value with the old start count or
-// the reverse, an error of the requests started in that instant, which the next report corrects.
+// One backend's last report. Written by whichever worker reads a response head or a health
+// check's (report_from); read by every pick. The fields are stored without a lock: a pick that
+// reads a report half-written pairs the new value with the old in-flight count or the reverse,
+// an error of the requests started or finished in that instant, which the next report corrects.
 struct LoadReportState {
+  // `local_in_flight` is the backend's in-flight count on this instance (BackendState::
+  // in_flight), which must outlive this state; report_from reads it.
+  explicit LoadReportState(const std::atomic<uint32_t>& local_in_flight) noexcept
+      : local_in_flight_(&local_in_flight) {}
+  LoadReportState(const LoadReportState&) = delete;
+  LoadReportState& operator=(const LoadReportState&) = delete;
+
   std::atomic<uint32_t> reported{0};  // load of the last accepted report
   std::atomic<uint64_t> at_ms{0};     // loop time it arrived (0 = never)
-  std::atomic<uint32_t> started{0};   // requests started on the backend since then (all workers)
+  // This instance's in-flight count of the backend when it arrived, the requests the report
+  // counts (core::ReportView::local_at_report).
+  std::atomic<uint32_t> local_at_report{0};
   // Reports seen, by core::ReportStatus (accepted and ignored by reason).
   std::array<std::atomic<uint64_t>, core::kReportStatuses> counts{};
+
+  uint32_t local_in_flight() const noexcept {
+    return local_in_flight_->load(std::memory_order_relaxed);
+  }
+
+ private:
+  const std::atomic<uint32_t>* local_in_flight_;
+};
+
+// Where a report was read, which decides whether this instance has a request in flight that
+// the report leaves out.
+enum class ReportSource : uint8_t {
+  // The head of a response to one of this instance's requests, whose slot is still held: the
+  // backend reports the requests it holds with that one excluded (as rondel-test-backend
+  // --report-load does), so it is left out of local_at_report too.
+  kResponse,
+  kHealthCheck,  // a health check's response: it holds no in-flight slot
 };
 
 // Reads the report of `head` (the last field named cfg.header, case-insensitive) into `st`:
-// counts it by status, and when accepted stores the load, resets the start count and stamps
-// it with `now_ms`. A head without the field counts nothing. O(fields); no allocation.
+// counts it by status, and when accepted stores the load, this instance's in-flight count of
+// the backend (less the answered request for kResponse) and the time `now_ms`. A head without
+// the field counts nothing. O(fields); no allocation.
 void report_from(const config::LoadReportConfig& cfg, const http::ResponseHead& head,
-                 uint64_t now_ms, LoadReportState& st) noexcept;
+                 uint64_t now_ms, LoadReportState& st,
+                 ReportSource source = ReportSource::kResponse) noexcept;
 
-// One more request started on the backend (call once per attempt that took a slot there).
-inline void note_started(LoadReportState& st) noexcept {
-  st.started.fetch_add(1, std::memory_order_relaxed);
-}
-
-// The effective load of backend i of `pool` now (core::effective_load over its report state,
-// max_age from the pool's config, the local in-flight count as fallback).
+// The effective load of backend i of `pool` now (core::effective_load over its report state and
+// its local in-flight count, max_age from the pool's config).
 uint32_t effective_load_of(const Pool& pool, size_t i, uint64_t now_ms) noexcept;
 
 // Replaces `in`'s load view by the effective loads of `pool`'s backends at `now_ms` and sets

@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <random>
@@ -150,16 +151,64 @@ TEST_CASE("status names") {
   CHECK(report_status_name(ReportStatus::kNotFinite) == "not_finite");
 }
 
-TEST_CASE("effective load: fresh report plus local starts, stale falls back") {
-  ReportView r{.reported = 10, .at_ms = 1000, .started_since = 3, .local_in_flight = 2};
-  CHECK(effective_load(r, 1000, 500) == 13);
-  CHECK(effective_load(r, 1500, 500) == 13);  // age == max_age: fresh
-  CHECK(effective_load(r, 1501, 500) == 2);   // stale: the local count
-  CHECK(effective_load(r, 900, 500) == 13);   // from another thread's later clock
+TEST_CASE("effective load: the report moved by this instance's change since, stale falls back") {
+  // Reported 10 while this instance had 4 in flight there; it has 6 now: 2 more started.
+  ReportView r{.reported = 10, .at_ms = 1000, .local_at_report = 4, .local_in_flight = 6};
+  CHECK(effective_load(r, 1000, 500) == 12);
+  CHECK(effective_load(r, 1500, 500) == 12);  // age == max_age: fresh
+  CHECK(effective_load(r, 1501, 500) == 6);   // stale: the local count
+  CHECK(effective_load(r, 900, 500) == 12);   // from another thread's later clock
   r.at_ms = 0;
-  CHECK(effective_load(r, 1000, 500) == 2);   // never reported
-  r = ReportView{.reported = UINT32_MAX, .at_ms = 5, .started_since = 9, .local_in_flight = 0};
+  CHECK(effective_load(r, 1000, 500) == 6);   // never reported
+  r = ReportView{.reported = UINT32_MAX, .at_ms = 5, .local_at_report = 0, .local_in_flight = 9};
   CHECK(effective_load(r, 5, 1) == UINT32_MAX);  // saturates
+}
+
+TEST_CASE("effective load: completions since the report lower it, never below 0") {
+  // Reported 10 with 4 of this instance's requests in flight; 3 of them completed since.
+  ReportView r{.reported = 10, .at_ms = 1000, .local_at_report = 4, .local_in_flight = 1};
+  CHECK(effective_load(r, 1100, 500) == 7);
+  // The report had not seen some of this instance's requests leave (they were in flight
+  // towards the backend): more completions than the report counts give 0, not a wrap.
+  r = ReportView{.reported = 2, .at_ms = 1000, .local_at_report = 5, .local_in_flight = 0};
+  CHECK(effective_load(r, 1100, 500) == 0);
+  r = ReportView{.reported = 0, .at_ms = 1000, .local_at_report = UINT32_MAX, .local_in_flight = 0};
+  CHECK(effective_load(r, 1100, 500) == 0);
+  // No change since the report: the report itself.
+  r = ReportView{.reported = 7, .at_ms = 1000, .local_at_report = 3, .local_in_flight = 3};
+  CHECK(effective_load(r, 1100, 500) == 7);
+}
+
+// Property: over random views, the effective load is the local count when stale and, when
+// fresh, max(0, reported + local - local_at_report) (saturated), so it moves one for one with
+// this instance's starts (+1) and completions (-1) until it reaches 0.
+TEST_CASE("effective load: one for one with local starts and completions (random views)") {
+  std::mt19937_64 rng(11);
+  for (int iter = 0; iter < 20000; ++iter) {
+    ReportView r;
+    r.reported = static_cast<uint32_t>(rng() % 3 == 0 ? rng() : rng() % 100);
+    r.at_ms = rng() % 4 == 0 ? 0 : 1 + rng() % 2000;
+    r.local_at_report = static_cast<uint32_t>(rng() % 50);
+    r.local_in_flight = static_cast<uint32_t>(rng() % 50);
+    const uint64_t now = rng() % 3000, age = rng() % 1000;
+    const uint32_t e = effective_load(r, now, age);
+    const bool fresh = r.at_ms != 0 && (now <= r.at_ms || now - r.at_ms <= age);
+    if (!fresh) {
+      CHECK(e == r.local_in_flight);
+      continue;
+    }
+    const int64_t want = int64_t{r.reported} + r.local_in_flight - r.local_at_report;
+    CHECK(e == static_cast<uint32_t>(std::clamp<int64_t>(want, 0, UINT32_MAX)));
+    ReportView up = r;
+    ++up.local_in_flight;  // one more start
+    const uint32_t e_up = effective_load(up, now, age);
+    CHECK(e_up == (e == UINT32_MAX || want < 0 ? e : e + 1));
+    if (r.local_in_flight > 0) {
+      ReportView down = r;
+      --down.local_in_flight;  // one completion
+      CHECK(effective_load(down, now, age) == (e == 0 || want > UINT32_MAX ? e : e - 1));
+    }
+  }
 }
 
 // With effective loads in the pick, some backend always has room: the sum of the loads is the
@@ -179,7 +228,14 @@ TEST_CASE("reports cannot make every backend full") {
     std::vector<uint32_t> loads(kN);
     uint64_t total = 0;
     for (auto& l : loads) {
-      l = static_cast<uint32_t>(rng() % 3 == 0 ? kMaxReportedLoad : rng() % 1000);
+      // What a pick computes from an absurd, a normal or a stale report, with this instance's
+      // own change since.
+      ReportView v;
+      v.reported = static_cast<uint32_t>(rng() % 3 == 0 ? kMaxReportedLoad : rng() % 1000);
+      v.at_ms = rng() % 4 == 0 ? 0 : 1 + rng() % 100;
+      v.local_at_report = static_cast<uint32_t>(rng() % 40);
+      v.local_in_flight = static_cast<uint32_t>(rng() % 40);
+      l = effective_load(v, 100, 50);
       total += l;
     }
     PickInput in;

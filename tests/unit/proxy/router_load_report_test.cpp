@@ -1,5 +1,6 @@
-// Router with load_report: a fresh report is what the bound compares (plus requests started
-// since), a stale one falls back to the local count, and reports never move a key's owner.
+// Router with load_report: a fresh report, moved by this instance's starts and completions
+// since, is what the bound compares; a stale one falls back to the local count; reports never
+// move a key's owner.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -36,13 +37,17 @@ struct ReportFixture {
     return router.route(*pool, rq, scratch);
   }
   // A response head of backend i carrying `value` in endpoint-load-metrics at `now_ms`.
-  void report(core::BackendIndex i, const std::string& value, uint64_t now_ms) {
+  void report(core::BackendIndex i, const std::string& value, uint64_t now_ms,
+              ReportSource source = ReportSource::kHealthCheck) {
     http::Header h{"Endpoint-Load-Metrics", value};
     http::ResponseHead head;
     head.status = 200;
     head.headers = std::span<const http::Header>(&h, 1);
-    report_from(cfg.load_report, head, now_ms, pool->backend(i).report);
+    report_from(cfg.load_report, head, now_ms, pool->backend(i).report, source);
   }
+  // What the exchange does around a pick: takes an in-flight slot, gives it back at the end.
+  void start(core::BackendIndex i) { pool->backend(i).in_flight.fetch_add(1); }
+  void finish(core::BackendIndex i) { pool->backend(i).in_flight.fetch_sub(1); }
   config::PoolConfig cfg;
   test::PoolMaker maker;
   std::unique_ptr<Pool> pool;
@@ -63,26 +68,61 @@ TEST_CASE("a fresh report of a full owner sends the key elsewhere; a stale one d
   CHECK(d.backend != f.owner);
   CHECK(d.owner == f.owner);  // the placement did not change: only the load did
   CHECK(d.reason == core::RouteReason::kSpill);
-  // The pick counted a start on the backend it chose.
-  CHECK(f.pool->backend(d.backend).report.started.load() == 1);
+  // The attempt's slot counts on the backend it chose.
+  f.start(d.backend);
   CHECK(effective_load_of(*f.pool, d.backend, 1050) == 1);
+  f.finish(d.backend);
   // 101 ms later every report is stale: the local counts (all 0) decide, the key goes home.
   const RouteDecision stale = f.route(1101);
   CHECK(stale.backend == f.owner);
   CHECK(stale.reason == core::RouteReason::kHome);
 }
 
-TEST_CASE("starts since the report count until the next report resets them") {
+TEST_CASE("starts since the report raise the load and completions lower it, without a report") {
   ReportFixture f;
   for (core::BackendIndex i = 0; i < 4; ++i) f.report(i, "named_metrics.in_flight:0", 10);
-  // With all four at 0 reported, requests go home until the owner's starts reach its cap:
-  // after k starts on the owner, total k: cap = ceil(1.25 * (k + 1) / 4) -> 1 while k < 4.
+  // With all four at 0 reported, requests go home until the owner's load reaches its cap:
+  // after k requests on the owner, total k: cap = ceil(1.25 * (k + 1) / 4) -> 1 while k < 4.
   CHECK(f.route(20).backend == f.owner);
+  f.start(f.owner);
   CHECK(effective_load_of(*f.pool, f.owner, 20) == 1);
-  CHECK(f.route(20).backend != f.owner);  // owner at 1, cap ceil(1.25 * 2 / 4) = 1
-  f.report(f.owner, "named_metrics.in_flight:0", 30);  // its requests finished
-  CHECK(f.pool->backend(f.owner).report.started.load() == 0);
+  const RouteDecision spilled = f.route(20);  // owner at 1, cap ceil(1.25 * 2 / 4) = 1
+  CHECK(spilled.backend != f.owner);
+  // The owner's request completes: its load is back to 0 with no newer report (an estimate
+  // that only counts starts keeps it at 1 and spills the key until the report is stale).
+  f.finish(f.owner);
+  CHECK(effective_load_of(*f.pool, f.owner, 30) == 0);
   CHECK(f.route(30).backend == f.owner);
+  // Never below 0: a report of 0 taken while 2 of this instance's requests were in flight
+  // there (they had not reached the backend), then both complete.
+  f.start(f.owner);
+  f.start(f.owner);
+  f.report(f.owner, "named_metrics.in_flight:0", 40);
+  f.finish(f.owner);
+  f.finish(f.owner);
+  CHECK(effective_load_of(*f.pool, f.owner, 40) == 0);
+}
+
+TEST_CASE("a response's report leaves out the request it answers; a health check's does not") {
+  ReportFixture f;
+  const core::BackendIndex b = 1;
+  // Three of this instance's requests in flight on b; one's response reports 5 (the backend
+  // holds 5 others): after that request completes, b holds 5.
+  for (int i = 0; i < 3; ++i) f.start(b);
+  f.report(b, "named_metrics.in_flight:5", 10, ReportSource::kResponse);
+  CHECK(f.pool->backend(b).report.local_at_report.load() == 2);
+  CHECK(effective_load_of(*f.pool, b, 10) == 6);
+  f.finish(b);
+  CHECK(effective_load_of(*f.pool, b, 10) == 5);
+  // A health check holds no slot: its report counts all of this instance's requests.
+  f.report(b, "named_metrics.in_flight:5", 20, ReportSource::kHealthCheck);
+  CHECK(f.pool->backend(b).report.local_at_report.load() == 2);
+  CHECK(effective_load_of(*f.pool, b, 20) == 5);
+  f.finish(b);
+  f.finish(b);
+  CHECK(effective_load_of(*f.pool, b, 20) == 3);
+  // Stale: the local count.
+  CHECK(effective_load_of(*f.pool, b, 121) == 0);
 }
 
 TEST_CASE("ignored reports are counted by reason and keep the last accepted value") {
@@ -127,7 +167,6 @@ TEST_CASE("without load_report the pick ignores reports") {
   rq.key = key;
   rq.now_ms = 1;
   CHECK(router.route(*pool, rq, scratch).backend == owner);
-  CHECK(st.started.load() == 0);
 }
 
 }  // namespace
