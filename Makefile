@@ -1,10 +1,16 @@
 # Two everyday commands: `make run` and `make test`. Everything else is CMake, except the flake
-# hunt: `make test-repeat N=20 [LOAD=1] [SANITIZE=1] [R=regex]` (scripts/test-repeat.sh).
+# hunt, `make test-repeat N=20 [LOAD=1] [SANITIZE=1] [R=regex]` (scripts/test-repeat.sh), and
+# `make test-costs` (tests/test_costs.txt from the last run's timings).
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
+# A new build tree is configured for Ninja when it is installed (scripts/setup-deps.sh installs
+# ninja-build): Ninja compiles a target's sources while the libraries it links are still being
+# built, where Make waits for each library first, so both cores stay busy. A tree keeps the
+# generator it was configured with.
+GENERATOR = $(if $(wildcard $(BUILD)/CMakeCache.txt),,$(if $(shell command -v ninja),-G Ninja))
 
-.PHONY: all deps build run test sanitize test-repeat clean
+.PHONY: all deps build run test test-costs sanitize test-repeat clean
 
 all: build
 
@@ -12,7 +18,7 @@ deps:
 	@scripts/setup-deps.sh test
 
 build: deps
-	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+	@cmake -S . -B $(BUILD) $(GENERATOR) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
 run: build
@@ -20,6 +26,10 @@ run: build
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_FLAGS)
+
+# tests/test_costs.txt (each test's COST: the long ones start first) from the last run's timings.
+test-costs:
+	@scripts/record-test-costs.py $(BUILD)
 
 sanitize:
 	@$(MAKE) test BUILD=build-asan CMAKE_FLAGS='-DRONDEL_SANITIZE=ON -DRONDEL_BUILD_MICROBENCH=OFF'

@@ -4,7 +4,7 @@
 # Usage: scripts/setup-deps.sh [build|test|bench]   (default: test, which includes build)
 set -euo pipefail
 
-build_pkgs=(g++ make cmake pkg-config libuv1-dev node-llhttp libyaml-cpp-dev libxxhash-dev
+build_pkgs=(g++ make cmake ninja-build pkg-config libuv1-dev node-llhttp libyaml-cpp-dev libxxhash-dev
             prometheus-cpp-dev doctest-dev libbenchmark-dev libc-ares-dev
             libssl-dev libnghttp2-dev libsystemd-dev
             python3)  # CMake's find_package(Python3): a bare Debian image (Dockerfile) lacks it

@@ -13,7 +13,7 @@ namespace {
 
 constexpr size_t kMaxQuotedLength = 60;  // longer scalars are cut in messages
 
-std::string quote(std::string_view text) {
+std::string quote_cut(std::string_view text) {
   std::string s = "'";
   if (text.size() > kMaxQuotedLength) {
     s.append(text.substr(0, kMaxQuotedLength));
@@ -60,7 +60,7 @@ Position NodeReader::value_position(const Field& field) {
 std::string NodeReader::describe(const YAML::Node& node) {
   switch (node.Type()) {
     case YAML::NodeType::Scalar:
-      return quote(node.Scalar());
+      return quote_cut(node.Scalar());
     case YAML::NodeType::Sequence:
       return "a list";
     case YAML::NodeType::Map:
@@ -93,17 +93,17 @@ MapFields NodeReader::map(const YAML::Node& node, std::string_view what, Positio
     }
     const std::string& name = key.Scalar();
     if (auto [seen, inserted] = first_line.emplace(name, key_pos.line); !inserted) {
-      error(key_pos, "duplicate key " + quote(name) + " (first at line " +
+      error(key_pos, "duplicate key " + quote_cut(name) + " (first at line " +
                          std::to_string(seen->second) + ")");
       continue;
     }
     const auto known = std::find(keys.begin(), keys.end(), name);
     if (known == keys.end()) {
-      std::string message = "unknown key " + quote(name);
+      std::string message = "unknown key " + quote_cut(name);
       if (name == "<<") {
         message += " (YAML merge keys are not supported)";
       } else if (std::string_view hint = closest_match(name, keys); !hint.empty()) {
-        message += " (did you mean " + quote(hint) + "?)";
+        message += " (did you mean " + quote_cut(hint) + "?)";
       }
       error(key_pos, std::move(message));
       continue;
@@ -116,26 +116,26 @@ MapFields NodeReader::map(const YAML::Node& node, std::string_view what, Positio
 const Field* NodeReader::require(const MapFields& map, std::string_view key) {
   const Field* f = map.get(key);
   if (f == nullptr && map.is_map()) {
-    error(map.position(), "missing required key " + quote(key));
+    error(map.position(), "missing required key " + quote_cut(key));
   }
   return f;
 }
 
 void NodeReader::report_type(const Field& field, std::string_view expected) {
   error(value_position(field),
-        quote(field.key) + " must be " + std::string(expected) + ", got " + describe(field.value));
+        quote_cut(field.key) + " must be " + std::string(expected) + ", got " + describe(field.value));
 }
 
 void NodeReader::report_bad_choice(const Field& field, const std::string& text,
                                    std::span<const std::string_view> names) {
-  std::string message = quote(field.key) + " must be one of ";
+  std::string message = quote_cut(field.key) + " must be one of ";
   for (size_t i = 0; i < names.size(); ++i) {
     if (i > 0) message += ", ";
     message += names[i];
   }
-  message += "; got " + quote(text);
+  message += "; got " + quote_cut(text);
   if (std::string_view hint = closest_match(text, names); !hint.empty()) {
-    message += " (did you mean " + quote(hint) + "?)";
+    message += " (did you mean " + quote_cut(hint) + "?)";
   }
   error(value_position(field), std::move(message));
 }
@@ -162,7 +162,7 @@ bool NodeReader::read_string(const Field& field, std::string& out, bool allow_em
   // An empty value (`name:`) reads as the empty string.
   if (!field.value.IsNull() && !read_scalar(field, text, "a string")) return false;
   if (text.empty() && !allow_empty) {
-    error(value_position(field), quote(field.key) + " must not be empty");
+    error(value_position(field), quote_cut(field.key) + " must not be empty");
     return false;
   }
   out = std::move(text);
@@ -194,7 +194,7 @@ bool NodeReader::read_u64(const Field& field, uint64_t& out, uint64_t min, uint6
   if (!read_scalar(field, text, "an integer")) return false;
   uint64_t v = 0;
   const Position at = value_position(field);
-  const std::string key = quote(field.key);
+  const std::string key = quote_cut(field.key);
   if (!text.empty() && text[0] == '-' && parse_unsigned(std::string_view(text).substr(1), v)) {
     error(at, key + " must not be negative, got " + text);
     return false;
@@ -234,7 +234,7 @@ bool NodeReader::read_duration(const Field& field, uint64_t& out, uint64_t min_m
   uint64_t v = 0;
   if (const ParseStatus st = parse_duration(text, v); st != ParseStatus::kOk) {
     if (st == ParseStatus::kOverflow) {
-      error(value_position(field), quote(field.key) + " is too large, got " + text);
+      error(value_position(field), quote_cut(field.key) + " is too large, got " + text);
     } else {
       report_type(field, kExpected);
     }
@@ -242,7 +242,7 @@ bool NodeReader::read_duration(const Field& field, uint64_t& out, uint64_t min_m
   }
   if (v < min_ms) {
     error(value_position(field),
-          quote(field.key) + " must be at least " + std::to_string(min_ms) + "ms, got " + text);
+          quote_cut(field.key) + " must be at least " + std::to_string(min_ms) + "ms, got " + text);
     return false;
   }
   out = v;
@@ -256,14 +256,14 @@ bool NodeReader::read_size(const Field& field, uint64_t& out, uint64_t min_bytes
   uint64_t v = 0;
   if (const ParseStatus st = parse_size(text, v); st != ParseStatus::kOk) {
     if (st == ParseStatus::kOverflow) {
-      error(value_position(field), quote(field.key) + " is too large, got " + text);
+      error(value_position(field), quote_cut(field.key) + " is too large, got " + text);
     } else {
       report_type(field, kExpected);
     }
     return false;
   }
   if (v < min_bytes) {
-    error(value_position(field), quote(field.key) + " must be at least " +
+    error(value_position(field), quote_cut(field.key) + " must be at least " +
                                      std::to_string(min_bytes) +
                                      (min_bytes == 1 ? " byte" : " bytes") + ", got " + text);
     return false;
@@ -286,7 +286,7 @@ bool NodeReader::read_address(const Field& field, Address& out, bool allow_name,
   }
   if (problem != nullptr) {
     error(value_position(field),
-          "bad address " + quote(text) + " for " + quote(field.key) + ": " + problem);
+          "bad address " + quote_cut(text) + " for " + quote_cut(field.key) + ": " + problem);
     return false;
   }
   out = std::move(a);

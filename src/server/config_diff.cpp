@@ -17,7 +17,7 @@ std::string placement_id(const config::BackendConfig& b) {
   return b.id.empty() ? b.address.to_string() : b.id;
 }
 
-std::string_view algorithm_name(config::Algorithm a) noexcept {
+std::string_view diff_algorithm_name(config::Algorithm a) noexcept {
   switch (a) {
     case config::Algorithm::kRing: return "ring";
     case config::Algorithm::kRendezvous: return "rendezvous";
@@ -69,8 +69,8 @@ std::vector<std::string> describe(const config::PoolConfig& a, const config::Poo
                                   const Built& old_b, std::vector<core::BackendSpec>& ideal_new) {
   std::vector<std::string> notes;
   if (a.algorithm != b.algorithm) {
-    notes.push_back("algorithm " + std::string(algorithm_name(a.algorithm)) + " -> " +
-                    std::string(algorithm_name(b.algorithm)) + ": the placements are unrelated");
+    notes.push_back("algorithm " + std::string(diff_algorithm_name(a.algorithm)) + " -> " +
+                    std::string(diff_algorithm_name(b.algorithm)) + ": the placements are unrelated");
   }
   if (a.points_per_weight != b.points_per_weight || a.max_points != b.max_points ||
       a.maglev_table_size != b.maglev_table_size) {

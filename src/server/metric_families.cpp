@@ -278,7 +278,7 @@ std::string safe_label(std::string_view s) {
   return out;
 }
 
-std::string hex16(uint64_t v) {
+std::string hash_hex16(uint64_t v) {
   char buf[20];
   std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
   return buf;
@@ -358,7 +358,7 @@ void hot_replicas(const Scrape& s, FamilyOut& o) {
     const auto& ps = p.pool->state();
     std::lock_guard<std::mutex> lock(ps.hot_mu);
     for (const auto& h : ps.hot) {
-      o.sample({p.pool->name(), hex16(h.hash), safe_label(h.key)}, d(h.replicas));
+      o.sample({p.pool->name(), hash_hex16(h.hash), safe_label(h.key)}, d(h.replicas));
     }
   }
 }
@@ -366,7 +366,7 @@ void hot_replicas(const Scrape& s, FamilyOut& o) {
 void hot_spills(const Scrape& s, FamilyOut& o) {
   for (const auto& p : s.pools) {
     for (const auto& e : p.hot) {
-      o.sample({p.pool->name(), hex16(e.hash), safe_label(e.key)}, d(e.count));
+      o.sample({p.pool->name(), hash_hex16(e.hash), safe_label(e.key)}, d(e.count));
     }
   }
 }
@@ -374,7 +374,7 @@ void hot_spills(const Scrape& s, FamilyOut& o) {
 void hot_spills_error(const Scrape& s, FamilyOut& o) {
   for (const auto& p : s.pools) {
     for (const auto& e : p.hot) {
-      o.sample({p.pool->name(), hex16(e.hash), safe_label(e.key)}, d(e.error));
+      o.sample({p.pool->name(), hash_hex16(e.hash), safe_label(e.key)}, d(e.error));
     }
   }
 }

@@ -7,7 +7,7 @@
 namespace rondel::server {
 
 namespace {
-constexpr uint64_t kTickMs = 200;  // log flush
+constexpr uint64_t kFlushTickMs = 200;  // log flush
 }
 
 WorkerThread::WorkerThread(uint32_t id, proxy::WorkerStats& stats, const std::string& access_log,
@@ -44,7 +44,7 @@ void WorkerThread::set_exchange_hook(ExchangeHook hook, void* ctx) noexcept {
 }
 
 void WorkerThread::start() {
-  uv_timer_start(&tick_, &on_tick, kTickMs, kTickMs);
+  uv_timer_start(&tick_, &on_tick, kFlushTickMs, kFlushTickMs);
   started_ = true;
   thread_ = std::thread([this] { run(); });
 }

@@ -19,7 +19,7 @@
 namespace rondel::sim {
 namespace {
 
-double exponential(std::mt19937_64& rng, double mean) {
+double fleet_exponential(std::mt19937_64& rng, double mean) {
   double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;
   return -std::log1p(-u) * mean;
 }
@@ -115,7 +115,7 @@ core::Result<FleetReport> run_fleet(const SimOptions& opt, bool reports) {
     ++truth[b];
     ++truth_total;
     const bool hit = caches[b].access(static_cast<uint32_t>(key));
-    double service = exponential(rng, opt.mean_service);
+    double service = fleet_exponential(rng, opt.mean_service);
     if (!hit) service += opt.miss_delay;
     departures.emplace(now + service, b, client);
     if (req < warmup) return;

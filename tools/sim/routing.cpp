@@ -47,7 +47,7 @@
 namespace rondel::sim {
 namespace {
 
-double exponential(std::mt19937_64& rng, double mean) {
+double routing_exponential(std::mt19937_64& rng, double mean) {
   double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;
   return -std::log1p(-u) * mean;
 }
@@ -241,7 +241,7 @@ core::Result<RoutingReport> run_routing(const SimOptions& opt_in, const std::str
       }
     }
     const bool hit = caches[chosen].access(static_cast<uint32_t>(key));
-    double service = exponential(rng, opt.mean_service);
+    double service = routing_exponential(rng, opt.mean_service);
     if (!hit) service += opt.miss_delay;
     in_flight[chosen].fetch_add(1, std::memory_order_relaxed);
     ++total;
@@ -286,7 +286,7 @@ core::Result<RoutingReport> run_routing(const SimOptions& opt_in, const std::str
   } else {
     double now = 0.0;
     for (uint64_t req = 0; req < opt.requests; ++req) {
-      now += exponential(rng, 1.0 / opt.arrival_rate);
+      now += routing_exponential(rng, 1.0 / opt.arrival_rate);
       while (!departures.empty() && departures.top().first <= now) depart();
       arrive(req, now);
     }

@@ -7,7 +7,7 @@ namespace rondel::test_backend {
 
 namespace {
 
-bool parse_u64(std::string_view text, uint64_t& out) noexcept {
+bool parse_query_u64(std::string_view text, uint64_t& out) noexcept {
   if (text.empty()) return false;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
   return ec == std::errc() && ptr == text.data() + text.size();
@@ -32,13 +32,13 @@ Endpoint endpoint_of(std::string_view path) noexcept {
 std::string_view apply(RequestTarget& t, std::string_view key, std::string_view value) noexcept {
   uint64_t n = 0;
   if (key == "delay") {
-    if (!parse_u64(value, n)) return "bad delay";
+    if (!parse_query_u64(value, n)) return "bad delay";
     t.delay_ms = n;
   } else if (key == "size") {
-    if (!parse_u64(value, n)) return "bad size";
+    if (!parse_query_u64(value, n)) return "bad size";
     t.size = n;
   } else if (key == "status") {
-    if (!parse_u64(value, n) || n < 200 || n > 599) return "bad status (200-599)";
+    if (!parse_query_u64(value, n) || n < 200 || n > 599) return "bad status (200-599)";
     t.status = static_cast<uint16_t>(n);
   } else if (key == "chunked") {
     t.chunked = parse_bool(value);

@@ -11,13 +11,13 @@
 namespace rondel::config {
 namespace {
 
-std::vector<std::string> errors_of(std::string_view yaml) {
+std::vector<std::string> subset_errors_of(std::string_view yaml) {
   std::vector<std::string> out;
   for (const ConfigError& e : load_string(yaml, "s.yaml").errors) out.push_back(e.to_string());
   return out;
 }
 
-std::string joined(const std::vector<std::string>& lines) {
+std::string subset_joined(const std::vector<std::string>& lines) {
   std::string s;
   for (const std::string& line : lines) s += line + "\n";
   return s;
@@ -39,7 +39,7 @@ pools:
       - {when: {path_prefix: /cards/}, require: [pci, ssd]}
 )";
   const LoadResult r = load_string(kOk, "ok.yaml");
-  INFO(joined(errors_of(kOk)));
+  INFO(subset_joined(subset_errors_of(kOk)));
   REQUIRE(r.ok());
   const PoolConfig& p = r.config.pools.at(0);
   CHECK(p.backends.at(0).labels == std::vector<std::string>{"pci", "ssd"});
@@ -73,8 +73,8 @@ pools:
       - {require: [ssd]}
       - {when: {path_prefix: x}, require: [ssd]}
 )";
-  const std::vector<std::string> errs = errors_of(kBad);
-  INFO(joined(errs));
+  const std::vector<std::string> errs = subset_errors_of(kBad);
+  INFO(subset_joined(errs));
   const std::vector<std::string> want = {
       "s.yaml:5:49: a label may contain only letters, digits, '_', '-' and '.', got 'a b'",
       "s.yaml:8:27: unknown listener 'nope'",
@@ -96,8 +96,8 @@ TEST_CASE("labels: the 65th distinct label of a pool is an error at its position
                            "pools:\n  - name: p\n    backends:\n"
                            "      - {address: 127.0.0.1:9001, labels: [" + labels + "]}\n"
                            "      - {address: 127.0.0.1:9002, labels: [l3, extra]}\n";
-  const std::vector<std::string> errs = errors_of(yaml);
-  INFO(joined(errs));
+  const std::vector<std::string> errs = subset_errors_of(yaml);
+  INFO(subset_joined(errs));
   REQUIRE(errs.size() == 1);
   CHECK(errs[0] == "s.yaml:6:48: label 'extra' would be the pool's 65th distinct label; a pool's "
                    "backends carry at most 64");
@@ -117,8 +117,8 @@ pools:
     backends: [{address: 127.0.0.1:9002}]
     subsets: [{when: {listener: web}, require: [pci]}]
 )";
-  const std::vector<std::string> errs = errors_of(kBad);
-  INFO(joined(errs));
+  const std::vector<std::string> errs = subset_errors_of(kBad);
+  INFO(subset_joined(errs));
   REQUIRE(errs.size() == 1);
   CHECK(errs[0] == "s.yaml:6:49: unknown label 'pci': no backend of pool 'q' carries it");
 }
