@@ -61,11 +61,7 @@ Worker::Worker(uv_loop_t* loop, Logger& log, LogSink& access_log, WorkerStats& s
       access_log_(access_log),
       stats_(stats),
       timeouts_(loop, &Http1Session::on_timeout),
-      id_(id) {
-  uv_check_init(loop_, &flush_check_);
-  flush_check_.data = this;
-  h2_flush_.reserve(64);
-}
+      id_(id) {}
 
 Worker::~Worker() {
   for (Exchange* ex : free_exchanges_) delete ex;
@@ -212,8 +208,8 @@ void Worker::close_all() {
   while (sessions_head_ != nullptr) sessions_head_->close_now_public();
   while (h2_head_ != nullptr) h2_head_->close_now();
   timeouts_.close();
-  auto* check = reinterpret_cast<uv_handle_t*>(&flush_check_);
-  if (!uv_is_closing(check)) uv_close(check, nullptr);
+  flush_closed_ = true;
+  if (flush_check_ready_) uv_close(reinterpret_cast<uv_handle_t*>(&flush_check_), nullptr);
 }
 
 
@@ -252,9 +248,17 @@ void Worker::remove_h2_session(Http2Session* s) noexcept {
 }
 
 void Worker::want_h2_flush(Http2Session* s) noexcept {
-  auto* check = reinterpret_cast<uv_handle_t*>(&flush_check_);
-  if (uv_is_closing(check)) return;  // stopping: the session is closed with the rest
+  if (flush_closed_) return;  // stopping: the session is closed with the rest
+  if (!flush_check_ready_) {
+    // Made by the first HTTP/2 session that writes, as the TimeoutQueue makes its timer: a
+    // worker that never served HTTP/2 (or failed to start) has no handle to close.
+    uv_check_init(loop_, &flush_check_);
+    flush_check_.data = this;
+    flush_check_ready_ = true;
+    h2_flush_.reserve(64);
+  }
   h2_flush_.push_back(s);
+  auto* check = reinterpret_cast<uv_handle_t*>(&flush_check_);
   if (!uv_is_active(check)) uv_check_start(&flush_check_, &Worker::on_flush_check);
 }
 

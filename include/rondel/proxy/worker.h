@@ -203,6 +203,8 @@ class Worker {
   std::vector<Http1Buffers*> free_http1_;
   std::vector<Http2Stream*> free_h2_streams_;
   uv_check_t flush_check_;                 // runs while h2_flush_ is not empty
+  bool flush_check_ready_ = false;         // flush_check_ initialised (the first want_h2_flush)
+  bool flush_closed_ = false;              // close_all ran
   std::vector<Http2Session*> h2_flush_;    // sessions to flush this pass (null: cancelled)
   std::string log_line_;
   std::shared_ptr<const Snapshot> snapshot_;
