@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <string>
 #include <vector>
@@ -82,82 +83,85 @@ void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, size_t) noexcept { std::free(p); }
 void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
-TEST_CASE("steady-state HTTP/2 streams reuse pooled stream objects and buffers") {
+namespace {
+
+// A loop, closed (and checked closed) after everything on it.
+struct Loop {
   uv_loop_t loop;
-  REQUIRE(uv_loop_init(&loop) == 0);
-  {
-    rondel::proxy::LogSink sink;
-    rondel::proxy::Logger log(sink);
-    rondel::proxy::WorkerStats stats;
-    rondel::proxy::Worker worker(&loop, log, sink, stats);
-    rondel::config::ListenerConfig l;
+  Loop() { REQUIRE(uv_loop_init(&loop) == 0); }
+  ~Loop() { CHECK(uv_loop_close(&loop) == 0); }
+};
+
+// One HTTP/2 session with no pool (every stream is answered 503 by rondel: head parsed,
+// response submitted) over a LoopbackTransport, on its own worker; its end closes the worker
+// and checks that the connection is no longer counted.
+struct NoPoolSession : Loop {
+  rondel::proxy::LogSink sink;
+  rondel::proxy::Logger log{sink};
+  rondel::proxy::WorkerStats stats;
+  rondel::proxy::Worker worker{&loop, log, sink, stats};
+  rondel::config::ListenerConfig l;
+  std::shared_ptr<rondel::proxy::ListenerState> state =
+      std::make_shared<rondel::proxy::ListenerState>("t");
+  LoopbackTransport t;
+
+  NoPoolSession() {
     l.name = "t";
-    auto state = std::make_shared<rondel::proxy::ListenerState>("t");
-    LoopbackTransport t;
-    // No pool: every stream is answered 503 by rondel (head parsed, response submitted).
     t.events = rondel::proxy::Http2Session::attach(worker, t, {&l, nullptr, state, nullptr});
     REQUIRE(t.events != nullptr);
-    t.deliver(std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") + frame(4, 0, 0, "") +
-              frame(4, 1, 0, ""));
-    // :method GET, :scheme http, :path / (indexed), :authority a.test (literal, not indexed),
-    // user-agent (literal, not indexed).
-    static constexpr char kBlock[] = "\x82\x86\x84\x01\x06" "a.test" "\x0f\x2b\x04" "test";
-    const std::string block(kBlock, sizeof kBlock - 1);
-    std::vector<std::string> frames;  // made before counting: the test's own allocations
-    for (uint32_t id = 1; id < 500; id += 2) frames.push_back(frame(1, 0x5, id, block));
-    size_t next = 0;
-    auto one = [&] {
-      size_t before = t.written;
-      t.deliver(frames[next++]);
-      uv_run(&loop, UV_RUN_NOWAIT);  // the worker's flush pass writes what the pass queued
-      CHECK(t.written > before);  // the 503 went out
-    };
-    for (int i = 0; i < 50; ++i) one();  // warm: pools, nghttp2's tables, the worker's lists
-    uint64_t news = g_news.load();
-    for (int i = 0; i < 200; ++i) one();
-    CHECK(g_news.load() - news == 0);
-    CHECK(stats.h2_streams.load() == 250);
+  }
+  ~NoPoolSession() {
     worker.close_all();
     if (t.closed) t.events->on_transport_closed();
     uv_run(&loop, UV_RUN_DEFAULT);
     CHECK(stats.client_connections_open.load() == 0);
   }
-  REQUIRE(uv_loop_close(&loop) == 0);
+};
+
+const std::string kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+}  // namespace
+
+TEST_CASE("steady-state HTTP/2 streams reuse pooled stream objects and buffers") {
+  NoPoolSession h;
+  LoopbackTransport& t = h.t;
+  t.deliver(kPreface + frame(4, 0, 0, "") + frame(4, 1, 0, ""));
+  // :method GET, :scheme http, :path / (indexed), :authority a.test (literal, not indexed),
+  // user-agent (literal, not indexed).
+  static constexpr char kBlock[] = "\x82\x86\x84\x01\x06" "a.test" "\x0f\x2b\x04" "test";
+  const std::string block(kBlock, sizeof kBlock - 1);
+  std::vector<std::string> frames;  // made before counting: the test's own allocations
+  for (uint32_t id = 1; id < 500; id += 2) frames.push_back(frame(1, 0x5, id, block));
+  size_t next = 0;
+  auto one = [&] {
+    size_t before = t.written;
+    t.deliver(frames[next++]);
+    uv_run(&h.loop, UV_RUN_NOWAIT);  // the worker's flush pass writes what the pass queued
+    CHECK(t.written > before);  // the 503 went out
+  };
+  for (int i = 0; i < 50; ++i) one();  // warm: pools, nghttp2's tables, the worker's lists
+  uint64_t news = g_news.load();
+  for (int i = 0; i < 200; ++i) one();
+  CHECK(g_news.load() - news == 0);
+  CHECK(h.stats.h2_streams.load() == 250);
 }
 
 TEST_CASE("the responses of streams answered in one loop pass leave in one write") {
   // Ten requests arrive in ten reads of one loop pass (as ten backends' answers would): each is
   // answered at once (no pool: 503), and the worker's flush pass after the I/O callbacks writes
   // the ten responses together. Before the flush pass, each read wrote its own response.
-  uv_loop_t loop;
-  REQUIRE(uv_loop_init(&loop) == 0);
-  {
-    rondel::proxy::LogSink sink;
-    rondel::proxy::Logger log(sink);
-    rondel::proxy::WorkerStats stats;
-    rondel::proxy::Worker worker(&loop, log, sink, stats);
-    rondel::config::ListenerConfig l;
-    l.name = "t";
-    auto state = std::make_shared<rondel::proxy::ListenerState>("t");
-    LoopbackTransport t;
-    t.events = rondel::proxy::Http2Session::attach(worker, t, {&l, nullptr, state, nullptr});
-    REQUIRE(t.events != nullptr);
-    t.deliver(std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") + frame(4, 0, 0, ""));
-    uv_run(&loop, UV_RUN_NOWAIT);
-    REQUIRE(t.writes == 1);  // the server's SETTINGS and the ACK
-    static constexpr char kBlock[] = "\x82\x86\x84\x01\x06" "a.test";
-    const std::string block(kBlock, sizeof kBlock - 1);
-    size_t before = t.written;
-    for (uint32_t id = 1; id < 20; id += 2) t.deliver(frame(1, 0x5, id, block));
-    CHECK(t.writes == 1);  // nothing written inside the reads
-    uv_run(&loop, UV_RUN_NOWAIT);
-    CHECK(t.writes == 2);  // the ten responses in one write
-    CHECK(t.written > before);
-    CHECK(stats.h2_streams.load() == 10);
-    worker.close_all();
-    if (t.closed) t.events->on_transport_closed();
-    uv_run(&loop, UV_RUN_DEFAULT);
-    CHECK(stats.client_connections_open.load() == 0);
-  }
-  REQUIRE(uv_loop_close(&loop) == 0);
+  NoPoolSession h;
+  LoopbackTransport& t = h.t;
+  t.deliver(kPreface + frame(4, 0, 0, ""));
+  uv_run(&h.loop, UV_RUN_NOWAIT);
+  REQUIRE(t.writes == 1);  // the server's SETTINGS and the ACK
+  static constexpr char kBlock[] = "\x82\x86\x84\x01\x06" "a.test";
+  const std::string block(kBlock, sizeof kBlock - 1);
+  size_t before = t.written;
+  for (uint32_t id = 1; id < 20; id += 2) t.deliver(frame(1, 0x5, id, block));
+  CHECK(t.writes == 1);  // nothing written inside the reads
+  uv_run(&h.loop, UV_RUN_NOWAIT);
+  CHECK(t.writes == 2);  // the ten responses in one write
+  CHECK(t.written > before);
+  CHECK(h.stats.h2_streams.load() == 10);
 }
