@@ -195,6 +195,17 @@ void Http2Stream::on_end_stream() noexcept {
 }
 
 BodyView Http2Stream::peek() noexcept {
+  // Bytes offered here stay where they are until want_more() (BodySource's contract): the
+  // exchange's write to the backend points at them, and DATA arriving meanwhile must not move
+  // them. So a body still arriving gets room for the stream's whole window before any of it is
+  // offered: the client can send no more than the window until want_more() gives the consumed
+  // bytes back, and appending never reallocates.
+  if (body_off_ == 0 && !req_end_ && !body_.empty()) {
+    const int32_t window = nghttp2_session_get_stream_effective_local_window_size(s_->ng(), id_);
+    if (window > 0 && body_.capacity() < static_cast<size_t>(window)) {
+      body_.reserve(static_cast<size_t>(window));
+    }
+  }
   std::string_view v(body_.data() + body_off_, body_.size() - body_off_);
   return BodyView{v, req_end_ ? BodyState::kEnd : BodyState::kMore};
 }

@@ -16,17 +16,23 @@ and the defence that fired is counted in rondel_h2_defences_total or the GOAWAY/
   CRC-32 checked) and the request is answered; the trailer fields are dropped (backends stay
   HTTP/1.1 with the body framed by rondel), their size counted in the header list limit.
 - zero window: a client that opens no window for a large response is closed after body_timeout.
+- an upload in small DATA frames to a backend that stops reading: while rondel's write to the
+  backend waits, DATA keeps arriving (up to the stream window); the bytes the write points at
+  must not move, and the backend gets the body byte for byte.
 - SIGTERM (draining): an idle h2 connection gets GOAWAY NO_ERROR, then the close.
 - A reload that removes an h2c listener: its idle connection gets GOAWAY NO_ERROR and is closed;
   a stream in flight on another of its connections finishes (200, whole body) after the GOAWAY;
   a connection of the listener the reload kept gets no GOAWAY.
 """
+import hashlib
+import os
 import re
 from signal import SIGTERM
 import shutil
 import socket
 import struct
 import subprocess
+import threading
 import time
 import unittest
 
@@ -293,6 +299,154 @@ log:
             timeout=5))
         self.assertTrue(wait_until(lambda: self.r.in_flight() == 0, timeout=10))
         self.assert_still_serving()
+
+
+class StallingBackend:
+    """A one-connection HTTP/1.1 backend that reads a request head and the first `before` body
+    bytes, then stops reading until release() (rondel's writes to it pend once the socket
+    buffers are full), then reads the rest and answers 200. `digest` is the SHA-256 of the body
+    it received."""
+
+    def __init__(self, before):
+        self.before = before
+        self.released = threading.Event()
+        self.digest = None
+        self.received = 0
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)  # inherited at accept
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(1)
+        self.sock.settimeout(30)
+        self.address = "127.0.0.1:%d" % self.sock.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        c, _ = self.sock.accept()
+        c.settimeout(30)
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            chunk = c.recv(65536)
+            if not chunk:
+                return
+            buf += chunk
+        head, rest = buf.split(b"\r\n\r\n", 1)
+        length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
+        h = hashlib.sha256(rest)
+        self.received = len(rest)
+        while self.received < length:
+            if self.received >= self.before and not self.released.is_set():
+                self.released.wait(30)
+            chunk = c.recv(min(65536, length - self.received))
+            if not chunk:
+                break
+            h.update(chunk)
+            self.received += len(chunk)
+        self.digest = h.hexdigest()
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        c.close()
+
+
+class Http2UploadToStalledBackend(unittest.TestCase):
+    def test_body_arriving_while_the_backend_write_waits_reaches_it_intact(self):
+        """An 8 MiB upload in 1000-byte DATA frames, as fast as the stream window allows, to a
+        backend that stops reading after 64 KiB. Each frame is consumed as it arrives while the
+        backend reads, so the stream's body buffer stays small; once the backend stops and
+        rondel's write to it waits, DATA keeps arriving up to the window and the buffer must grow
+        without moving the bytes that write points at. Before the fix it reallocated: ASan
+        reported the write reading freed memory; without ASan the backend got wrong bytes."""
+        size, piece = 8 << 20, 1000
+        body = os.urandom(size)
+        backend = StallingBackend(before=64 << 10)
+        r = Rondel(f"""listeners:
+  - name: h2
+    bind: 127.0.0.1:0
+    pool: p
+    http2: prior_knowledge
+pools:
+  - name: p
+    backends:
+      - {{ address: {backend.address} }}
+admin:
+  bind: 127.0.0.1:0
+log:
+  level: info
+""")
+        s = connect(r.ports["h2"])
+        try:
+            head = (b"\x83\x86" + literal(4, "/up") + literal(1, "127.0.0.1") +
+                    literal(28, str(size)))  # 28: content-length
+            s.sendall(frame(HEADERS, END_HEADERS, 1, head))  # the reader acks the SETTINGS
+            window = {"stream": 65535, "conn": 65535}
+            status, ended = [], threading.Event()
+            lock = threading.Lock()
+            updated = threading.Condition(lock)
+
+            def read_frames():
+                buf = b""
+                while not ended.is_set():
+                    try:
+                        chunk = s.recv(65536)
+                    except OSError:
+                        break
+                    if not chunk:
+                        break
+                    buf += chunk
+                    while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
+                        n = int.from_bytes(buf[:3], "big")
+                        t, fl = buf[3], buf[4]
+                        sid = int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF
+                        payload, buf = buf[9:9 + n], buf[9 + n:]
+                        if t == 8:  # WINDOW_UPDATE
+                            with updated:
+                                window["conn" if sid == 0 else "stream"] += \
+                                    int.from_bytes(payload, "big") & 0x7FFFFFFF
+                                updated.notify()
+                        elif t == SETTINGS and not fl & 1:
+                            s.sendall(frame(SETTINGS, 1, 0))
+                        elif t == HEADERS and sid == 1:
+                            status.append(payload[:1])
+                        elif t == RST_STREAM or t == GOAWAY:
+                            status.append(b"frame type %d: %r" % (t, payload))
+                        if sid == 1 and fl & END_STREAM or t in (RST_STREAM, GOAWAY):
+                            ended.set()
+                ended.set()
+
+            reader = threading.Thread(target=read_frames, daemon=True)
+            reader.start()
+            sent, blocked = 0, 0
+            deadline = time.monotonic() + 60
+            while sent < size and not ended.is_set() and time.monotonic() < deadline:
+                with updated:
+                    room = min(window["stream"], window["conn"], size - sent)
+                    if room < min(piece, size - sent):
+                        # The window is spent and rondel gives none back while its write to the
+                        # backend waits: that is the moment to test. The backend resumes once
+                        # no update came for 0.3 s (a busy machine only delays this).
+                        if not updated.wait(0.3) and not backend.released.is_set():
+                            blocked += 1
+                            backend.released.set()
+                        continue
+                    n = room - room % piece if room < size - sent else room
+                    window["stream"] -= n
+                    window["conn"] -= n
+                frames = b""
+                for off in range(sent, sent + n, piece):
+                    end = min(off + piece, sent + n)
+                    frames += frame(DATA, END_STREAM if end == size else 0, 1, body[off:end])
+                s.sendall(frames)
+                sent += n
+            backend.released.set()
+            self.assertTrue(ended.wait(30), "no response")
+            self.assertEqual(sent, size, status)
+            self.assertEqual(status, [b"\x88"])  # :status 200 (static table index 8)
+            self.assertEqual(blocked, 1, "the upload never waited for the stalled backend")
+            backend.thread.join(10)
+            self.assertEqual(backend.received, size)
+            self.assertEqual(backend.digest, hashlib.sha256(body).hexdigest())
+        finally:
+            s.close()
+            r.stop()
 
 
 class Http2Drain(unittest.TestCase):
