@@ -16,6 +16,7 @@ import re
 import select
 import shutil
 import socket
+import struct
 import sys
 import tempfile
 import threading
@@ -126,6 +127,27 @@ def timer_on_time(client_s, server_s, want_s):
     if server_s > want_s + tol:
         return f"rondel took {server_s:.3f}s over it: later than the {want_s}s timeout"
     return None
+
+
+def data_arrived_at(sock):
+    """time.monotonic() when the kernel received the last data on TCP socket `sock`: now less
+    TCP_INFO's tcpi_last_data_recv (a u32 of milliseconds at offset 52 of struct tcp_info). It
+    dates a response by its arrival, however late the reading thread was woken, for a "not
+    late" check that has no rondel-side duration to go by."""
+    return _tcp_info_time(sock, 52)
+
+
+def segment_arrived_at(sock):
+    """time.monotonic() when the kernel received the last segment carrying an ACK on `sock`
+    (tcpi_last_ack_recv, offset 56): a FIN's arrival, when the peer sent nothing after it. A
+    reset does not move it."""
+    return _tcp_info_time(sock, 56)
+
+
+def _tcp_info_time(sock, offset):
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+    now = time.monotonic()
+    return now - struct.unpack_from("I", info, offset)[0] / 1000.0
 
 
 def access_seconds(path, target, timeout=10.0):

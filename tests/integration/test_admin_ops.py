@@ -180,7 +180,9 @@ class Operations(unittest.TestCase):
                 status, headers, _ = http_get(self.rondel.port, k)
                 self.assertEqual(status, 200)
                 self.assertEqual(f"127.0.0.1:{self.port_of(headers['x-backend'])}", nxt)
-            self.assertTrue(t.is_alive())  # the slow request is still running there
+            # No "still running" check here: these 20 requests need not fit inside the slow
+            # one's 1.5 s on a busy machine. The drain's view (in_flight 1) and the slow
+            # request's 200 from the victim below show it was in flight at the drain and ended.
         finally:
             t.join(timeout=20)
         status, headers, _ = slow_result["r"]

@@ -126,9 +126,10 @@ class EmptyPool(unittest.TestCase):
         try:
             status, _ = self.get("web", "/down")
             self.assertIn(status, (502, 503))  # its only backend refused the connection
-            self.rondel.out.wait_for(rf"warn dns_address_dropped pool=p name={GONE} ", timeout=2,
+            # Event waits: their timeouts cost only on failure, so they leave scheduling room.
+            self.rondel.out.wait_for(rf"warn dns_address_dropped pool=p name={GONE} ", timeout=10,
                                      start=start)
-            wait_until(lambda: self.ids("p") == [], timeout=2, interval=0.02,
+            wait_until(lambda: self.ids("p") == [], timeout=10, interval=0.02,
                        what="pool p left with no backend")
             self.assert_p_empty_and_q_served(start)
             self.assertEqual(self.get("other", "/o"), (200, "q3"))

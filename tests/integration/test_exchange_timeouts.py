@@ -43,9 +43,13 @@ def read_body(c, n, rest):
     return n, rest[len(rest) - (got - n):] if got > n else b""
 
 
+# The timeout is 2 s, so each 200 ms gap of a slow transfer (a Python thread's sleep) has 1.8 s
+# of slack for a stalled thread, and the 5 s transfers still last more than twice the timeout:
+# a timer that progress does not re-arm still cuts them.
+IO_TIMEOUT = "2s"
 DRIP_CHUNKS = 25     # 5-byte chunks, one every 200 ms: a 5 s download
 DRIP_GAP = 0.2
-SILENCE = 6.0        # a backend gone silent; far longer than the 1 s timeout
+SILENCE = 15.0       # a backend gone silent; far longer than the timeout (its thread is a daemon)
 
 
 def serve(c):
@@ -81,7 +85,8 @@ class BackendIoTimeoutIsInactivity(unittest.TestCase):
         cls.backend = ConnBackend(serve, timeout=20)
         cls.rondel = Rondel(make_config(
             [{"address": cls.backend.address}],
-            pool={"backend_io_timeout": "1s", "response_header_timeout": "1s", "retries": 0}))
+            pool={"backend_io_timeout": IO_TIMEOUT, "response_header_timeout": IO_TIMEOUT,
+                  "retries": 0}))
 
     @classmethod
     def tearDownClass(cls):
@@ -95,7 +100,7 @@ class BackendIoTimeoutIsInactivity(unittest.TestCase):
             status, _, body = c.read_response()
         self.assertEqual(status, 200)
         self.assertEqual(body, b"drip\n" * DRIP_CHUNKS)
-        self.assertGreater(time.monotonic() - t0, 4.0)  # it really lasted past the 1 s timeout
+        self.assertGreater(time.monotonic() - t0, 4.0)  # it really lasted past the 2 s timeout
 
     def test_slow_upload_outlives_io_timeout(self):
         chunks = 25
@@ -123,7 +128,7 @@ class BackendIoTimeoutIsInactivity(unittest.TestCase):
             self.assertEqual(headers.get("content-length"), "100")
             with self.assertRaises(ConnectionError):
                 c._read_exact(100, time.monotonic() + 10)
-        # Cut by the 1 s inactivity timeout, not by the backend closing after its silence.
+        # Cut by the 2 s inactivity timeout, not by the backend closing after its silence.
         self.assertLess(time.monotonic() - t0, SILENCE - 1.0)
 
 

@@ -35,6 +35,7 @@ from harness import (Backend, HttpConn, Rondel, access_records, main, make_confi
 CLIENTS = 24
 DURATION_S = 6.0
 HEADER_TIMEOUT_S = 1.0
+PROBE_HOLD_MS = 600  # a probe's ?delay: under the header timeout
 
 
 class Load:
@@ -195,13 +196,16 @@ class FaultsLedger(unittest.TestCase):
         """Sends GETs held 600 ms by the backend (under the 1 s header timeout) until one is
         being served by `victim` (its ledger shows it), so that a fault injected now hits at
         least one request whatever the load's timing (the load alone left the victim idle at
-        the kill in about 1 run in 5). The probe joins the load's results for the audit."""
+        the kill in about 1 run in 5). The probe joins the load's results for the audit.
+        Returns (rid, done event, time.monotonic() from before it was sent): the backend cannot
+        answer before PROBE_HOLD_MS after that."""
         for n in range(20):
             rid = f"{tag}-probe-{n}"
-            target = f"/probe/{n}?delay=600"
+            target = f"/probe/{n}?delay={PROBE_HOLD_MS}"
             if r.route("p", target)["owner"] != victim.address:
                 continue
             done = threading.Event()
+            sent_at = time.monotonic()
 
             def send():
                 t0 = time.monotonic()
@@ -220,7 +224,7 @@ class FaultsLedger(unittest.TestCase):
                                         if any(e[0] == rid for e in read_ledger(p))],
                                timeout=10, interval=0.005, what=f"probe {rid} in a ledger")
             if ledger in where:
-                return done
+                return rid, done, sent_at
             done.wait(5)  # spilled to another backend: let it finish, try another key
         self.fail("no probe reached the victim")
 
@@ -228,14 +232,26 @@ class FaultsLedger(unittest.TestCase):
         probe = {}
 
         def inject(r, bs, cfg):
-            probe["done"] = self.probe_in_flight(r, bs[0], self.ledgers[0], "kill")
+            # Stop, check, then kill: a stopped backend cannot answer, so the kill is certain to
+            # cut the probe if the stop came before the probe's hold could end (its timer starts
+            # when the backend reads it, after sent_at; 50 ms for libuv's millisecond clock).
+            # Otherwise (this thread was late) resume it, let that probe finish, send another.
+            for attempt in range(5):
+                rid, done, sent_at = self.probe_in_flight(r, bs[0], self.ledgers[0],
+                                                          f"kill{attempt}")
+                bs[0].stop_process()
+                if time.monotonic() < sent_at + PROBE_HOLD_MS / 1000 - 0.05:
+                    probe["rid"], probe["done"] = rid, done
+                    break
+                bs[0].signal(signal.SIGCONT)
+                done.wait(5)
             bs[0].kill()
 
         kinds, results = self.run_case("kill", inject)
+        self.assertIn("rid", probe, "the backend was never stopped before a probe's hold ended")
         self.assertTrue(probe["done"].is_set())
         # The probe was cut by the kill and retried on another backend: a 200, in two ledgers.
-        rid = next(x for x in results if "-probe-" in x[0] and x[0] in
-                   {e[0] for e in read_ledger(self.ledgers[0])})
+        rid = next(x for x in results if x[0] == probe["rid"])
         self.assertEqual(rid[2:4], ("ok", 200))
         self.assertEqual(sum(1 for path in self.ledgers for e in read_ledger(path)
                              if e[0] == rid[0]), 2)

@@ -8,6 +8,7 @@ moves no key and resets no counter; listeners are added and removed without drop
 connections on the one that stays.
 """
 import http.client
+import math
 import random
 import re
 import threading
@@ -106,14 +107,26 @@ class ReloadUnderLoad(unittest.TestCase):
     def setUp(self):
         self.rondel.reload(self.text_a)
 
+    def added_share(self):
+        """The 4th backend's exact ring key_share, or None when it is not in the pool."""
+        added = self.backends[3].address
+        return next((b["key_share"] for b in self.rondel.pools()["pools"][0]["backends"]
+                     if b["id"] == added), None)
+
     def sample_reload(self, text, keys):
-        """Reloads `text`; returns (logged share, measured share, before, after owners)."""
+        """Reloads `text`; returns (logged share, measured share, true share, before, after
+        owners). On a ring the keys that move when one backend is added or removed are exactly
+        its arcs, so the true moved share is its key_share in whichever pool holds it. The ids
+        are addresses with port-0 ports, so that share is a new random draw every run."""
         before = owners(self.rondel, keys)
+        truth = self.added_share()
         start = self.rondel.out.count()
         self.rondel.reload(text)
         after = owners(self.rondel, keys)
+        if truth is None:
+            truth = self.added_share()
         moved = sum(1 for k in keys if before[k] != after[k]) / len(keys)
-        return logged_share(self.rondel, start), moved, before, after
+        return logged_share(self.rondel, start), moved, truth, before, after
 
     def test_soak_reload_every_second(self):
         keys = [f"/sample/{i}" for i in range(SAMPLE_KEYS)]
@@ -138,8 +151,8 @@ class ReloadUnderLoad(unittest.TestCase):
                 else:
                     text = self.text_b if i % 2 == 0 else self.text_a
                     if i in (2, 3):  # one add and one remove, with sampled owners
-                        logged, measured, before, after = self.sample_reload(text, keys)
-                        shares.append((logged, measured))
+                        logged, measured, truth, before, after = self.sample_reload(text, keys)
+                        shares.append((logged, measured, truth))
                         added = self.backends[3].address
                         for k in keys:
                             if before[k] != after[k]:
@@ -155,13 +168,18 @@ class ReloadUnderLoad(unittest.TestCase):
         self.assertTrue(broken_checked)
         total = client.ok + len(client.failures)
         print(f"\nsoak: {total} requests, {len(client.failures)} failed, "
-              f"moved shares logged/measured: {shares}")
+              f"moved shares logged/measured/ring: {shares}")
         self.assertEqual(client.failures, [])
         self.assertGreater(client.ok, SOAK_SECONDS * 50)
         self.rondel.wait_idle()
-        for logged, measured in shares:
+        for logged, measured, truth in shares:
             self.assertAlmostEqual(logged, 0.25, delta=0.1)  # sanity: about 1/4 moves
-            self.assertAlmostEqual(measured, logged, delta=0.05)
+            # rondel estimates the share from 65536 sampled hashes: sd = sqrt(p(1-p)/65536)
+            # <= 0.00196, so 0.01 is >= 5.1 sd and a false failure has P < 3.1e-7.
+            self.assertAlmostEqual(logged, truth, delta=0.01)
+            # The keys sampled here are a binomial draw from the same arcs: 5 sd, P = 5.7e-7.
+            self.assertAlmostEqual(measured, truth,
+                                   delta=5 * math.sqrt(truth * (1 - truth) / len(keys)))
         # The daemon stays consistent: every backend that is configured is still reachable.
         self.assertEqual(http_get(self.rondel.port, "/after-soak")[0], 200)
 

@@ -41,8 +41,12 @@ class Scrape(unittest.TestCase):
         cls.hot = next(k for k in (f"burst\u00e9{i}" for i in range(300))
                        if cls.rondel.route("p", k)["owner"] == cls.backends[0].address)
         wire = cls.hot.encode("utf-8").decode("latin-1")  # http.client sends header values as latin-1
-        threads = [threading.Thread(target=http_get, args=(cls.rondel.port, "/burst"),
-                                    kwargs={"headers": {"X-Key": wire}}) for _ in range(12)]
+        start = threading.Barrier(12)  # the burst starts together, inside the slow one's hold
+
+        def one():
+            start.wait(timeout=20)
+            http_get(cls.rondel.port, "/burst", headers={"X-Key": wire})
+        threads = [threading.Thread(target=one) for _ in range(12)]
         for t in threads:
             t.start()
         for t in threads:

@@ -48,8 +48,10 @@ class SpillMetrics(unittest.TestCase):
 
     def _concurrent(self, n, path):
         results = []
+        start = threading.Barrier(n)  # all n start together, inside the slow owner's hold
 
         def one():
+            start.wait(timeout=20)
             try:
                 status, headers, _ = http_get(self.rondel.port, path, timeout=20)
                 results.append((status, headers.get("x-backend")))

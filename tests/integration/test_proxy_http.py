@@ -9,8 +9,9 @@ import time
 import unittest
 import zlib
 
-from harness import (Backend, HttpConn, Rondel, ScriptedBackend, access_records, http_get, main,
-                     make_config, raw_exchange, parse_responses, wait_until)
+from harness import (Backend, HttpConn, Rondel, ScriptedBackend, access_records, data_arrived_at,
+                     http_get, main, make_config, raw_exchange, parse_responses,
+                     segment_arrived_at, wait_until)
 
 
 class ProxyHttp(unittest.TestCase):
@@ -315,16 +316,20 @@ class ProxyTimeoutsAndLimits(unittest.TestCase):
             sent = time.monotonic()
             c.request("GET", "/idle?delay=0")
             self.assertEqual(c.read_response()[0], 200)
-            t0 = time.monotonic()
             self.assertTrue(c.closed_by_peer(timeout=3))
             closed = time.monotonic()
+            # The kernel's arrival times of the response and of the FIN after it: how late this
+            # thread woke to read either does not count.
+            response_at, fin_at = data_arrived_at(c.sock), segment_arrived_at(c.sock)
         # Not before the timeout: the server's clock starts once it has the request, after
         # `sent` (this bound has no noise: only a later wake-up can move it, and that way).
-        # Not much after it, counted from when the response was read (a loaded machine delays
-        # the close's arrival here, never advances it).
         self.assertGreaterEqual(closed - sent, 0.4 - 0.002,
                                 f"closed {closed - sent:.3f}s after the request")
-        self.assertLess(closed - t0, 0.4 + 0.6, f"closed {closed - t0:.3f}s after the response")
+        # Not much after it, from the response's arrival to the FIN's. A close by reset would
+        # leave fin_at at the response's arrival.
+        self.assertGreater(fin_at, response_at, "the close came as a reset, not a FIN")
+        self.assertLess(fin_at - response_at, 0.4 + 0.6,
+                        f"FIN {fin_at - response_at:.3f}s after the response")
 
     def test_backend_idle_timeout_closes_pooled_connection(self):
         # The pooled connection is visible only until its 400 ms idle timeout: the admin API's

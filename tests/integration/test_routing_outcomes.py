@@ -70,8 +70,10 @@ class SpillCountsAgree(unittest.TestCase):
         self.assertIsNotNone(hot, "no key owned by the slow backend in 500 tries")
         threads, statuses, lock = [], [], threading.Lock()
         per_thread = 12
+        start = threading.Barrier(16)  # the first (hot) requests overlap at the slow owner
 
         def client(t):
+            start.wait(timeout=20)
             for i in range(per_thread):
                 if i % 3 == 0:
                     headers = {"X-Key": hot}

@@ -18,6 +18,8 @@ import unittest
 from harness import (Backend, HttpConn, Rondel, access_records, http_get, main, make_config,
                      wait_until)
 
+DRAINED = 32  # slow requests in flight at the SIGTERM
+
 
 def parallel_gets(port, paths, conns_per_thread=1, timeout=20):
     """GETs `paths` over len(paths) fresh connections at once; returns the statuses."""
@@ -149,20 +151,23 @@ class TwoWorkers(unittest.TestCase):
             with lock:
                 results.append(r)
 
-        threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(16)]
+        # SO_REUSEPORT gives each new connection to a worker by a hash of its 4-tuple, a fair
+        # coin: all DRAINED on one worker has P = 2 * 2^-32 = 4.7e-10 (16 gave 3.1e-5).
+        threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(DRAINED)]
         for t in threads:
             t.start()
-        wait_until(lambda: rondel.requests_in_flight() >= 16, timeout=5, what="16 requests in flight")
+        wait_until(lambda: rondel.requests_in_flight() >= DRAINED, timeout=5,
+                   what=f"{DRAINED} requests in flight")
         rondel.proc.send_signal(signal.SIGTERM)
         for t in threads:
             t.join(timeout=20)
-        self.assertEqual(results, [200] * 16)
+        self.assertEqual(results, [200] * DRAINED)
         rondel.proc.wait(timeout=15)
         self.assertEqual(rondel.proc.returncode, 0)
         # New connections are refused once it is gone.
         with self.assertRaises(OSError):
             socket.create_connection(("127.0.0.1", rondel.port), timeout=2).close()
-        recs = access_records(self.access, timeout=5, min_count=16)
+        recs = access_records(self.access, timeout=5, min_count=DRAINED)
         self.assertEqual({r.get("worker") for r in recs}, {"0", "1"})
 
     def test_access_log_has_only_whole_lines(self):

@@ -111,15 +111,17 @@ TEST_CASE_FIXTURE(Fixture, "a moved timeout fires at its new time, a cleared one
 }
 
 TEST_CASE_FIXTURE(Fixture, "a timeout set earlier than the armed one re-arms the timer") {
+  // The slow one is far off (5 s) so that a stalled test process (seconds on a loaded machine)
+  // cannot make both due at once; the bound below still tells re-armed from not re-armed.
   Item slow("slow"), fast("fast");
-  q.set(slow, 500);
+  q.set(slow, 5000);
   uv_run(&loop, UV_RUN_NOWAIT);
   q.set(fast, 10);
   uv_update_time(&loop);
   uint64_t t0 = uv_now(&loop);
   run_until_quiet(&loop, {&fast}, 2000);
   CHECK(fired == std::vector<std::string>{"fast"});
-  CHECK(uv_now(&loop) - t0 < 400);  // did not wait for the 500 ms one
+  CHECK(uv_now(&loop) - t0 < 4000);  // did not wait for the 5000 ms one
   CHECK(slow.pending());
   q.clear(slow);
 }
