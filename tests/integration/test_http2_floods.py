@@ -36,7 +36,7 @@ import threading
 import time
 import unittest
 
-from harness import (BackendGroup, Rondel, main, metric_sum, sanitized_build, scrape,
+from harness import (BackendGroup, ConnBackend, Rondel, main, metric_sum, sanitized_build, scrape,
                      wait_until)
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -318,29 +318,21 @@ log:
         self.assert_still_serving()
 
 
-class StallingBackend:
-    """A one-connection HTTP/1.1 backend that reads a request head and the first `before` body
-    bytes, then stops reading until release() (rondel's writes to it pend once the socket
-    buffers are full), then reads the rest and answers 200. `digest` is the SHA-256 of the body
-    it received."""
+class StallingBackend(ConnBackend):
+    """An HTTP/1.1 backend that reads a request head and the first `before` body bytes, then
+    stops reading until `released` is set (rondel's writes to it pend once the socket buffers are full),
+    then reads the rest and answers 200. `digest` is the SHA-256 of the body it received."""
 
     def __init__(self, before):
         self.before = before
         self.released = threading.Event()
         self.digest = None
         self.received = 0
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)  # inherited at accept
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(1)
-        self.sock.settimeout(30)
-        self.address = "127.0.0.1:%d" % self.sock.getsockname()[1]
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
+        super().__init__(self._serve, timeout=30)
+        # Small (accepted connections inherit it): the stall comes sooner.
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
 
-    def _serve(self):
-        c, _ = self.sock.accept()
-        c.settimeout(30)
+    def _serve(self, c):
         buf = b""
         while b"\r\n\r\n" not in buf:
             chunk = c.recv(65536)
@@ -361,7 +353,6 @@ class StallingBackend:
             self.received += len(chunk)
         self.digest = h.hexdigest()
         c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-        c.close()
 
 
 class Http2UploadToStalledBackend(unittest.TestCase):
@@ -446,12 +437,13 @@ class Http2UploadToStalledBackend(unittest.TestCase):
             self.assertEqual(sent, size, status)
             self.assertEqual(status, [b"\x88"])  # :status 200 (static table index 8)
             self.assertEqual(blocked, 1, "the upload never waited for the stalled backend")
-            backend.thread.join(10)
+            self.assertTrue(wait_until(lambda: backend.digest is not None, timeout=10))
             self.assertEqual(backend.received, size)
             self.assertEqual(backend.digest, hashlib.sha256(body).hexdigest())
         finally:
             s.close()
             r.stop()
+            backend.stop()
 
 
 class Http2Drain(unittest.TestCase):
