@@ -54,6 +54,8 @@ def report():
                     "haproxy": [run(10000, 80.0, 6000, k256)],
                     "haproxy-splice": [run(9000, 90.0, 7000, k256)],
                     "none": [run(30000, None, 1000, k256)]},
+        "256 KiB, paced": {"rondel": [run(4000, 45.0, 3000, k256)],
+                           "haproxy": [run(4000, 80.0, 4000, k256)]},
         "4 MiB": {"rondel": [run(500, 1000.0, 9000, m4, requests=1024)],
                   "haproxy": [run(400, 4000.0, 9000, m4, requests=1024)],
                   "haproxy-splice": [run(450, 1600.0, 9000, m4, requests=1024)]},
@@ -82,6 +84,22 @@ def report():
     check("| 4 MiB: CPU/GiB ≤ HAProxy splice-auto | 0.62 | yes |" in text, "splice-auto target")
     check("| 32 B: req/s ≥ 0.94 × rondel-base (no regression) | n/a (no rondel-base in this run)"
           in text, "a target whose anchor was not run says so")
+    check("rondel 4,000 req/s against HAProxy's 4,000, p99 3.00 against 4.00 ms (0.75 ×)" in text,
+          "the paced row's p99 ratio, at the same offered load")
+    check(cells(text, "256 KiB, paced", "rondel")[17] == "0.75", "the paced row in the table")
+
+
+def workload_selection():
+    pick = bodies.selected_workloads(types.SimpleNamespace(bodies_workloads="256k,256k-paced"))
+    check([w[1] for w in pick] == ["256 KiB", "256 KiB, paced"], "--bodies-workloads picks by key")
+    paced = dict((w[0], w[4]) for w in bodies.WORKLOADS)
+    check(paced["256k-paced"] == bodies.PACED_DELAY_MS and paced["256k"] is None,
+          "only the paced workload pauses between requests")
+    check(len(bodies.selected_workloads(types.SimpleNamespace())) == len(bodies.WORKLOADS),
+          "every workload by default")
+    lua = open(bodies.BODIES_LUA).read()
+    check('os.getenv("BENCH_DELAY_MS")' in lua and "delay = function()" in lua,
+          "bodies.lua pauses when BENCH_DELAY_MS is set")
 
 
 def static_backends(workdir):
@@ -125,6 +143,7 @@ def proxy_configs(workdir):
 
 def main():
     report()
+    workload_selection()
     workdir = tempfile.mkdtemp(prefix="rondel-bench-bodies-")
     try:
         static_backends(workdir)

@@ -6,6 +6,8 @@
 --                an object size the static backends serve (default "32b:1")
 --   BENCH_PATHS  distinct paths per size (default 10000): /<size>/obj/1 .. /<size>/obj/N
 --   BENCH_SEED   random seed (default 1)
+--   BENCH_DELAY_MS  if set, each connection waits that long after a response before its next
+--                request (wrk's delay(); its latency does not include the wait)
 -- done() prints "BENCH_RESULT {json}" as tools/bench/load.lua does (requests, bytes, errors,
 -- latency percentiles in microseconds).
 
@@ -20,6 +22,11 @@ for name, weight in string.gmatch(os.getenv("BENCH_SIZES") or "32b:1", "([%w]+):
   cdf[#cdf + 1] = total
 end
 for i = 1, #cdf do cdf[i] = cdf[i] / total end
+
+local delay_ms = tonumber(os.getenv("BENCH_DELAY_MS") or "")
+if delay_ms then
+  delay = function() return delay_ms end
+end
 
 -- Pre-formatted requests, built in init() once wrk.init() has added the Host header.
 local reqs = {}

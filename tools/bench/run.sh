@@ -6,7 +6,7 @@
 #                      [--idle 10000] [--idle-only] [--profile-only] [--nice N]
 #                      [--workers-pass] [--workers-only] [--batch-pass]
 #                      [--latency-pass] [--latency-only] [--latency-conns 100] [--latency-delay-ms 1]
-#                      [--bodies-pass] [--bodies-only] [--bodies-baseline RONDEL]
+#                      [--bodies-pass] [--bodies-only] [--bodies-baseline RONDEL] [--bodies-workloads KEYS]
 #                      [--tls-pass] [--tls-only] [--tls-idle 1000]
 #                      [--h2-pass] [--h2-only]
 #

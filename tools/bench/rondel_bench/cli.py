@@ -13,7 +13,7 @@ import time
 from rondel_support import procfs
 
 from .backends import NginxBackends, TestBackends
-from .bodies import bodies_pass, bodies_section
+from .bodies import WORKLOAD_KEYS, bodies_pass, bodies_section
 from .context import BENCH_DIR, CLIENT_CORE, ROOT, SCHED_BATCH, Bench, log
 from .distribution import distribution
 from .h2 import h2_pass, h2_section
@@ -67,6 +67,9 @@ def parser():
                     help="add the large-body pass (32 B .. 4 MiB, mixed, 100 x 4 MiB; static "
                          "sendfile backends; HAProxy splice-auto and nginx unbuffered too)")
     ap.add_argument("--bodies-only", action="store_true", help="only the large-body pass")
+    ap.add_argument("--bodies-workloads", default=None, metavar="KEYS",
+                    help="only these workloads of the large-body pass, comma-separated: "
+                         + ",".join(WORKLOAD_KEYS))
     ap.add_argument("--bodies-baseline", default=None, metavar="RONDEL",
                     help="another rondel binary (e.g. main's build) measured beside this one in "
                          "the large-body pass, for the 32 B no-regression check")
@@ -106,6 +109,9 @@ def parse_args(argv=None):
                  "--h2-only exclude each other")
     if args.tls_idle < 10:
         ap.error("--tls-idle must be at least 10")
+    if args.bodies_workloads and not set(args.bodies_workloads.split(",")) <= set(WORKLOAD_KEYS):
+        ap.error(f"--bodies-workloads {args.bodies_workloads}: the keys are "
+                 + ",".join(WORKLOAD_KEYS))
     if args.bodies_baseline and not os.access(args.bodies_baseline, os.X_OK):
         ap.error(f"--bodies-baseline {args.bodies_baseline}: not an executable file")
     if args.idle_only and args.idle <= 0:
