@@ -245,6 +245,9 @@ def target_lines(results):
     out = ["| target | rondel ÷ anchor | met |", "|---|---|---|"]
     for wl, what, key, anchor, limit, higher in TARGETS:
         runs, ref = results.get(wl, {}).get("rondel"), results.get(wl, {}).get(anchor)
+        if wl not in results:
+            out.append(f"| {wl}: {what} | n/a (workload not in this run) | n/a |")
+            continue
         if not runs or not ref:
             out.append(f"| {wl}: {what} | n/a (no {anchor} in this run) | n/a |")
             continue
