@@ -16,7 +16,7 @@ import types
 SOURCE_DIR = os.environ.get("RONDEL_SOURCE_DIR", os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 sys.path[:0] = [os.path.join(SOURCE_DIR, "tools", "bench"), os.path.join(SOURCE_DIR, "tools", "pylib")]
-from rondel_bench import bodies, context, proxies  # noqa: E402
+from rondel_bench import bodies, cli, context, proxies  # noqa: E402
 from rondel_support import httpio  # noqa: E402
 
 GIB = 1 << 30
@@ -89,7 +89,8 @@ def report():
     text = bodies.bodies_section(results, args)
     check("| 4 MiB: CPU/GiB ≤ 0.5 × HAProxy | n/a (workload not in this run) | n/a |" in text,
           "a target whose workload was not run (--bodies-workloads) says so")
-    check("rondel 4,000 req/s against HAProxy's 4,000, p99 3.00 against 4.00 ms (0.75 ×)" in text,
+    check("rondel 4,000 req/s against HAProxy's 4,000, p99 3.00 against 4.00 ms (0.75 ×)" in text
+          and "Paced, at about the same offered load" in text,
           "the paced row's p99 ratio, at the same offered load")
     check(cells(text, "256 KiB, paced", "rondel")[17] == "0.75", "the paced row in the table")
 
@@ -102,6 +103,11 @@ def workload_selection():
           "only the paced workload pauses between requests")
     check(len(bodies.selected_workloads(types.SimpleNamespace())) == len(bodies.WORKLOADS),
           "every workload by default")
+    try:
+        cli.parse_args(["--bodies-only", "--bodies-workloads", "256k,4mb"])
+        check(False, "an unknown workload key is refused")
+    except SystemExit as e:
+        check(e.code == 2, "an unknown workload key is refused with a usage error")
     lua = open(bodies.BODIES_LUA).read()
     check('os.getenv("BENCH_DELAY_MS")' in lua and "delay = function()" in lua,
           "bodies.lua pauses when BENCH_DELAY_MS is set")

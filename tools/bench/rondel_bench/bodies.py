@@ -29,10 +29,10 @@ SIZES = {"32b": 32, "16k": 16 << 10, "256k": 256 << 10, "4m": 4 << 20}
 # requests small and most bytes large: 60% 32 B, 30% 16 KiB, 8% 256 KiB, 2% 4 MiB requests,
 # of which 4 MiB objects carry about 76% of the bytes. "256 KiB, paced" is the 256 KiB load with
 # every connection waiting PACED_DELAY_MS after each response (bodies.lua's delay(), as the
-# latency pass does), which caps the rate at about 50 / (10 ms + latency), below what any proxy
-# or the client core serves closed-loop: every proxy then gets the same offered load, so its p99
-# is its own latency, not the client core's queue (in the closed-loop rows the faster proxy
-# saturates core 1, where wrk and the backends run).
+# latency pass does), which caps the rate at about conns / (10 ms + latency), below what any
+# proxy or the client core serves closed-loop: the proxies' p99s are then compared at about the
+# same offered load and with neither core saturated (closed-loop, core 1, where wrk and the
+# backends run, is).
 PACED_DELAY_MS = 10
 WORKLOADS = (
     ("32b", "32 B", "32b:1", None, None),
@@ -196,13 +196,16 @@ TABLE_HEAD = (
     "|" + "---|" * 18)
 
 
+def _med(runs, key):
+    return med([r[key] for r in runs])
+
+
 def _row(wl, name, runs, by_proxy, conns):
     h = by_proxy.get("haproxy", [])
     hs = by_proxy.get("haproxy-splice", [])
     has_cpu = "cpu_us_per_req" in runs[0]
 
-    def m(rs, k):
-        return med([r[k] for r in rs])
+    m = _med
 
     def rng(k, f):
         return fmt_range([r[k] for r in runs], f) if has_cpu or k not in CPU_KEYS else "n/a"
@@ -244,10 +247,10 @@ TARGETS = (
 def target_lines(results):
     out = ["| target | rondel ÷ anchor | met |", "|---|---|---|"]
     for wl, what, key, anchor, limit, higher in TARGETS:
-        runs, ref = results.get(wl, {}).get("rondel"), results.get(wl, {}).get(anchor)
         if wl not in results:
             out.append(f"| {wl}: {what} | n/a (workload not in this run) | n/a |")
             continue
+        runs, ref = results[wl].get("rondel"), results[wl].get(anchor)
         if not runs or not ref:
             out.append(f"| {wl}: {what} | n/a (no {anchor} in this run) | n/a |")
             continue
@@ -273,8 +276,8 @@ def bodies_section(results, args):
            "outside the RSS). Medians, (min–max) over reps; ratios to the medians "
            "of the same run. \"none\" is wrk straight at one backend: the ceiling of the client "
            "core. \"256 KiB, paced\": every connection waits "
-           f"{PACED_DELAY_MS} ms after each response, so every proxy gets the same offered "
-           "load, below its capacity and the client core's.", ""]
+           f"{PACED_DELAY_MS} ms after each response, which caps every proxy at about the same "
+           "offered load, below its capacity and the client core's.", ""]
     out += TABLE_HEAD
     for _, wl, sizes, conns, _ in WORKLOADS:
         by_proxy = results.get(wl)
@@ -289,14 +292,12 @@ def bodies_section(results, args):
 
 
 def paced_lines(results):
-    """p99 at the same offered load (not an issue target: what the closed-loop p99 target
-    measures once the client core is out of the way)."""
+    """rondel's and HAProxy's p99 in the paced workload (not an issue target: the closed-loop
+    p99 with neither core saturated)."""
     runs, ref = (results.get("256 KiB, paced", {}).get(k) for k in ("rondel", "haproxy"))
     if not runs or not ref:
         return []
-    def m(rs, k):
-        return med([r[k] for r in rs])
-    return ["", f"At the same offered load (256 KiB, paced; not an issue target): rondel "
-                f"{m(runs, 'rps'):,.0f} req/s against HAProxy's {m(ref, 'rps'):,.0f}, p99 "
-                f"{m(runs, 'p99_us') / 1000:.2f} against {m(ref, 'p99_us') / 1000:.2f} ms "
-                f"({m(runs, 'p99_us') / m(ref, 'p99_us'):.2f} ×)."]
+    return ["", f"Paced, at about the same offered load (256 KiB, paced; not an issue target): "
+                f"rondel {_med(runs, 'rps'):,.0f} req/s against HAProxy's {_med(ref, 'rps'):,.0f}, "
+                f"p99 {_med(runs, 'p99_us') / 1000:.2f} against {_med(ref, 'p99_us') / 1000:.2f} ms "
+                f"({_med(runs, 'p99_us') / _med(ref, 'p99_us'):.2f} ×)."]
