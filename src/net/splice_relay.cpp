@@ -1,7 +1,7 @@
-// SpliceRelay: uv_poll_t readiness on dup'd fds around splice_step.
+// SpliceRelay and SplicePoller: readiness from an epoll set of the worker's own around splice_step.
 #include "rondel/net/splice_relay.h"
 
-#include <fcntl.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -12,57 +12,121 @@
 
 namespace rondel::net {
 
-SpliceRelay* SpliceRelay::start(uv_loop_t* loop, PipePool& pool, int from, int to, uint64_t bytes,
-                                SpliceEvents* events, int* err, std::string_view prefix) noexcept {
-  auto* r = new (std::nothrow) SpliceRelay(pool, events, bytes);
+// ---------------------------------------------------------------------------------------------
+// SplicePoller
+
+SplicePoller::~SplicePoller() {
+  if (ep_ >= 0) ::close(ep_);  // close() was not called (a loop that never ran): nothing polls
+}
+
+int SplicePoller::open() noexcept {
+  if (open_) return 0;
+  if (closed_) return -ECANCELED;
+  ep_ = ::epoll_create1(EPOLL_CLOEXEC);
+  if (ep_ < 0) return -errno;
+  int rc = uv_poll_init(loop_, &poll_, ep_);
+  if (rc == 0) {
+    poll_.data = this;
+    rc = uv_poll_start(&poll_, UV_READABLE, &on_ready);
+    if (rc != 0) uv_close(reinterpret_cast<uv_handle_t*>(&poll_), nullptr);
+    // It keeps the loop alive only while a relay waits on it (set() refs and unrefs it).
+    uv_unref(reinterpret_cast<uv_handle_t*>(&poll_));
+  }
+  if (rc != 0) {
+    ::close(ep_);
+    ep_ = -1;
+    return rc;
+  }
+  open_ = true;
+  return 0;
+}
+
+void SplicePoller::close() noexcept {
+  if (closed_) return;
+  closed_ = true;
+  if (!open_) return;
+  uv_close(reinterpret_cast<uv_handle_t*>(&poll_), nullptr);  // stops watching ep_ at once
+  ::close(ep_);
+  ep_ = -1;
+}
+
+int SplicePoller::set(int fd, uint32_t& current, uint32_t events, SpliceRelay* r) noexcept {
+  if (events == current) return 0;
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.ptr = r;
+  int op = events == 0 ? EPOLL_CTL_DEL : current == 0 ? EPOLL_CTL_ADD : EPOLL_CTL_MOD;
+  if (::epoll_ctl(ep_, op, fd, &ev) != 0) return -errno;
+  auto* h = reinterpret_cast<uv_handle_t*>(&poll_);
+  if (op == EPOLL_CTL_ADD && watched_++ == 0) uv_ref(h);
+  if (op == EPOLL_CTL_DEL && --watched_ == 0) uv_unref(h);
+  current = events;
+  return 0;
+}
+
+void SplicePoller::retire(SpliceRelay* r) noexcept {
+  if (!dispatching_) {
+    delete r;
+    return;
+  }
+  r->next_retired_ = retired_;
+  retired_ = r;
+}
+
+void SplicePoller::on_ready(uv_poll_t* h, int status, int) noexcept {
+  auto* self = static_cast<SplicePoller*>(h->data);
+  if (status < 0) return;  // an epoll fd does not fail; level-triggered, it fires again
+  epoll_event evs[kBatch];
+  int n = ::epoll_wait(self->ep_, evs, kBatch, 0);
+  self->dispatching_ = true;
+  for (int i = 0; i < n; ++i) {
+    auto* r = static_cast<SpliceRelay*>(evs[i].data.ptr);
+    // A relay ended earlier in this pass is still allocated (retired) and ignores the event.
+    // Any event steps it, errors and hang-ups included: the splice itself then reports them.
+    if (!r->closing()) r->step();
+  }
+  self->dispatching_ = false;
+  while (self->retired_ != nullptr) {
+    SpliceRelay* r = self->retired_;
+    self->retired_ = r->next_retired_;
+    delete r;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// SpliceRelay
+
+SpliceRelay* SpliceRelay::start(SplicePoller& poller, PipePool& pool, int from, int to,
+                                uint64_t bytes, SpliceEvents* events, int* err,
+                                std::string_view prefix) noexcept {
+  int rc = poller.open();
+  if (rc != 0) {
+    *err = rc;
+    return nullptr;
+  }
+  auto* r = new (std::nothrow) SpliceRelay(poller, pool, events, bytes);
   if (r == nullptr) {
     *err = -ENOMEM;
     return nullptr;
   }
   r->set_prefix(prefix);
+  r->from_ = from;
+  r->to_ = to;
   r->pipe_ = pool.take(err);
-  r->from_ = r->pipe_ != nullptr ? ::fcntl(from, F_DUPFD_CLOEXEC, 0) : -1;
-  r->to_ = r->from_ >= 0 ? ::fcntl(to, F_DUPFD_CLOEXEC, 0) : -1;
-  if (r->to_ < 0) {
-    if (r->pipe_ != nullptr) *err = -errno;
-    pool.give(r->pipe_);
-    if (r->from_ >= 0) ::close(r->from_);
-    delete r;
-    return nullptr;
-  }
-  int rc = uv_poll_init_socket(loop, &r->src_, r->from_);
-  if (rc == 0) {
-    r->src_open_ = true;
-    r->src_.data = static_cast<HandleCloser*>(r);
-    rc = uv_poll_init_socket(loop, &r->dst_, r->to_);
-  }
-  if (rc == 0) {
-    r->dst_open_ = true;
-    r->dst_.data = static_cast<HandleCloser*>(r);
-    rc = uv_poll_start(&r->src_, UV_READABLE, &on_poll);
-  }
+  rc = r->pipe_ == nullptr ? *err : poller.set(from, r->src_events_, EPOLLIN, r);
   if (rc != 0) {
     *err = rc;
-    r->events_ = nullptr;
-    r->shut();  // frees it once the handles (if any) closed
+    delete r;  // gives the pipe back; nothing was registered
     return nullptr;
   }
   return r;
 }
 
+SpliceRelay::~SpliceRelay() { pool_.give(pipe_); }
+
 void SpliceRelay::cancel() noexcept {
   events_ = nullptr;
   shut();
-}
-
-void SpliceRelay::on_poll(uv_poll_t* h, int status, int) noexcept {
-  auto* r = static_cast<SpliceRelay*>(static_cast<HandleCloser*>(h->data));
-  if (r->closing()) return;
-  if (status < 0) {
-    r->end(h == &r->src_ ? SpliceStop::kSourceError : SpliceStop::kSinkError, status);
-    return;
-  }
-  r->step();
 }
 
 void SpliceRelay::extend(uint64_t bytes, std::string_view prefix) noexcept {
@@ -151,21 +215,24 @@ bool SpliceRelay::send_prefix() noexcept {
 }
 
 void SpliceRelay::wait_source() noexcept {
-  watch(&dst_, 0);
-  watch(&src_, UV_READABLE);
+  watch(true);
   if (!closing() && events_ != nullptr) events_->on_splice_wait(SpliceWait::kSource);
 }
 
 void SpliceRelay::wait_sink() noexcept {
-  watch(&src_, 0);
-  watch(&dst_, UV_WRITABLE);
+  watch(false);
   if (!closing() && events_ != nullptr) events_->on_splice_wait(SpliceWait::kSink);
 }
 
-void SpliceRelay::watch(uv_poll_t* p, int events) noexcept {
+void SpliceRelay::watch(bool source) noexcept {
   if (closing()) return;
-  int rc = events == 0 ? uv_poll_stop(p) : uv_poll_start(p, events, &on_poll);
-  if (rc != 0) end(p == &src_ ? SpliceStop::kSourceError : SpliceStop::kSinkError, rc);
+  // The side no longer waited on leaves the set first, so one fd is in it at a time.
+  int rc = poller_.set(source ? to_ : from_, source ? dst_events_ : src_events_, 0, this);
+  if (rc == 0) {
+    rc = source ? poller_.set(from_, src_events_, EPOLLIN, this)
+                : poller_.set(to_, dst_events_, EPOLLOUT, this);
+  }
+  if (rc != 0) end(source ? SpliceStop::kSourceError : SpliceStop::kSinkError, rc);
 }
 
 void SpliceRelay::end(SpliceStop stop, int error) noexcept {
@@ -179,16 +246,11 @@ void SpliceRelay::end(SpliceStop stop, int error) noexcept {
 void SpliceRelay::shut() noexcept {
   if (closing()) return;
   closing_ = true;
-  if (src_open_) close_handle(reinterpret_cast<uv_handle_t*>(&src_));
-  if (dst_open_) close_handle(reinterpret_cast<uv_handle_t*>(&dst_));
-  if (!src_open_ && !dst_open_) on_all_closed();
-}
-
-void SpliceRelay::on_all_closed() noexcept {
-  if (from_ >= 0) ::close(from_);
-  if (to_ >= 0) ::close(to_);
-  pool_.give(pipe_);
-  delete this;
+  // Both sockets are still open (the owner cancels before it closes either), so these remove
+  // this relay's registrations and never a later socket's of the same fd number.
+  poller_.set(from_, src_events_, 0, this);
+  poller_.set(to_, dst_events_, 0, this);
+  poller_.retire(this);
 }
 
 }  // namespace rondel::net

@@ -304,7 +304,7 @@ void Exchange::fail(uint16_t status, Reject reason, Outcome outcome) noexcept {
 }
 
 void Exchange::drop_backend(bool reusable) noexcept {
-  cancel_splice();  // its dup would keep the connection open
+  cancel_splice();  // before the connection closes: the relay's registration names its fd
   if (st_.conn == nullptr) return;
   BackendConn* c = st_.conn;
   st_.conn = nullptr;

@@ -62,7 +62,7 @@ bool Exchange::try_splice() noexcept {
   std::string_view prefix;
   if (framing == http::Framing::kChunked) prefix = chunk_prefix(left, false, buf);
   int err = 0;
-  relay_ = net::SpliceRelay::start(worker_.loop(), worker_.pipes(), from, to, left, this, &err,
+  relay_ = net::SpliceRelay::start(worker_.splice_poller(), worker_.pipes(), from, to, left, this, &err,
                                    prefix);
   if (relay_ == nullptr) return false;  // no pipe or descriptor now: copy this body
   chunk_crlf_owed_ = framing == http::Framing::kChunked;
@@ -184,7 +184,7 @@ bool Exchange::try_splice_body() noexcept {
   std::string_view prefix;
   if (chunked) prefix = chunk_prefix(bytes, false, buf);
   int err = 0;
-  upload_relay_ = net::SpliceRelay::start(worker_.loop(), worker_.pipes(), from, to, bytes,
+  upload_relay_ = net::SpliceRelay::start(worker_.splice_poller(), worker_.pipes(), from, to, bytes,
                                           &upload_events_, &err, prefix);
   if (upload_relay_ == nullptr) return false;  // want_more() restarts the source's reading
   upload_crlf_owed_ = chunked;

@@ -60,6 +60,7 @@ Worker::Worker(uv_loop_t* loop, Logger& log, LogSink& access_log, WorkerStats& s
       log_(log),
       access_log_(access_log),
       stats_(stats),
+      splice_poller_(loop),
       timeouts_(loop, &Http1Session::on_timeout),
       id_(id) {}
 
@@ -208,6 +209,7 @@ void Worker::close_all() {
   while (sessions_head_ != nullptr) sessions_head_->close_now_public();
   while (h2_head_ != nullptr) h2_head_->close_now();
   timeouts_.close();
+  splice_poller_.close();  // every relay went with its exchange above
   flush_closed_ = true;
   if (flush_check_ready_) uv_close(reinterpret_cast<uv_handle_t*>(&flush_check_), nullptr);
 }

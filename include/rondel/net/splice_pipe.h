@@ -5,11 +5,12 @@
 // Readiness with libuv (1.44, checked against its source, src/unix/core.c and poll.c): a loop
 // keeps one io watcher per fd number (loop->watchers[fd]) and one epoll registration per fd, so
 // a uv_poll_t on the fd of a live uv_tcp_t is refused (UV_EEXIST) while the stream watches it,
-// and silently steals its events when the stream restarts later. A uv_poll_t on a dup(2) of the
-// socket's fd is safe: another fd number, its own watcher and its own epoll registration of the
-// same socket. The stream must then not watch the same direction meanwhile (its read stopped
-// while the poll waits for readable; no uv_write pending while the poll waits for writable),
-// or both wake and the stream would read body bytes the splice path expects in the socket.
+// and silently steals its events when the stream restarts later. The relays therefore watch the
+// sockets in an epoll set of their own (SplicePoller, splice_relay.h), which the loop watches as
+// one fd: the same socket in two epoll sets, each registration independent. The stream must not
+// watch the same direction meanwhile (its read stopped while the relay waits for readable; no
+// uv_write pending while it waits for writable), or both wake and the stream would read body
+// bytes the splice path expects in the socket.
 // splice_step itself never touches libuv; it is plain non-blocking syscalls on the fds.
 //
 // Loop thread only (one pool per worker). No allocation after the pool has its pipes.

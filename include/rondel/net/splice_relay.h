@@ -8,12 +8,16 @@
 // that chunk's data, with the client's framing of it (a short prefix the relay writes to the sink
 // before the data). So one relay, one pipe and two polls serve a whole chunked body.
 //
-// Readiness: uv_poll_t handles on dup(2)s of both fds (see splice_pipe.h for why not the fds
-// themselves). While a relay runs, the source's stream must not read and the sink's stream must
-// not write (the relay owns those directions); the sink's stream may keep reading (a pipelined
-// request, or the client's EOF). The relay's dups keep both connections open: the owner cancels
-// the relay before it closes either socket. Backpressure: the relay waits for the sink to be writable and
-// then stops watching the source, so a slow client holds at most a pipe-full in the kernel.
+// Readiness: the worker's SplicePoller, one epoll set of its own watched by one uv_poll_t on the
+// loop, in which a relay registers the two connections' own fds (a socket can sit in several
+// epoll sets at once, so no dup(2) is needed and the libuv streams' own watchers are untouched).
+// A relay registers one fd at a time, the one it waits on, and removes it when it stops waiting,
+// so a body that never stalls costs two epoll_ctl calls. While a relay runs, the source's stream
+// must not read and the sink's stream must not write (the relay owns those directions); the
+// sink's stream may keep reading (a pipelined request, or the client's EOF). The owner cancels
+// the relay before it closes either socket (the relay's registration names the fd number, which
+// a later socket may reuse). Backpressure: the relay waits for the sink to be writable and then
+// stops watching the source, so a slow client holds at most a pipe-full in the kernel.
 // Loop thread only.
 #pragma once
 
@@ -24,7 +28,6 @@
 #include <string_view>
 
 #include "rondel/net/splice_pipe.h"
-#include "rondel/net/uv_util.h"
 
 namespace rondel::net {
 
@@ -59,32 +62,68 @@ class SpliceEvents {
   ~SpliceEvents() = default;
 };
 
-class SpliceRelay final : public HandleCloser {
+class SpliceRelay;
+
+// The worker's readiness for its relays: an epoll set of its own (opened on first use) watched
+// by one uv_poll_t on the loop. When it is readable, one epoll_wait gathers every relay that can
+// move and each steps in turn. A relay ended or cancelled during that pass is freed after it, so
+// an event of the same pass never reaches a freed relay. Loop thread only.
+class SplicePoller {
  public:
-  // Starts relaying `bytes` (> 0) from socket `from` to socket `to` with a pipe of `pool`
-  // (which must outlive the relay's close, i.e. the loop's last run). Nothing is reported
-  // before the loop's next iteration. nullptr with *err = -errno when no pipe or descriptor
-  // could be had (EMFILE...): the owner uses its copy path for this body.
+  explicit SplicePoller(uv_loop_t* loop) noexcept : loop_(loop) {}
+  SplicePoller(const SplicePoller&) = delete;
+  SplicePoller& operator=(const SplicePoller&) = delete;
+  ~SplicePoller();
+  // Stops watching and closes the epoll set (the worker's close, before the loop's last run).
+  // Every relay must have ended or been cancelled before.
+  void close() noexcept;
+
+ private:
+  friend class SpliceRelay;
+  static constexpr int kBatch = 64;  // events taken per epoll_wait; more fire again at once
+  int open() noexcept;               // 0, or -errno when no epoll set or watch could be had
+  // Sets `fd`'s interest from `current` to `events` (EPOLLIN or EPOLLOUT; 0 takes it out of the
+  // set), its events going to `r`. 0 or -errno (current unchanged).
+  int set(int fd, uint32_t& current, uint32_t events, SpliceRelay* r) noexcept;
+  // Frees `r` now, or after the current pass when one is running.
+  void retire(SpliceRelay* r) noexcept;
+  static void on_ready(uv_poll_t* h, int status, int events) noexcept;
+
+  uv_loop_t* loop_;
+  int ep_ = -1;
+  uv_poll_t poll_{};
+  bool open_ = false, closed_ = false;
+  bool dispatching_ = false;
+  size_t watched_ = 0;              // fds in the set: the handle holds the loop while > 0
+  SpliceRelay* retired_ = nullptr;  // freed once the pass ends (linked through next_retired_)
+};
+
+class SpliceRelay final {
+ public:
+  // Starts relaying `bytes` (> 0) from socket `from` to socket `to` with a pipe of `pool` and
+  // readiness from `poller` (both must outlive the relay). Nothing is reported before the
+  // loop's next iteration. nullptr with *err = -errno when no pipe or epoll set could be had
+  // (EMFILE...): the owner uses its copy path for this body.
   // `prefix` (at most kMaxPrefix bytes) goes to the sink before the body bytes.
-  static SpliceRelay* start(uv_loop_t* loop, PipePool& pool, int from, int to, uint64_t bytes,
+  static SpliceRelay* start(SplicePoller& poller, PipePool& pool, int from, int to, uint64_t bytes,
                             SpliceEvents* events, int* err, std::string_view prefix = {}) noexcept;
   // From on_splice_segment_done only: `bytes` more from the source, after `prefix` (at most
   // kMaxPrefix bytes, the owner's framing) to the sink.
   void extend(uint64_t bytes, std::string_view prefix) noexcept;
   static constexpr size_t kMaxPrefix = 24;
-  // Stops without another event and frees the relay once its handles closed. Bytes already in
-  // the pipe are dropped with it (the pool closes a pipe that holds bytes). Not after
-  // on_splice_end.
+  // Stops without another event and frees the relay (after the poller's pass, from inside one).
+  // Bytes already in the pipe are dropped with it (the pool closes a pipe that holds bytes). Not
+  // after on_splice_end.
   void cancel() noexcept;
   // Body bytes still to reach the sink.
   uint64_t remaining() const noexcept { return remaining_; }
 
  private:
-  SpliceRelay(PipePool& pool, SpliceEvents* events, uint64_t bytes) noexcept
-      : pool_(pool), events_(events), remaining_(bytes) {}
-  ~SpliceRelay() override = default;
-  void on_all_closed() noexcept override;
-  static void on_poll(uv_poll_t* h, int status, int events) noexcept;
+  friend class SplicePoller;
+  SpliceRelay(SplicePoller& poller, PipePool& pool, SpliceEvents* events, uint64_t bytes) noexcept
+      : poller_(poller), pool_(pool), events_(events), remaining_(bytes) {}
+  ~SpliceRelay();
+  bool closing() const noexcept { return closing_; }
   void step() noexcept;
   // Writes what is left of the prefix: false when the relay waits for the sink or ended.
   bool send_prefix() noexcept;
@@ -93,18 +132,20 @@ class SpliceRelay final : public HandleCloser {
   void wait_source() noexcept;
   void wait_sink() noexcept;
   void set_prefix(std::string_view prefix) noexcept;
-  void watch(uv_poll_t* p, int events) noexcept;
+  // Waits on the source (`source`) or the sink, and on nothing else.
+  void watch(bool source) noexcept;
   void end(SpliceStop stop, int error) noexcept;
   void shut() noexcept;
 
+  SplicePoller& poller_;
   PipePool& pool_;
   SpliceEvents* events_;
   SplicePipe* pipe_ = nullptr;
+  SpliceRelay* next_retired_ = nullptr;
   uint64_t remaining_;
-  int from_ = -1, to_ = -1;  // the dups the polls watch (closed once the polls are)
-  uv_poll_t src_{};
-  uv_poll_t dst_{};
-  bool src_open_ = false, dst_open_ = false;
+  int from_ = -1, to_ = -1;            // the connections' fds (the owner's; never closed here)
+  uint32_t src_events_ = 0, dst_events_ = 0;  // their interest in the poller's set (0: not in it)
+  bool closing_ = false;
   bool ending_ = false;  // the owner said kEnd: write the prefix, then end
   uint8_t prefix_len_ = 0, prefix_off_ = 0;
   char prefix_[kMaxPrefix] = {};

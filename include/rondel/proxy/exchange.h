@@ -187,7 +187,8 @@ class Exchange final : private net::SpliceEvents {
    private:
     Exchange& ex_;
   };
-  // Below this, setting up a relay (two dups, two polls) costs more than copying.
+  // Below this, setting up a relay (a pipe from the pool, two epoll_ctl calls, the splices)
+  // costs more than copying.
   static constexpr uint64_t kSpliceMinBytes = 64 * 1024;
   // A relay already running moves a further chunk for a peek, a recv and a short write more
   // than its data's splices; below this a chunk is copied (a chosen bound, not a measured

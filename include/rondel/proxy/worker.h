@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "rondel/http/parser.h"
-#include "rondel/net/splice_pipe.h"
+#include "rondel/net/splice_relay.h"
 #include "rondel/net/timeout_queue.h"
 #include "rondel/proxy/log.h"
 #include "rondel/proxy/router.h"
@@ -130,6 +130,7 @@ class Worker {
   BufferPool& buffers() noexcept { return buffers_; }
   // The pipes that spliced bodies go through (net/splice_pipe.h).
   net::PipePool& pipes() noexcept { return pipes_; }
+  net::SplicePoller& splice_poller() noexcept { return splice_poller_; }
   // The client connections' timeouts (idle, header, body, linger), on one timer.
   net::TimeoutQueue& timeouts() noexcept { return timeouts_; }
   // Pooled per-request state, reused from free lists or allocated (null: out of memory). An
@@ -198,6 +199,7 @@ class Worker {
   WorkerStats& stats_;
   BufferPool buffers_;
   net::PipePool pipes_;
+  net::SplicePoller splice_poller_;  // the relays' readiness (its epoll set made on first use)
   net::TimeoutQueue timeouts_;
   std::vector<Exchange*> free_exchanges_;
   std::vector<Http1Buffers*> free_http1_;
