@@ -63,13 +63,15 @@ def selected_workloads(opts):
 # 1 MiB) is kernel memory, not in the RSS.
 RONDEL_BYTES_PER_TRANSFER = (2 * 16 + 2 * 64) * 1024
 
+# sendfile without tcp_nopush: with TCP_CORK on loopback wrk straight at one server got 7,541
+# req/s of 256 KiB (91k of 32 B) on the client core, without it 16,099 (101k), so with it the
+# backends, not the proxies, bounded every large-body figure (docs/benchmarks.md).
 STATIC_SERVER = """
     server {{
         listen 127.0.0.1:{port};
         access_log off;
         keepalive_requests 100000000;
         sendfile on;
-        tcp_nopush on;
         etag off;
         root {objects};
         location / {{ rewrite ^/([a-z0-9]+)/ /$1.bin break; }}
