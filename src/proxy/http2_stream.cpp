@@ -2,7 +2,6 @@
 // URL gives (so the same backend is chosen), is the Exchange's BodySource (DATA frames, the
 // stream window given back as the exchange consumes) and its ResponseSink (HEADERS, then DATA
 // through a deferred data provider), and writes the access-log line.
-#include <cstdio>
 #include <cstring>
 
 #include "rondel/http/writer.h"
@@ -234,7 +233,11 @@ bool Http2Stream::want_more() noexcept {
 
 void Http2Stream::submit(uint16_t status, bool with_body) noexcept {
   // nv_[0] is the :status slot; the caller put the other fields after it.
-  std::snprintf(code_, sizeof code_, "%03u", static_cast<unsigned>(status % 1000));
+  // Three digits by hand: snprintf was 0.8% of rondel's CPU on small HTTP/2 responses (perf).
+  const unsigned code = status % 1000u;
+  code_[0] = static_cast<char>('0' + code / 100);
+  code_[1] = static_cast<char>('0' + code / 10 % 10);
+  code_[2] = static_cast<char>('0' + code % 10);
   nv_[0] = make_nv(":status", std::string_view(code_, 3));
   nghttp2_data_provider dp = h2_data_provider();
   nghttp2_submit_response(s_->ng(), id_, nv_.data(), nv_.size(), with_body ? &dp : nullptr);
