@@ -261,7 +261,7 @@ bool Http2Session::init_session() noexcept {
   nghttp2_option_set_max_continuations(opt, 8);
   nghttp2_option_set_max_outbound_ack(opt, 1000);
   nghttp2_option_set_max_settings(opt, 32);
-  int rv = nghttp2_session_server_new2(&ng_, cbs, this, opt);
+  int rv = nghttp2_session_server_new3(&ng_, cbs, this, opt, worker_.h2_mem().mem());
   nghttp2_option_del(opt);
   nghttp2_session_callbacks_del(cbs);
   if (rv != 0) return false;

@@ -17,6 +17,7 @@
 
 #include "rondel/http/parser.h"
 #include "rondel/net/splice_relay.h"
+#include "rondel/proxy/h2_mem.h"
 #include "rondel/net/timeout_queue.h"
 #include "rondel/proxy/log.h"
 #include "rondel/proxy/router.h"
@@ -131,6 +132,7 @@ class Worker {
   // The pipes that spliced bodies go through (net/splice_pipe.h).
   net::PipePool& pipes() noexcept { return pipes_; }
   net::SplicePoller& splice_poller() noexcept { return splice_poller_; }
+  H2Mem& h2_mem() noexcept { return h2_mem_; }
   // The client connections' timeouts (idle, header, body, linger), on one timer.
   net::TimeoutQueue& timeouts() noexcept { return timeouts_; }
   // Pooled per-request state, reused from free lists or allocated (null: out of memory). An
@@ -198,6 +200,7 @@ class Worker {
   LogSink& access_log_;
   WorkerStats& stats_;
   BufferPool buffers_;
+  H2Mem h2_mem_;  // nghttp2's heap for this worker's sessions (all freed before the worker is)
   net::PipePool pipes_;
   net::SplicePoller splice_poller_;  // the relays' readiness (its epoll set made on first use)
   net::TimeoutQueue timeouts_;
