@@ -28,15 +28,18 @@ int SplicePoller::open() noexcept {
   if (rc == 0) {
     poll_.data = this;
     rc = uv_poll_start(&poll_, UV_READABLE, &on_ready);
-    if (rc != 0) uv_close(reinterpret_cast<uv_handle_t*>(&poll_), nullptr);
-    // It keeps the loop alive only while a relay waits on it (set() refs and unrefs it).
-    uv_unref(reinterpret_cast<uv_handle_t*>(&poll_));
+    if (rc != 0) {
+      uv_close(reinterpret_cast<uv_handle_t*>(&poll_), nullptr);
+      closed_ = true;  // the handle is closing: never initialised again
+    }
   }
   if (rc != 0) {
     ::close(ep_);
     ep_ = -1;
     return rc;
   }
+  // It keeps the loop alive only while a relay waits on it (set() refs and unrefs it).
+  uv_unref(reinterpret_cast<uv_handle_t*>(&poll_));
   open_ = true;
   return 0;
 }
@@ -75,7 +78,7 @@ void SplicePoller::retire(SpliceRelay* r) noexcept {
 
 void SplicePoller::on_ready(uv_poll_t* h, int status, int) noexcept {
   auto* self = static_cast<SplicePoller*>(h->data);
-  if (status < 0) return;  // an epoll fd does not fail; level-triggered, it fires again
+  if (status < 0) return;  // an epoll fd reports no error (libuv would have stopped the poll)
   epoll_event evs[kBatch];
   int n = ::epoll_wait(self->ep_, evs, kBatch, 0);
   self->dispatching_ = true;

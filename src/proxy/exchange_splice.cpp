@@ -62,8 +62,8 @@ bool Exchange::try_splice() noexcept {
   std::string_view prefix;
   if (framing == http::Framing::kChunked) prefix = chunk_prefix(left, false, buf);
   int err = 0;
-  relay_ = net::SpliceRelay::start(worker_.splice_poller(), worker_.pipes(), from, to, left, this, &err,
-                                   prefix);
+  relay_ = net::SpliceRelay::start(worker_.splice_poller(), worker_.pipes(), from, to, left, this,
+                                   &err, prefix);
   if (relay_ == nullptr) return false;  // no pipe or descriptor now: copy this body
   chunk_crlf_owed_ = framing == http::Framing::kChunked;
   rq_.sink->sink_spliced(prefix.size());
@@ -184,8 +184,8 @@ bool Exchange::try_splice_body() noexcept {
   std::string_view prefix;
   if (chunked) prefix = chunk_prefix(bytes, false, buf);
   int err = 0;
-  upload_relay_ = net::SpliceRelay::start(worker_.splice_poller(), worker_.pipes(), from, to, bytes,
-                                          &upload_events_, &err, prefix);
+  upload_relay_ = net::SpliceRelay::start(worker_.splice_poller(), worker_.pipes(), from, to,
+                                          bytes, &upload_events_, &err, prefix);
   if (upload_relay_ == nullptr) return false;  // want_more() restarts the source's reading
   upload_crlf_owed_ = chunked;
   count_upload_framing(prefix.size());

@@ -1,6 +1,7 @@
 // H2Mem: size-class free lists under nghttp2's allocator interface.
 #include "rondel/proxy/h2_mem.h"
 
+#include <bit>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -20,9 +21,8 @@ constexpr uint32_t kLarge = UINT32_MAX;
 
 size_t class_of(size_t n) noexcept {
   if (n > (size_t{1} << H2Mem::kMaxShift)) return H2Mem::kClasses;  // larger than every class
-  size_t cls = 0;
-  while ((size_t{1} << (H2Mem::kMinShift + cls)) < n) ++cls;
-  return cls;
+  if (n <= (size_t{1} << H2Mem::kMinShift)) return 0;
+  return static_cast<size_t>(std::bit_width(n - 1)) - H2Mem::kMinShift;  // smallest 2^k >= n
 }
 
 size_t class_bytes(size_t cls) noexcept { return size_t{1} << (H2Mem::kMinShift + cls); }

@@ -6,7 +6,7 @@
 // (on_splice_segment_done): a chunked body's owner parses the next chunk-size line from the
 // source itself (a few bytes, MSG_PEEK then recv up to the line's end) and extends the relay by
 // that chunk's data, with the client's framing of it (a short prefix the relay writes to the sink
-// before the data). So one relay, one pipe and two polls serve a whole chunked body.
+// before the data). So one relay and one pipe serve a whole chunked body.
 //
 // Readiness: the worker's SplicePoller, one epoll set of its own watched by one uv_poll_t on the
 // loop, in which a relay registers the two connections' own fds (a socket can sit in several

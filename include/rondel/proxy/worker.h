@@ -17,8 +17,8 @@
 
 #include "rondel/http/parser.h"
 #include "rondel/net/splice_relay.h"
-#include "rondel/proxy/h2_mem.h"
 #include "rondel/net/timeout_queue.h"
+#include "rondel/proxy/h2_mem.h"
 #include "rondel/proxy/log.h"
 #include "rondel/proxy/router.h"
 #include "rondel/proxy/snapshot.h"
@@ -131,7 +131,9 @@ class Worker {
   BufferPool& buffers() noexcept { return buffers_; }
   // The pipes that spliced bodies go through (net/splice_pipe.h).
   net::PipePool& pipes() noexcept { return pipes_; }
+  // The relays' readiness (net/splice_relay.h).
   net::SplicePoller& splice_poller() noexcept { return splice_poller_; }
+  // nghttp2's heap for this worker's HTTP/2 sessions (h2_mem.h).
   H2Mem& h2_mem() noexcept { return h2_mem_; }
   // The client connections' timeouts (idle, header, body, linger), on one timer.
   net::TimeoutQueue& timeouts() noexcept { return timeouts_; }

@@ -1,5 +1,6 @@
 // H2Mem, the heap of nghttp2's sessions: blocks come back from their class's free list, realloc
-// keeps the bytes, large blocks go to malloc and back, and what a class keeps is bounded.
+// keeps the bytes, each size lands in the smallest class that holds it, large blocks go to malloc
+// and back, and what a class keeps is bounded.
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -63,5 +64,27 @@ TEST_CASE("a class keeps at most kKeepBytes of free blocks") {
   for (size_t i = 0; i < n; ++i) blocks.push_back(m.alloc(4096));
   for (void* p : blocks) m.release(p);
   CHECK(m.kept() == H2Mem::kKeepBytes / 4096);
+  CHECK(m.outstanding() == 0);
+}
+
+TEST_CASE("a size lands in the smallest class that holds it, and past 64 KiB in malloc's own") {
+  H2Mem m;
+  void* a = m.alloc(64);
+  m.release(a);
+  CHECK(m.alloc(1) == a);  // 1..64 bytes: the 64-byte class
+  m.release(a);
+  void* b = m.alloc(65);   // 65: the next class, another block
+  CHECK(b != a);
+  m.release(b);
+  CHECK(m.alloc(128) == b);
+  void* top = m.alloc(65536);  // the largest class: kept when freed
+  m.release(top);
+  CHECK(m.alloc(40000) == top);
+  const size_t kept = m.kept();
+  void* large = m.alloc(65537);  // past every class: freed to malloc, never kept
+  m.release(large);
+  CHECK(m.kept() == kept);
+  m.release(top);
+  m.release(b);
   CHECK(m.outstanding() == 0);
 }
