@@ -109,6 +109,12 @@ int TcpTransport::write(OutQueue& q) noexcept {
   return q.flush(stream(), &on_written);
 }
 
+int TcpTransport::try_write(const char* p, size_t n) noexcept {
+  if (closing_) return UV_ECANCELED;
+  uv_buf_t buf = uv_buf_init(const_cast<char*>(p), static_cast<unsigned>(n));
+  return uv_try_write(stream(), &buf, 1);
+}
+
 int TcpTransport::shutdown() noexcept {
   // The request is made here, not held by every connection (80 bytes of each idle one), and
   // freed by its callback, which libuv also runs (ECANCELED) when the handle closes first.

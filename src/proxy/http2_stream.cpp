@@ -14,6 +14,12 @@ nghttp2_data_provider h2_data_provider() noexcept;
 namespace {
 
 constexpr size_t kRespBufLimit = 64 * 1024;  // response bytes queued per stream before it stalls
+// A DATA frame's header, written into resp_ just before the frame's payload, so header and
+// payload leave as one piece (send_response).
+constexpr size_t kFrameHead = 9;
+// The payload of one DATA frame at most: with its header, one full TLS record (16,384 bytes of
+// plaintext), so no frame needs a second record for its last bytes.
+constexpr size_t kDataMax = 16384 - kFrameHead;
 
 bool idempotent_method(std::string_view m) {
   return m == "GET" || m == "HEAD" || m == "OPTIONS" || m == "TRACE" || m == "PUT" ||
@@ -266,9 +272,14 @@ void Http2Stream::sink_head(const http::ResponseHead& rh) noexcept {
 
 bool Http2Stream::sink_body(std::string_view body) noexcept {
   bytes_out_ += body.size();
+  // resp_ keeps kFrameHead bytes before resp_off_ that may be overwritten: headroom at first,
+  // then bytes already sent.
   if (resp_off_ == resp_.size()) {
-    resp_.clear();
-    resp_off_ = 0;
+    resp_.resize(kFrameHead);
+    resp_off_ = kFrameHead;
+  } else if (resp_off_ > kRespBufLimit) {
+    resp_.erase(0, resp_off_ - kFrameHead);  // the sent prefix, so resp_ stays bounded
+    resp_off_ = kFrameHead;
   }
   resp_.append(body);
   if (deferred_) {
@@ -308,11 +319,11 @@ bool Http2Stream::sink_busy() const noexcept {
   return busy;
 }
 
-ssize_t Http2Stream::read_response(uint8_t* buf, size_t len, uint32_t* flags) noexcept {
-  size_t n = std::min(len, resp_.size() - resp_off_);
-  std::memcpy(buf, resp_.data() + resp_off_, n);
-  resp_off_ += n;
-  if (resp_off_ == resp_.size() && resp_end_) {
+ssize_t Http2Stream::read_response(size_t len, uint32_t* flags) noexcept {
+  // The bytes stay in resp_ (NO_COPY) until nghttp2 sends the frame (send_response).
+  size_t n = std::min({len, resp_.size() - resp_off_, kDataMax});
+  *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+  if (resp_off_ + n == resp_.size() && resp_end_) {
     *flags |= NGHTTP2_DATA_FLAG_EOF;
     return static_cast<ssize_t>(n);
   }
@@ -321,6 +332,22 @@ ssize_t Http2Stream::read_response(uint8_t* buf, size_t len, uint32_t* flags) no
     return NGHTTP2_ERR_DEFERRED;
   }
   return static_cast<ssize_t>(n);
+}
+
+int Http2Stream::send_response(const uint8_t* framehd, size_t length) noexcept {
+  if (!s_->data_room()) return NGHTTP2_ERR_WOULDBLOCK;
+  if (length == 0) {  // the END_STREAM frame of a body that ended empty: nothing in resp_
+    char head[kFrameHead];
+    std::memcpy(head, framehd, kFrameHead);
+    return s_->put_data_frame(head, kFrameHead) ? 0 : NGHTTP2_ERR_CALLBACK_FAILURE;
+  }
+  // The payload is [resp_off_, resp_off_ + length); the header goes in the kFrameHead bytes
+  // before it (headroom, or payload already sent), and the session takes both before this
+  // returns (put_data_frame copies or encrypts them).
+  char* frame = resp_.data() + resp_off_ - kFrameHead;
+  std::memcpy(frame, framehd, kFrameHead);
+  resp_off_ += length;
+  return s_->put_data_frame(frame, kFrameHead + length) ? 0 : NGHTTP2_ERR_CALLBACK_FAILURE;
 }
 
 void Http2Stream::on_output_drained() noexcept {

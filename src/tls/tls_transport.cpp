@@ -138,8 +138,16 @@ struct WireBio {
 int TlsTransport::wire_write(BIO* b, const char* data, int len) noexcept {
   auto* t = static_cast<TlsTransport*>(BIO_get_data(b));
   if (len <= 0) return 0;
+  size_t done = 0;
+  if (t->flight_ == nullptr && t->next_ == nullptr && !t->closing_) {
+    // Nothing queued before it: the record goes to the socket from OpenSSL's own buffer, and
+    // only what the socket does not take now is copied (an error shows at the next write).
+    int n = t->tcp_.try_write(data, static_cast<size_t>(len));
+    if (n == len) return len;
+    if (n > 0) done = static_cast<size_t>(n);
+  }
   if (t->next_ == nullptr && (t->next_ = take_write()) == nullptr) return -1;
-  t->next_->bytes.append(data, static_cast<size_t>(len));
+  t->next_->bytes.append(data + done, static_cast<size_t>(len) - done);
   return len;
 }
 

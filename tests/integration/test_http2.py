@@ -206,19 +206,35 @@ class Http2Load(unittest.TestCase):
         frames interleaved and each stream's queue stalling and resuming under flow control:
         each file must equal the backend's body byte for byte (its pattern: the backend's name
         and a newline, repeated; a 36-byte period, so a dropped, doubled or misplaced piece of a
-        frame shows)."""
+        frame shows). On TLS the frames are encrypted where the stream keeps them, each DATA
+        frame's header written just before its payload over bytes already sent."""
+        self.check_large_responses("tls", ["--http2", "--parallel"], one_connection=True)
+
+    def test_large_responses_over_h2c_are_byte_exact(self):
+        """The same over prior-knowledge h2c, where DATA frames are copied into the connection's
+        output (its write may stay pending): three curl processes at once, one stream each (curl
+        7.88 does not reuse a prior-knowledge connection)."""
+        self.check_large_responses("h2", ["--http2-prior-knowledge"], one_connection=False)
+
+    def check_large_responses(self, listener, flags, one_connection):
         name = "pattern-backend-abcdefghijklmnopq35"
         group = BackendGroup([name])
         r = Rondel(config_text(group.members, "uri", listener_extra=tls_listener()))
         sizes = {"a": 3 << 20, "b": 1 << 20, "c": 777_777}
+        scheme = "https" if listener == "tls" else "http"
         try:
-            args = ["curl", "-sS", "-k", "--http2", "--parallel",
-                    "--max-time", "60"]
-            for k, n in sizes.items():
-                args += ["-o", os.path.join(r.dir, k),
-                         f"https://127.0.0.1:{r.ports['tls']}/big-{k}?size={n}"]
-            out = subprocess.run(args, capture_output=True, text=True, timeout=90)
-            self.assertEqual(out.returncode, 0, out.stderr)
+            base = ["curl", "-sS", "-k", "--max-time", "60"] + flags
+            urls = {k: f"{scheme}://127.0.0.1:{r.ports[listener]}/big-{k}?size={n}"
+                    for k, n in sizes.items()}
+            if one_connection:
+                runs = [base + [a for k in sizes for a in ("-o", os.path.join(r.dir, k), urls[k])]]
+            else:
+                runs = [base + ["-o", os.path.join(r.dir, k), urls[k]] for k in sizes]
+            procs = [subprocess.Popen(a, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True) for a in runs]
+            for p in procs:
+                _, err = p.communicate(timeout=90)
+                self.assertEqual(p.returncode, 0, err)
             unit = (name + "\n").encode()
             for k, n in sizes.items():
                 with open(os.path.join(r.dir, k), "rb") as f:
@@ -229,7 +245,8 @@ class Http2Load(unittest.TestCase):
                     self.fail(f"{k}: first difference at byte " +
                               str(next(i for i in range(n) if got[i] != want[i])))
             _, samples, _ = scrape(r.admin_port)
-            self.assertEqual(metric_sum(samples, "rondel_h2_connections_total"), 1)
+            self.assertEqual(metric_sum(samples, "rondel_h2_connections_total"),
+                             1 if one_connection else len(sizes))
             self.assertEqual(metric_sum(samples, "rondel_h2_streams_total"), 3)
         finally:
             r.stop()

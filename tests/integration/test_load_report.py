@@ -35,6 +35,9 @@ POOL = "p"
 # The default capacity slack (8), no spill memory, no hot-key replicas: the cap alone decides.
 SLACK = int(os.environ.get("RONDEL_FLEET_SLACK", "8"))
 PLAIN = {"capacity_slack": SLACK, "spill_memory": 0, "hot_keys": "{share: 0}"}
+# RONDEL_FLEET_DEFAULTS=1: the daemon's default spill memory and hot-key replicas instead.
+if os.environ.get("RONDEL_FLEET_DEFAULTS", "0") == "1":
+    PLAIN = {"capacity_slack": SLACK}
 REPORTS = {**PLAIN, "load_report": "{max_age: %s}" % os.environ.get("RONDEL_FLEET_AGE", "200ms")}
 N_BACKENDS = 8
 SCALE = int(os.environ.get("RONDEL_FLEET_SCALE", "8"))

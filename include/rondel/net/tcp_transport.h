@@ -51,6 +51,9 @@ class TcpTransport final : public Transport {
   int start_reading() noexcept override;
   void stop_reading() noexcept override;
   int write(OutQueue& q) noexcept override;
+  // Writes what the socket takes of [p, p + n) now, with no write request: the bytes written,
+  // or a libuv error (UV_EAGAIN: none). Only while no write() is pending.
+  int try_write(const char* p, size_t n) noexcept;
   int shutdown() noexcept override;
   void close() noexcept override;
   bool closing() const noexcept override { return closing_; }

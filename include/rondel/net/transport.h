@@ -60,6 +60,10 @@ class Transport {
   // The socket's fd when bytes written to it straight (splice) reach the peer as they are; -1
   // otherwise (TLS: the bytes must be encrypted). Default: -1.
   virtual int splice_fd() const noexcept { return -1; }
+  // True when write() is done with q's buffers once it returns, even when it returns 1 (TLS:
+  // the plaintext is encrypted into the transport's own output at once), so the caller may
+  // change them right away. Default: false (they must stay until on_transport_written).
+  virtual bool consumes_on_write() const noexcept { return false; }
 };
 
 }  // namespace rondel::net

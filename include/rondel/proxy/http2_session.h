@@ -76,8 +76,13 @@ class Http2Stream final : private BodySource, private ResponseSink, private Exch
   // unless its whole response went out. True: the stream may be freed now; false: the
   // exchange's end frees it (Http2Session::stream_gone).
   bool on_close(uint32_t error_code) noexcept;
-  // The data provider: copies up to `len` response bytes into `buf`.
-  ssize_t read_response(uint8_t* buf, size_t len, uint32_t* flags) noexcept;
+  // The data provider: how many queued response bytes (at most `len`) the next DATA frame
+  // carries; they stay in place (NGHTTP2_DATA_FLAG_NO_COPY) until send_response.
+  ssize_t read_response(size_t len, uint32_t* flags) noexcept;
+  // nghttp2 sends that frame (its 9-byte header `framehd`, `length` payload bytes): hands header
+  // and payload to the session as one piece. 0, or NGHTTP2_ERR_WOULDBLOCK when the session's
+  // output is full for now (nghttp2 calls again), or NGHTTP2_ERR_CALLBACK_FAILURE.
+  int send_response(const uint8_t* framehd, size_t length) noexcept;
   // The connection's output drained: resume an exchange that the sink stopped.
   void on_output_drained() noexcept;
   bool exchange_running() const noexcept { return ex_ != nullptr && ex_->running(); }
@@ -186,6 +191,15 @@ class Http2Session final : private net::TransportEvents {
     flush_now();
   }
   bool output_pending() const noexcept { return out_q_.pending; }
+  // A DATA frame may be taken now: no write pending and this flush round not full.
+  bool data_room() const noexcept {
+    return !out_q_.pending && out_.size() + round_bytes_ < kOutChunk;
+  }
+  // Takes one DATA frame (header and payload contiguous) before returning: on a transport that
+  // consumes on write (TLS), a large one is written at once after what is gathered before it,
+  // so its payload is encrypted where it is (and its ciphertext leaves while still in cache);
+  // a small one, or any on a plain socket, is copied into the gather. False: the write failed.
+  bool put_data_frame(const char* frame, size_t len) noexcept;
   void stream_gone(Http2Stream* st) noexcept;
 
   // Intrusive list links (Worker owns the list).
@@ -231,7 +245,9 @@ class Http2Session final : private net::TransportEvents {
   nghttp2_session* ng_ = nullptr;
   char* buf_ = nullptr;
   std::string client_ip_;
+  static constexpr size_t kOutChunk = 64 * 1024;  // bytes of frames per flush round
   std::string out_;  // frames taken from nghttp2, being written
+  size_t round_bytes_ = 0;  // DATA bytes written straight (put_data_frame) this flush round
   net::OutQueue out_q_;
   std::vector<Http2Stream*> streams_;
   double reset_tokens_ = 0;

@@ -55,6 +55,8 @@ class TlsTransport final : public net::Transport, private net::TransportEvents {
   bool local_address(sockaddr_storage* out) const noexcept override {
     return tcp_.local_address(out);
   }
+  // write() encrypts everything it is given before it returns.
+  bool consumes_on_write() const noexcept override { return true; }
 
   // The access log's TLS fields, once the handshake is done (all empty before): the version
   // ("TLSv1.2", "TLSv1.3"), the SNI name ("-" if none) and "1"/"0" for a resumed session. The
