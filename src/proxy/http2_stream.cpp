@@ -2,6 +2,7 @@
 // URL gives (so the same backend is chosen), is the Exchange's BodySource (DATA frames, the
 // stream window given back as the exchange consumes) and its ResponseSink (HEADERS, then DATA
 // through a deferred data provider), and writes the access-log line.
+#include <algorithm>
 #include <cstring>
 
 #include "rondel/http/writer.h"

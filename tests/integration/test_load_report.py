@@ -17,7 +17,9 @@
   1.42-1.45 in four runs); the test fails only if
   reports stop reaching the bound. RONDEL_FLEET_SECONDS (default 2) and RONDEL_FLEET_ROUNDS
   (default 1: one turn per fleet) set the length; RONDEL_FLEET_SLACK, _SCALE, _DELAY_MS, _AGE
-  vary the setup, RONDEL_FLEET_SINGLE=1 adds a one-instance reference fleet (docs/routing.md).
+  vary the setup, RONDEL_FLEET_SINGLE=1 adds a one-instance reference fleet, and
+  RONDEL_FLEET_DEFAULTS=1 keeps the daemon's default spill memory and hot-key replicas
+  (docs/routing.md).
 """
 import os
 import shutil

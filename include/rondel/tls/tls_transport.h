@@ -3,9 +3,10 @@
 // It is the TransportEvents of the connection's TcpTransport (anything below TLS, such as a PROXY
 // header, stays in the TCP transport): ciphertext read from it is fed to OpenSSL straight from the
 // worker's read buffer through a BIO of our own, plaintext is decrypted into the codec's own read
-// buffer, and the codec's writes are encrypted into an output buffer written through the TCP
-// transport with the same contract (one write pending at a time; backpressure until the
-// ciphertext is taken by the kernel). Reads reach the codec only once the handshake is complete,
+// buffer, and the codec's writes are encrypted record by record: a record goes to the socket
+// from OpenSSL's buffer when nothing is queued before it, else into an output buffer written
+// through the TCP transport with the same contract (one write pending at a time; backpressure
+// until the ciphertext is taken by the kernel). Reads reach the codec only once the handshake is complete,
 // after on_transport_ready has told it the negotiated ALPN protocol.
 // A handshake has a timeout and takes one of the worker's max_handshakes slots until it ends.
 // An idle connection holds no buffer of its own beyond OpenSSL's SSL object: a ciphertext write
