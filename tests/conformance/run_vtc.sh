@@ -24,7 +24,7 @@ while :; do
   varnishtest -t 60 -v -D rondel="$rondel" -D backend="$backend" -D rondel_port="$port" -D ctl="$here/rondel_ctl.sh" "$@" "$vtc" >"$out" 2>&1
   rc=$?
   attempt=$((attempt + 1))
-  if [ $rc -ne 0 ] && [ $attempt -lt 3 ] && grep -q 'address already in use\|EADDRINUSE' "$out"; then
+  if [ $rc -ne 0 ] && [ $attempt -lt 3 ] && grep -qi 'address already in use\|EADDRINUSE' "$out"; then
     rm -f "$out"
     continue
   fi
