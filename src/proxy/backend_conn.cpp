@@ -142,15 +142,22 @@ void BackendConn::take_buffer() noexcept {
   if (buf_ == nullptr) {
     buf_ = worker_.buffers().get(want_class_);
     buf_class_ = want_class_;
-    rpos_ = rlen_ = 0;
+    rpos_ = rlen_ = kReadStart;
   }
+}
+
+void BackendConn::compact() noexcept {
+  // The owner left unconsumed bytes at the end of a full buffer: move them to the front.
+  std::memmove(buf_ + kReadStart, buf_ + rpos_, rlen_ - rpos_);
+  rlen_ = kReadStart + (rlen_ - rpos_);
+  rpos_ = kReadStart;
 }
 
 void BackendConn::drop_buffer() noexcept {
   if (buf_ != nullptr && rpos_ == rlen_) {
     worker_.buffers().put(buf_, buf_class_);
     buf_ = nullptr;
-    rpos_ = rlen_ = 0;
+    rpos_ = rlen_ = kReadStart;
   }
 }
 
@@ -163,18 +170,34 @@ int BackendConn::fd() const noexcept {
 
 void BackendConn::consume(size_t n) noexcept {
   rpos_ += n;
-  if (rpos_ == rlen_) rpos_ = rlen_ = 0;
+  if (rpos_ == rlen_) rpos_ = rlen_ = kReadStart;
 }
 
 void BackendConn::pause_reading() noexcept {
-  if (reading_) {
+  if (reading_ || held_) {
     uv_read_stop(stream());
+    reading_ = held_ = false;
+  }
+}
+
+void BackendConn::hold_reading() noexcept {
+  if (tls_) {
+    pause_reading();  // ciphertext read while held would pile up in OpenSSL
+    return;
+  }
+  if (reading_) {
     reading_ = false;
+    held_ = true;
   }
 }
 
 void BackendConn::resume_reading() noexcept {
   if (reading_ || closing() || eof_) return;
+  if (held_) {  // the watcher never stopped
+    held_ = false;
+    reading_ = true;
+    return;
+  }
   if (tls_) {
     // The socket may have ended with plaintext still to deliver: no read to restart then.
     if (!tcp_eof_ && uv_read_start(stream(), &on_alloc, &on_read) != 0) return;
@@ -196,6 +219,12 @@ const tls::ClientContext* BackendConn::tls_context() const noexcept {
 
 void BackendConn::on_alloc(uv_handle_t* h, size_t, uv_buf_t* buf) noexcept {
   auto* c = static_cast<BackendConn*>(h->data);
+  if (c->held_) {
+    // Held: no byte may land in the buffer (a sink may still be sending from it). No room makes
+    // libuv report UV_ENOBUFS without reading; on_read stops the watcher then.
+    *buf = uv_buf_init(nullptr, 0);
+    return;
+  }
   if (c->tls_) {
     *buf = cipher_buffer();
     return;
@@ -205,18 +234,17 @@ void BackendConn::on_alloc(uv_handle_t* h, size_t, uv_buf_t* buf) noexcept {
     return;
   }
   c->take_buffer();
-  if (c->rpos_ > 0 && c->rlen_ == c->capacity()) {
-    // Unlikely: the owner left unconsumed bytes at the end. Compact.
-    std::memmove(c->buf_, c->buf_ + c->rpos_, c->rlen_ - c->rpos_);
-    c->rlen_ -= c->rpos_;
-    c->rpos_ = 0;
-  }
+  if (c->rpos_ > kReadStart && c->rlen_ == c->capacity()) c->compact();  // unlikely
   *buf = uv_buf_init(c->buf_ + c->rlen_, c->capacity() - c->rlen_);
 }
 
 void BackendConn::on_read(uv_stream_t* s, ssize_t nread, const uv_buf_t*) noexcept {
   auto* c = static_cast<BackendConn*>(s->data);
   if (nread == 0) return;
+  if (nread == UV_ENOBUFS && c->held_) {  // bytes came while held: stop for real until resumed
+    c->pause_reading();
+    return;
+  }
   if (c->tls_) c->tls_read(nread);
   else c->received(nread);
 }
@@ -243,7 +271,7 @@ void BackendConn::received(ssize_t nread) noexcept {
   rlen_ += static_cast<size_t>(nread);
   if (state_ != nullptr)
     state_->counters.bytes_in.fetch_add(static_cast<uint64_t>(nread), std::memory_order_relaxed);
-  if (rlen_ == capacity() && rpos_ == 0) pause_reading();
+  if (rlen_ == capacity() && rpos_ == kReadStart) pause_reading();
   owner_->on_backend_data(this);
 }
 

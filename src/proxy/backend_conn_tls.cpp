@@ -84,11 +84,7 @@ void BackendConn::tls_deliver() noexcept {
     size_t cap = sizeof idle_byte_;
     if (owner_ != nullptr && !done_) {
       take_buffer();
-      if (rpos_ > 0 && rlen_ == capacity()) {
-        std::memmove(buf_, buf_ + rpos_, rlen_ - rpos_);
-        rlen_ -= rpos_;
-        rpos_ = 0;
-      }
+      if (rpos_ > kReadStart && rlen_ == capacity()) compact();
       if (rlen_ == capacity()) {
         pause_reading();  // the owner consumes, then resumes: kick() continues
         return;

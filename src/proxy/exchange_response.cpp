@@ -34,7 +34,7 @@ void Exchange::on_sink_drained() noexcept {
 }
 
 void Exchange::sink_stalled() noexcept {
-  if (running_ && st_.conn != nullptr) st_.conn->pause_reading();
+  if (running_ && st_.conn != nullptr) st_.conn->hold_reading();
 }
 
 bool Exchange::flush_sink() noexcept {
@@ -47,7 +47,7 @@ void Exchange::pump_response() noexcept {
   for (;;) {
     if (!running_ || st_.conn == nullptr || relay_ != nullptr) return;  // a relay has the body
     if (rq_.sink->sink_busy()) {
-      st_.conn->pause_reading();
+      st_.conn->hold_reading();
       return;
     }
     if (st_.resp_complete()) return;

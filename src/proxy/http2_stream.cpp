@@ -21,6 +21,10 @@ constexpr size_t kFrameHead = 9;
 // The payload of one DATA frame at most: with its header, one full TLS record (16,384 bytes of
 // plaintext), so no frame needs a second record for its last bytes.
 constexpr size_t kDataMax = 16384 - kFrameHead;
+static_assert(kFrameHead <= kBodyHeadroom);
+// Body pieces from this size on are lent (sent from the backend buffer); smaller ones are copied
+// into resp_, as a frame of theirs is copied with the frames around it anyway (put_data_frame).
+constexpr size_t kLendMin = 4096;
 
 bool idempotent_method(std::string_view m) {
   return m == "GET" || m == "HEAD" || m == "OPTIONS" || m == "TRACE" || m == "PUT" ||
@@ -76,7 +80,9 @@ void Http2Stream::reuse(Http2Session& s, int32_t id) noexcept {
   trim(nv_, 64);
   head_ = http::RequestHead{};
   header_bytes_ = 0;
-  body_off_ = body_unacked_ = resp_off_ = 0;
+  body_off_ = body_unacked_ = resp_off_ = lent_len_ = 0;
+  resp_left_ = kLeftUnknown;
+  lent_ = nullptr;
   start_ns_ = bytes_in_ = bytes_out_ = 0;
   req_end_ = body_wanted_ = resp_submitted_ = resp_end_ = deferred_ = closed_ = gone_ = false;
   stalled_ = false;
@@ -267,22 +273,37 @@ void Http2Stream::sink_head(const http::ResponseHead& rh) noexcept {
     nv_.push_back(make_nv(std::string_view(names_.data() + at, h.name.size()), h.value));
   }
   bool body = !head_.is_head && rh.status != 204 && rh.status != 304;
+  // A Content-Length body ends with its last byte: the frame carrying it then has END_STREAM,
+  // even when that piece was lent and the exchange sees the end only after it is sent.
+  resp_left_ = body && rh.framing == http::Framing::kLength ? rh.content_length : kLeftUnknown;
   submit(rh.status, body);
-  if (!body) resp_end_ = true;
+  if (!body || resp_left_ == 0) resp_end_ = true;
 }
 
 bool Http2Stream::sink_body(std::string_view body) noexcept {
   bytes_out_ += body.size();
-  // resp_ keeps kFrameHead bytes before resp_off_ that may be overwritten: headroom at first,
-  // then bytes already sent.
-  if (resp_off_ == resp_.size()) {
-    resp_.resize(kFrameHead);
-    resp_off_ = kFrameHead;
-  } else if (resp_off_ > kRespBufLimit) {
-    resp_.erase(0, resp_off_ - kFrameHead);  // the sent prefix, so resp_ stays bounded
-    resp_off_ = kFrameHead;
+  if (resp_left_ != kLeftUnknown) {
+    resp_left_ -= std::min<uint64_t>(resp_left_, body.size());
+    if (resp_left_ == 0) resp_end_ = true;
   }
-  resp_.append(body);
+  if (body.size() >= kLendMin) {
+    // Kept where the backend connection read it (ResponseSink's contract): the DATA frames take
+    // their payload from there, and the stream reports busy until all of it is sent, so the
+    // exchange reads the backend again only then.
+    lent_ = body.data();
+    lent_len_ = body.size();
+  } else {
+    // resp_ keeps kFrameHead bytes before resp_off_ that may be overwritten: headroom at
+    // first, then bytes already sent.
+    if (resp_off_ == resp_.size()) {
+      resp_.resize(kFrameHead);
+      resp_off_ = kFrameHead;
+    } else if (resp_off_ > kRespBufLimit) {
+      resp_.erase(0, resp_off_ - kFrameHead);  // the sent prefix, so resp_ stays bounded
+      resp_off_ = kFrameHead;
+    }
+    resp_.append(body);
+  }
   if (deferred_) {
     deferred_ = false;
     nghttp2_session_resume_data(s_->ng(), id_);
@@ -315,16 +336,19 @@ bool Http2Stream::sink_flush() noexcept {
 }
 
 bool Http2Stream::sink_busy() const noexcept {
-  bool busy = resp_.size() - resp_off_ >= kRespBufLimit;
+  bool busy = lent_len_ > 0 || resp_.size() - resp_off_ >= kRespBufLimit;
   if (busy) stalled_ = true;
   return busy;
 }
 
 ssize_t Http2Stream::read_response(size_t len, uint32_t* flags) noexcept {
-  // The bytes stay in resp_ (NO_COPY) until nghttp2 sends the frame (send_response).
-  size_t n = std::min({len, resp_.size() - resp_off_, kDataMax});
+  // The bytes stay in place (NO_COPY) until nghttp2 sends the frame (send_response): first what
+  // resp_ queued, then the lent piece, which came after it.
+  const size_t queued = resp_.size() - resp_off_;
+  const size_t n = std::min({len, queued > 0 ? queued : lent_len_, kDataMax});
   *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
-  if (resp_off_ + n == resp_.size() && resp_end_) {
+  const bool last = queued > 0 ? n == queued && lent_len_ == 0 : n == lent_len_;
+  if (last && resp_end_) {
     *flags |= NGHTTP2_DATA_FLAG_EOF;
     return static_cast<ssize_t>(n);
   }
@@ -337,23 +361,32 @@ ssize_t Http2Stream::read_response(size_t len, uint32_t* flags) noexcept {
 
 int Http2Stream::send_response(const uint8_t* framehd, size_t length) noexcept {
   if (!s_->data_room()) return NGHTTP2_ERR_WOULDBLOCK;
-  if (length == 0) {  // the END_STREAM frame of a body that ended empty: nothing in resp_
+  if (length == 0) {  // the END_STREAM frame of a body that ended empty: no payload
     char head[kFrameHead];
     std::memcpy(head, framehd, kFrameHead);
     return s_->put_data_frame(head, kFrameHead) ? 0 : NGHTTP2_ERR_CALLBACK_FAILURE;
   }
-  // The payload is [resp_off_, resp_off_ + length); the header goes in the kFrameHead bytes
-  // before it (headroom, or payload already sent), and the session takes both before this
-  // returns (put_data_frame copies or encrypts them).
-  char* frame = resp_.data() + resp_off_ - kFrameHead;
+  // The header goes in the kFrameHead bytes before the payload (resp_'s headroom or payload
+  // already sent; before a lent piece, the backend buffer's kBodyHeadroom or bytes consumed or
+  // sent), and the session takes both before this returns (put_data_frame copies or encrypts).
+  char* frame;
+  if (resp_off_ < resp_.size()) {
+    frame = resp_.data() + resp_off_ - kFrameHead;
+    resp_off_ += length;
+  } else {
+    if (lent_len_ < length) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;  // the exchange ended
+    frame = const_cast<char*>(lent_) - kFrameHead;
+    lent_ += length;
+    lent_len_ -= length;
+    if (lent_len_ == 0) lent_ = nullptr;
+  }
   std::memcpy(frame, framehd, kFrameHead);
-  resp_off_ += length;
   return s_->put_data_frame(frame, kFrameHead + length) ? 0 : NGHTTP2_ERR_CALLBACK_FAILURE;
 }
 
 void Http2Stream::on_output_drained() noexcept {
   if (!stalled_ || ex_ == nullptr || !ex_->running()) return;
-  if (resp_.size() - resp_off_ >= kRespBufLimit / 2) return;
+  if (lent_len_ > 0 || resp_.size() - resp_off_ >= kRespBufLimit / 2) return;
   stalled_ = false;
   ex_->on_sink_drained();
 }
@@ -362,6 +395,10 @@ void Http2Stream::on_output_drained() noexcept {
 // The end of the exchange, of the stream
 
 void Http2Stream::on_exchange_done(Exchange& ex, Outcome outcome) noexcept {
+  // A piece still lent (the exchange failed or was aborted with it unsent) is the backend
+  // buffer's, which goes with the exchange: nothing more is sent from it.
+  lent_ = nullptr;
+  lent_len_ = 0;
   const ExchangeState& st = ex.state();
   log_access(outcome, st);
   Worker& w = s_->worker();
@@ -383,7 +420,7 @@ void Http2Stream::on_exchange_done(Exchange& ex, Outcome outcome) noexcept {
 }
 
 bool Http2Stream::on_close(uint32_t) noexcept {
-  if (exchange_running() && resp_end_ && resp_off_ == resp_.size()) {
+  if (exchange_running() && resp_end_ && resp_off_ == resp_.size() && lent_len_ == 0) {
     // The whole response went out as the exchange ends (its flush sent the last frame): it
     // finishes on its own and its end frees the stream.
     closed_ = true;

@@ -220,12 +220,15 @@ class Http2Load(unittest.TestCase):
         name = "pattern-backend-abcdefghijklmnopq35"
         group = BackendGroup([name])
         r = Rondel(config_text(group.members, "uri", listener_extra=tls_listener()))
-        sizes = {"a": 3 << 20, "b": 1 << 20, "c": 777_777}
+        # Content-Length bodies (their last DATA frame carries END_STREAM) and a chunked one (its
+        # end is known only after the last piece: an empty END_STREAM frame follows).
+        sizes = {"a": (3 << 20, ""), "b": (1 << 20, ""), "c": (777_777, ""),
+                 "d": (1_500_001, "&chunked=1")}
         scheme = "https" if listener == "tls" else "http"
         try:
             base = ["curl", "-sS", "-k", "--max-time", "60"] + flags
-            urls = {k: f"{scheme}://127.0.0.1:{r.ports[listener]}/big-{k}?size={n}"
-                    for k, n in sizes.items()}
+            urls = {k: f"{scheme}://127.0.0.1:{r.ports[listener]}/big-{k}?size={n}{q}"
+                    for k, (n, q) in sizes.items()}
             if one_connection:
                 runs = [base + [a for k in sizes for a in ("-o", os.path.join(r.dir, k), urls[k])]]
             else:
@@ -236,7 +239,7 @@ class Http2Load(unittest.TestCase):
                 _, err = p.communicate(timeout=90)
                 self.assertEqual(p.returncode, 0, err)
             unit = (name + "\n").encode()
-            for k, n in sizes.items():
+            for k, (n, _) in sizes.items():
                 with open(os.path.join(r.dir, k), "rb") as f:
                     got = f.read()
                 want = (unit * (n // len(unit) + 1))[:n]
@@ -247,7 +250,7 @@ class Http2Load(unittest.TestCase):
             _, samples, _ = scrape(r.admin_port)
             self.assertEqual(metric_sum(samples, "rondel_h2_connections_total"),
                              1 if one_connection else len(sizes))
-            self.assertEqual(metric_sum(samples, "rondel_h2_streams_total"), 3)
+            self.assertEqual(metric_sum(samples, "rondel_h2_streams_total"), len(sizes))
         finally:
             r.stop()
             group.stop()
@@ -325,6 +328,40 @@ class Http2Limits(unittest.TestCase):
 
 
 class Http2Streams(unittest.TestCase):
+    @unittest.skipIf(shutil.which("openssl") is None, "openssl is not installed")
+    def test_backend_failing_mid_body_resets_only_its_stream(self):
+        """A backend that closes after half of a 2 MiB body, on one TLS connection with a whole
+        1 MiB response beside it (curl --parallel): the broken stream is reset (curl gets less
+        than the body, rondel counts a RST_STREAM sent), the other arrives byte for byte, and
+        the connection and the daemon go on serving."""
+        name = "pattern-backend-abcdefghijklmnopq35"
+        group = BackendGroup([name])
+        r = Rondel(config_text(group.members, "uri", listener_extra=tls_listener()))
+        try:
+            port = r.ports["tls"]
+            bad, good = os.path.join(r.dir, "bad"), os.path.join(r.dir, "good")
+            out = subprocess.run(
+                ["curl", "-sS", "-k", "--max-time", "60", "--http2", "--parallel",
+                 "-o", bad, f"https://127.0.0.1:{port}/cut?size={2 << 20}&fail=truncate-body",
+                 "-o", good, f"https://127.0.0.1:{port}/whole?size={1 << 20}"],
+                capture_output=True, text=True, timeout=90)
+            self.assertNotEqual(out.returncode, 0, "the cut stream must fail")
+            unit = (name + "\n").encode()
+            with open(good, "rb") as f:
+                self.assertEqual(f.read(), (unit * ((1 << 20) // len(unit) + 1))[:1 << 20])
+            size = os.path.getsize(bad) if os.path.exists(bad) else 0
+            self.assertLess(size, 2 << 20)
+            _, samples, _ = scrape(r.admin_port)
+            self.assertGreaterEqual(metric_sum(samples, "rondel_h2_resets_sent_total"), 1)
+            again = subprocess.run(["curl", "-sS", "-k", "--http2", "-o", "/dev/null", "-w",
+                                    "%{http_code} %{http_version}",
+                                    f"https://127.0.0.1:{port}/after?size={1 << 20}"],
+                                   capture_output=True, text=True, timeout=60)
+            self.assertEqual(again.stdout, "200 2", again.stderr)
+        finally:
+            r.stop()
+            group.stop()
+
     def test_slow_stream_does_not_stall_others(self):
         group = BackendGroup(["b0"])
         log = None

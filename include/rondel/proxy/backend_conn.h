@@ -20,6 +20,7 @@
 #include "rondel/net/deadline.h"
 #include "rondel/net/out_queue.h"
 #include "rondel/net/uv_util.h"
+#include "rondel/proxy/response_sink.h"
 #include "rondel/proxy/worker.h"
 
 namespace rondel::tls {
@@ -83,6 +84,11 @@ class BackendConn final : public net::HandleCloser {
   // without it); the next read takes one again.
   void shed_buffer() noexcept { drop_buffer(); }
   void pause_reading() noexcept;
+  // Stops taking bytes as pause_reading does, but lazily: the read watcher stays (a stop and a
+  // restart are two epoll_ctl calls, per pause on the response path), and only a read event
+  // while held stops it. For a pause the exchange expects to end soon (the sink's
+  // backpressure). TLS connections pause.
+  void hold_reading() noexcept;
   void resume_reading() noexcept;
   bool eof() const noexcept { return eof_; }
   // The owner's response is complete: the connection keeps its read watcher (no epoll change per
@@ -102,6 +108,7 @@ class BackendConn final : public net::HandleCloser {
   void on_all_closed() noexcept override;
   void take_buffer() noexcept;
   void drop_buffer() noexcept;
+  void compact() noexcept;  // unconsumed bytes to kReadStart
   static void on_connect(uv_connect_t* req, int status) noexcept;
   static void on_alloc(uv_handle_t* h, size_t suggested, uv_buf_t* buf) noexcept;
   static void on_read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) noexcept;
@@ -130,13 +137,17 @@ class BackendConn final : public net::HandleCloser {
   uv_tcp_t tcp_{};
   uv_timer_t timer_{};
   uv_connect_t connect_req_{};
+  // Reads start kReadStart bytes into buf_: the headroom a sink may write in front of a body
+  // piece (kBodyHeadroom, response_sink.h). [rpos_, rlen_) is received and not consumed.
+  static constexpr size_t kReadStart = kBodyHeadroom;
   char* buf_ = nullptr;
-  size_t rpos_ = 0, rlen_ = 0;
+  size_t rpos_ = kReadStart, rlen_ = kReadStart;
   BufferPool::Class buf_class_ = BufferPool::Class::kSmall;   // buf_'s class
   BufferPool::Class want_class_ = BufferPool::Class::kSmall;  // the class the next one takes
   size_t capacity() const noexcept { return BufferPool::size_of(buf_class_); }
   uint64_t exchanges_ = 0;
   bool reading_ = false;
+  bool held_ = false;  // hold_reading: the watcher is on, but no byte is taken
   bool eof_ = false;
   bool done_ = false;  // expect_no_more() since the last attach
   bool junk_ = false;  // a byte arrived after the response

@@ -89,7 +89,7 @@ class Http2Stream final : private BodySource, private ResponseSink, private Exch
   // The stream waits for the client: for request body bytes, or for window to send response
   // bytes already queued (a zero-window stall), or it never started an exchange.
   bool client_stalled() const noexcept {
-    return !exchange_running() || body_wanted_ || resp_off_ < resp_.size();
+    return !exchange_running() || body_wanted_ || resp_off_ < resp_.size() || lent_len_ > 0;
   }
   // The connection closes: a running exchange ends as a client abort (the session frees the
   // stream after).
@@ -129,6 +129,12 @@ class Http2Stream final : private BodySource, private ResponseSink, private Exch
   size_t body_unacked_ = 0;  // consumed bytes not yet given back to the stream window
   std::string resp_;      // response body bytes queued, [resp_off_, end) not yet sent
   size_t resp_off_ = 0;
+  // A body piece lent by the exchange (in the backend connection's buffer; sink_body), after
+  // what resp_ holds: [lent_, lent_ + lent_len_) not yet sent.
+  const char* lent_ = nullptr;
+  size_t lent_len_ = 0;
+  static constexpr uint64_t kLeftUnknown = UINT64_MAX;
+  uint64_t resp_left_ = kLeftUnknown;  // Content-Length body bytes not yet given to sink_body
   std::string names_;              // the response head's lowercased field names
   std::vector<nghttp2_nv> nv_;     // the response head as submitted
   char code_[4] = {0};             // its :status

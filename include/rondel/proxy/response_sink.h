@@ -3,12 +3,19 @@
 // client framing itself. Loop thread only; no call allocates.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
 #include "rondel/http/message.h"
 
 namespace rondel::proxy {
+
+// Bytes before every body piece passed to ResponseSink::sink_body that the sink may overwrite:
+// the backend connection's reads start this far into its buffer, and what lies before a piece
+// in it is consumed (framing, the head, body bytes already given). An HTTP/2 sink writes a DATA
+// frame's header there, so header and payload leave as one piece without a copy.
+inline constexpr size_t kBodyHeadroom = 16;
 
 class ResponseSink {
  public:
@@ -22,7 +29,11 @@ class ResponseSink {
   // Queues the final response head; the codec chooses the client framing for it.
   virtual void sink_head(const http::ResponseHead& head) noexcept = 0;
   // Queues one body piece, writing when the queue is full. False: a write is pending (or failed);
-  // stop until the sink drains.
+  // stop until the sink drains. `body` points into the backend connection's read buffer, with
+  // kBodyHeadroom bytes before it the sink may overwrite; it stays where it is and unchanged
+  // until the exchange reads the backend again, which it does only once sink_busy() is false (or
+  // the exchange ends: on_exchange_done). So a sink may keep a view of the piece instead of
+  // copying it, and report busy until it has sent the bytes.
   virtual bool sink_body(std::string_view body) noexcept = 0;
   // Queues the end of the body (the codec's framing of it).
   virtual void sink_end() noexcept = 0;
