@@ -448,7 +448,12 @@ void Http2Session::flush_now() noexcept {
     }
     if (out_q_.pending) break;  // on_transport_written continues
     // The output is free again: the streams whose sink stopped move on (and may queue more).
-    for (size_t i = 0; i < streams_.size() && !closing_; ++i) streams_[i]->on_output_drained();
+    // From the back: a stream whose exchange ends here leaves streams_ by swap-remove, which
+    // moves the last stream into its slot; going forward, that stream would be skipped and, if
+    // its sink waits for this call (a lent piece sent), never resumed.
+    for (size_t i = streams_.size(); i-- > 0 && !closing_;) {
+      if (i < streams_.size()) streams_[i]->on_output_drained();
+    }
     if (closing_ || nghttp2_session_want_write(ng_) == 0) break;
   }
   flushing_ = false;
