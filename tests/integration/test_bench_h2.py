@@ -45,6 +45,9 @@ def report():
 
 
 H2LOAD_OUT = """starting benchmark...
+TLS Protocol: TLSv1.3
+Cipher: TLS_AES_128_GCM_SHA256
+Server Temp Key: X25519 253 bits
 Application protocol: h2
 
 finished in 5.00s, 12345.60 req/s, 1.20MB/s
@@ -62,6 +65,9 @@ def h2load_parse():
           "h2load 2xx, traffic and protocol")
     check(h2.h2load_result(H2LOAD_OUT.replace("5.00s", "500.00ms"))["seconds"] == 0.5,
           "finished in ms")
+    check(r["cipher"] == h2.TLS13_SUITE, "h2load's negotiated suite, the one the pass pins")
+    check(h2.h2load_result(H2LOAD_OUT.replace("Cipher: TLS_AES_128_GCM_SHA256\n", ""))["cipher"]
+          is None, "no Cipher line: None")
 
 
 def configs(workdir):

@@ -20,6 +20,10 @@ from .tls import TlsHAProxy, TlsNginx, TlsProxy, TlsRondel, make_cert, proxy_cpu
 
 H2_CONNS = 10
 H2_STREAMS = 10
+# The one TLS 1.3 suite h2load offers, so every proxy encrypts with the same cipher: left to
+# their defaults, HAProxy (server preference, OpenSSL's order) picks AES-256-GCM and rondel
+# (Mozilla intermediate order) AES-128-GCM, and the 256 KiB figures then compare ciphers.
+TLS13_SUITE = "TLS_AES_128_GCM_SHA256"
 # (body, query appended to /obj/I): the test backend answers ?size=N with an N-byte body.
 BODIES = (("small", ""), ("256 KiB", f"?size={256 << 10}"))
 ALPN_RONDEL = "      alpn: [h2, http/1.1]\n"
@@ -61,20 +65,23 @@ REQUESTS = re.compile(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) 
 STATUS = re.compile(r"status codes: (\d+) 2xx")
 TRAFFIC = re.compile(r"traffic: .*?\((\d+)\) total")
 PROTOCOL = re.compile(r"Application protocol: (\S+)")
+CIPHER = re.compile(r"Cipher: (\S+)")
 
 
 def h2load_result(out):
     """h2load's summary as a dict: seconds, rps, succeeded, errors (failed + errored + timeout),
-    ok_2xx, bytes (total traffic), protocol (the ALPN it got; None if it negotiated none)."""
+    ok_2xx, bytes (total traffic), protocol (the ALPN it got; None if it negotiated none), cipher
+    (the TLS suite; None if h2load printed none)."""
     f, r = FINISHED.search(out), REQUESTS.search(out)
     if not f or not r:
         raise RuntimeError(f"h2load gave no summary: {out[-600:]}")
     n = [int(x) for x in r.groups()]
     s, t, p = STATUS.search(out), TRAFFIC.search(out), PROTOCOL.search(out)
+    c = CIPHER.search(out)
     return {"seconds": float(f.group(1)) / (1000 if f.group(2) == "ms" else 1),
             "rps": float(f.group(3)), "succeeded": n[3], "errors": n[4] + n[5] + n[6],
             "ok_2xx": int(s.group(1)) if s else 0, "bytes": int(t.group(1)) if t else 0,
-            "protocol": p.group(1) if p else None}
+            "protocol": p.group(1) if p else None, "cipher": c.group(1) if c else None}
 
 
 def uri_file(d, port, query, paths):
@@ -94,7 +101,8 @@ def h2load(ctx, proxy, query, duration, paths, core=CLIENT_CORE, warm_up=True):
 
     def run(secs):
         argv = ctx.prefix(core) + ["h2load", "-c", str(H2_CONNS), "-m", str(H2_STREAMS), "-t",
-                                   "1", "-D", str(secs), "-i", uris]
+                                   "1", "-D", str(secs), f"--tls13-ciphers={TLS13_SUITE}",
+                                   "-i", uris]
         out = subprocess.run(argv, capture_output=True, text=True, timeout=secs + 60)
         return out.stdout + out.stderr
     if warm_up:
@@ -129,6 +137,9 @@ def h2_pass(ctx, make_backends):
                         if r["protocol"] != "h2":
                             raise RuntimeError(f"{p.name}: h2load negotiated {r['protocol']}, "
                                                "not h2")
+                        if r["cipher"] != TLS13_SUITE:
+                            raise RuntimeError(f"{p.name}: h2load negotiated {r['cipher']}, "
+                                               f"not {TLS13_SUITE}")
                         results[body][p.name].append(r)
                         log(f"  h2 rep {rep + 1} {p.name:8} {body:8} {r['rps']:,.0f} req/s "
                             f"{r['cpu_us_per_req']:.1f} us/req, {r['errors']} errors")
@@ -153,7 +164,8 @@ TARGET = 0.9  # issue 16: rondel's CPU per request at most 0.9 × HAProxy's, for
 def h2_section(results, args, version=None):
     out = ["## HTTP/2", "",
            f"{version or _h2load_version()}: `h2load -c {H2_CONNS} -m {H2_STREAMS} -t 1 "
-           f"-D {args.duration}` over TLS 1.3 with ALPN h2 on core 1, {args.paths} paths "
+           f"-D {args.duration} --tls13-ciphers={TLS13_SUITE}` over TLS 1.3 with ALPN h2 "
+           f"(every proxy on {TLS13_SUITE}) on core 1, {args.paths} paths "
            f"in order per client; one worker/thread per proxy on core 0, the TLS pass's ECDSA "
            f"P-256 certificate, {args.backends} test backends on core 1. Bodies: small "
            f"(GET /obj/I) and 256 KiB (GET /obj/I?size=262144). {args.reps} reps, proxies in "
