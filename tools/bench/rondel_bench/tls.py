@@ -132,7 +132,10 @@ class TlsNginx(TlsProxy, Nginx):
         conf = conf.replace(f"        listen 127.0.0.1:{held.port};\n",
                             f"        listen 127.0.0.1:{held.port} ssl;\n"
                             f"        ssl_certificate {self.cert};\n"
-                            f"        ssl_certificate_key {self.key};\n")
+                            f"        ssl_certificate_key {self.key};\n"
+                            # nginx 1.22's default is TLSv1 to TLSv1.2: without this line it
+                            # ran the passes on TLS 1.2 while the others ran 1.3.
+                            f"        ssl_protocols TLSv1.2 TLSv1.3;\n")
         self.write("nginx.conf", conf)
         return argv, env
 
