@@ -81,7 +81,8 @@ def configs(workdir):
         argv, _ = p.argv(backends, True, held)
         conf = open(argv[argv.index("-f" if tool == "haproxy" else "-c") + 1]).read()
         if tool == "haproxy":
-            check(f"bind fd@3 ssl crt {tls.TlsProxy.both} alpn h2,http/1.1\n" in conf,
+            check(f"bind fd@3 ssl crt {tls.TlsProxy.both} ciphersuites {tls.TLS13_SUITE} "
+                  "alpn h2,http/1.1\n" in conf,
                   "HAProxy binds with ssl crt and alpn h2,http/1.1")
             conf = conf.replace("fd@3", "127.0.0.1:1")  # haproxy -c cannot check an fd bind
         else:

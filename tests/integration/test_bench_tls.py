@@ -86,11 +86,14 @@ def configs(workdir):
         argv, _ = p.argv(backends, True, held)
         conf = open(argv[argv.index("-f" if tool == "haproxy" else "-c") + 1]).read()
         if tool == "haproxy":
-            check(f"bind fd@3 ssl crt {tls.TlsProxy.both}\n" in conf, "HAProxy binds with ssl crt")
+            check(f"bind fd@3 ssl crt {tls.TlsProxy.both} ciphersuites {tls.TLS13_SUITE}\n" in conf,
+                  "HAProxy binds with ssl crt and the pinned suite")
             conf = conf.replace("fd@3", "127.0.0.1:1")  # haproxy -c cannot check an fd bind
         else:
             check("listen 127.0.0.1:4 ssl;" in conf and "ssl_certificate_key " in conf,
                   "nginx listens with ssl and the same certificate")
+            check(f"ssl_conf_command Ciphersuites {tls.TLS13_SUITE};" in conf and
+                  "ssl_protocols TLSv1.2 TLSv1.3;" in conf, "nginx: TLS 1.3 and the pinned suite")
             for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
                 os.makedirs(os.path.join(p.dir, sub), exist_ok=True)
         if not shutil.which(tool):
