@@ -20,8 +20,6 @@ from .tls import TLS13_SUITE, TlsHAProxy, TlsNginx, TlsProxy, TlsRondel, make_ce
 
 H2_CONNS = 10
 H2_STREAMS = 10
-# h2load offers only the suite every proxy is given (tls.TLS13_SUITE), and the pass checks that
-# it was negotiated.
 # (body, query appended to /obj/I): the test backend answers ?size=N with an N-byte body.
 BODIES = (("small", ""), ("256 KiB", f"?size={256 << 10}"))
 ALPN_RONDEL = "      alpn: [h2, http/1.1]\n"
@@ -97,6 +95,7 @@ def h2load(ctx, proxy, query, duration, paths, core=CLIENT_CORE, warm_up=True):
     uris = uri_file(proxy.dir, proxy.port, query, paths)
 
     def run(secs):
+        # Only the suite every proxy is given (tls.TLS13_SUITE); h2_pass checks it was the one.
         argv = ctx.prefix(core) + ["h2load", "-c", str(H2_CONNS), "-m", str(H2_STREAMS), "-t",
                                    "1", "-D", str(secs), f"--tls13-ciphers={TLS13_SUITE}",
                                    "-i", uris]
