@@ -110,8 +110,8 @@ core::BackendIndex Exchange::route_attempt(bool first_pick) noexcept {
   rq.subset = st_.subset;
   // One call: hash policy state, the bounded-load walk with backends at their connection limit
   // excluded, and the decision counters (routed, all_full, no_backend) are the Router's.
-  const RouteDecision d =
-      worker_.routing().route(*st_.pool, rq, worker_.scratch(st_.pool->scratch_words()));
+  const RouteDecision d = worker_.routing().route(
+      *st_.pool, rq, worker_.scratch(st_.pool->scratch_words()), &st_.slot);
   st_.reason = static_cast<uint8_t>(d.reason);
   st_.owner = d.owner;
   st_.hops = d.hops;  // this walk passes over the backends already tried too: assign
@@ -133,13 +133,19 @@ void Exchange::start_attempt() noexcept {
   begin_attempt(b, ConnSource::kIdleOrNew);
 }
 
+void Exchange::retry_same_backend() noexcept {
+  // The place this request held a moment ago, taken back as it is: no pick, no bound check.
+  BackendState& st = st_.pool->backend(st_.backend);
+  st_.slot = InFlightSlot::take(st.in_flight, st_.pool->state().total_in_flight);
+  begin_attempt(st_.backend, ConnSource::kNew);
+}
+
 void Exchange::begin_attempt(core::BackendIndex b, ConnSource source) noexcept {
   ++st_.attempts;
   attempt_ = Attempt::kConnecting;
   st_.backend = b;
   st_.req_bytes_sent = st_.resp_bytes_seen = false;
   BackendState& st = st_.pool->backend(b);
-  st_.slot = InFlightSlot::take(st.in_flight, st_.pool->state().total_in_flight);
   BackendConn::Target target{st_.pool->backend_tls(), st_.pool->backend_host_name(b)};
   char proxy_header[net::kProxyV2MaxBytes];
   if (st_.pool->config().send_proxy_protocol == config::SendProxyProtocol::kV2) {
@@ -251,7 +257,7 @@ void Exchange::attempt_failed(AttemptEnd end, Reject reason, uint16_t status) no
       retry_after_write_ = PendingRetry::kSameBackend;
       return;
     }
-    begin_attempt(st_.backend, ConnSource::kNew);
+    retry_same_backend();
     return;
   }
   BackendState& st = st_.pool->backend(st_.backend);
@@ -433,7 +439,7 @@ void Exchange::on_backend_written(uv_write_t* req, int status) noexcept {
   if (ex->retry_after_write_ != PendingRetry::kNone) {
     PendingRetry retry = ex->retry_after_write_;
     ex->retry_after_write_ = PendingRetry::kNone;
-    if (retry == PendingRetry::kSameBackend) ex->begin_attempt(ex->st_.backend, ConnSource::kNew);
+    if (retry == PendingRetry::kSameBackend) ex->retry_same_backend();
     else ex->start_attempt();
     return;
   }

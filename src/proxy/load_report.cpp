@@ -49,6 +49,16 @@ uint32_t effective_load_of(const Pool& pool, size_t i, uint64_t now_ms) noexcept
   return core::effective_load(v, now_ms, pool.config().load_report.max_age_ms);
 }
 
+uint64_t local_limit_of(const Pool& pool, size_t i, uint64_t now_ms, uint32_t cap) noexcept {
+  if (!pool.config().load_report.enabled) return cap;
+  const BackendState& b = pool.backend(static_cast<core::BackendIndex>(i));
+  core::ReportView v;
+  v.reported = b.report.reported.load(std::memory_order_relaxed);
+  v.at_ms = b.report.at_ms.load(std::memory_order_relaxed);
+  v.local_at_report = b.report.local_at_report.load(std::memory_order_relaxed);
+  return core::local_limit(v, now_ms, pool.config().load_report.max_age_ms, cap);
+}
+
 void fill_effective_loads(const Pool& pool, uint64_t now_ms, std::vector<uint32_t>& loads,
                           core::PickInput& in) {
   const size_t n = pool.size();

@@ -84,10 +84,43 @@ core::Affinity affinity_of(const RouteKey& k) noexcept {
 
 // With load_report on, the pick compares effective loads (reported while fresh, else local):
 // one buffer per thread, grown to the largest pool once.
-void use_reported_loads(const Pool& pool, uint64_t now_ms, core::PickInput& in) {
-  if (!pool.config().load_report.enabled) return;
+// Returns the effective loads `in` now reads (this thread's buffer), empty when reports are off.
+std::span<uint32_t> use_reported_loads(const Pool& pool, uint64_t now_ms, core::PickInput& in) {
+  if (!pool.config().load_report.enabled) return {};
   thread_local std::vector<uint32_t> loads;
   fill_effective_loads(pool, now_ms, loads, in);
+  return std::span<uint32_t>(loads.data(), pool.size());
+}
+
+// A pick whose claim lost a race (another worker filled the backend in between) is made again,
+// at most this many times; then the last pick's backend is taken as it is. Each lost race means
+// some other claim succeeded, so the re-picks end quickly in practice (one or two on 2 workers).
+constexpr uint32_t kMaxClaimRaces = 8;
+
+// Claims the place `p` chose, as InFlightSlot::take_below against the capacity the pick
+// compared (through local_limit_of when the pick read reported loads). An all-full pick, which
+// knowingly goes over the bound to the least loaded backend, and `force` take it unconditionally.
+bool claim_place(const Pool& pool, const core::PickResult& p, uint64_t now_ms, bool force,
+                 InFlightSlot& slot) noexcept {
+  BackendState& b = pool.backend(p.backend);
+  std::atomic<uint64_t>& total = pool.state().total_in_flight;
+  if (p.all_full || force) {
+    slot = InFlightSlot::take(b.in_flight, total);
+    return true;
+  }
+  slot = InFlightSlot::take_below(b.in_flight, total,
+                                  local_limit_of(pool, p.backend, now_ms, p.capacity));
+  return slot.held();
+}
+
+// After a lost claim on `b`: the pick's snapshot of reported loads gets b's load as it is now
+// (the live in-flight view needs nothing: the next pick reads the counters again).
+void refresh_load(const Pool& pool, core::BackendIndex b, uint64_t now_ms,
+                  std::span<uint32_t> loads, core::PickInput& in) noexcept {
+  if (loads.empty()) return;
+  const uint32_t now = effective_load_of(pool, b, now_ms);
+  in.total_in_flight = in.total_in_flight + now - std::min<uint64_t>(loads[b], in.total_in_flight);
+  loads[b] = now;
 }
 
 // R of `hash` in the replica table the workers last published (1 when not hot).
@@ -177,7 +210,8 @@ Router::PoolRoute* Router::state_for(const Pool& pool, bool& current) {
   return st.get();
 }
 
-RouteDecision Router::route(const Pool& pool, const PickRequest& rq, std::span<uint64_t> scratch) {
+RouteDecision Router::route(const Pool& pool, const PickRequest& rq, std::span<uint64_t> scratch,
+                           InFlightSlot* claim) {
   PoolState& ps = pool.state();
   const core::Subset* subset = subset_of(pool, rq.subset);
   if (subset != nullptr && rq.kind == core::PickKind::kFirst) {
@@ -194,7 +228,7 @@ RouteDecision Router::route(const Pool& pool, const PickRequest& rq, std::span<u
   const std::span<uint64_t> pick_scratch = scratch.subspan(pool.excluded_words());
   core::PickInput in;
   pool.pick_input(in, rq.tried, excluded);
-  use_reported_loads(pool, rq.now_ms, in);
+  const std::span<uint32_t> loads = use_reported_loads(pool, rq.now_ms, in);
   const uint16_t at_limit = exclude_at_limit(pool, rq.worker, in, excluded);
   RouteDecision d;
   if (!rq.key.walks()) {
@@ -202,6 +236,9 @@ RouteDecision Router::route(const Pool& pool, const PickRequest& rq, std::span<u
     d.backend = pool.least_loaded(excluded);
     d.hops = static_cast<uint16_t>(count_bits(rq.tried) + at_limit);
     d.skipped_excluded = d.hops;
+    if (claim != nullptr && d.backend != core::kNoBackend) {  // no bound without a key
+      *claim = InFlightSlot::take(pool.backend(d.backend).in_flight, ps.total_in_flight);
+    }
   } else {
     const core::Affinity affinity = affinity_of(rq.key);
     const core::PlacementVersion version = pool.placement_of(rq.key.hash);
@@ -209,23 +246,34 @@ RouteDecision Router::route(const Pool& pool, const PickRequest& rq, std::span<u
     const uint64_t hash = pool.placement_hash(version, rq.key.hash);
     if (version == core::PlacementVersion::kPrevious) pool.previous_input(in);
     if (subset != nullptr) restrict_to(pool, *subset, in, excluded);
-    core::RouteResult rr;
-    if (!stateful(pool.config())) {
-      rr = core::route_pick(sel, hash, in, pool.route_options(), core::RouteRequest{}, nullptr,
-                            pick_scratch);
-    } else {
+    PoolRoute* st = nullptr;
+    uint32_t replicas = 1;
+    core::SpillMemory* memory = nullptr;
+    if (stateful(pool.config())) {
       bool current = true;
-      PoolRoute* st = state_for(pool, current);
-      const uint32_t replicas = st->policy.observe(rq.key.hash, rq.key.key, rq.now_ms, rq.kind,
-                                                   affinity, {&eligible_of, &pool});
+      st = state_for(pool, current);
+      replicas = st->policy.observe(rq.key.hash, rq.key.key, rq.now_ms, rq.kind, affinity,
+                                    {&eligible_of, &pool});
       if (st->published != st->policy.rebuilds()) {
         st->published = st->policy.rebuilds();
         std::lock_guard<std::mutex> lock(ps.hot_mu);
         ps.hot = st->policy.hot();  // allocates: once per rebuild (window/4)
         ps.hot_window_total = st->policy.hot_window_total();
       }
-      core::SpillMemory* memory = current ? st->policy.memory_for(rq.kind, affinity) : nullptr;
-      rr = st->policy.pick(sel, hash, in, replicas, memory, pick_scratch);
+      memory = current ? st->policy.memory_for(rq.kind, affinity) : nullptr;
+    }
+    // The pick and its claim: the backend's count is raised only while it is below the capacity
+    // the pick compared, so workers picking at once cannot both take a backend's last place.
+    core::RouteResult rr;
+    for (uint32_t race = 0;; ++race) {
+      rr = st != nullptr ? st->policy.pick(sel, hash, in, replicas, memory, pick_scratch)
+                         : core::route_pick(sel, hash, in, pool.route_options(),
+                                            core::RouteRequest{}, nullptr, pick_scratch);
+      if (claim == nullptr || rr.pick.backend == core::kNoBackend ||
+          claim_place(pool, rr.pick, rq.now_ms, race == kMaxClaimRaces, *claim)) {
+        break;
+      }
+      refresh_load(pool, rr.pick.backend, rq.now_ms, loads, in);
     }
     d = decision_of(rr, rq.key.kind);
     d.placement = version;

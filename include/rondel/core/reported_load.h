@@ -88,4 +88,19 @@ constexpr uint32_t effective_load(const ReportView& r, uint64_t now_ms,
   return e > int64_t{UINT32_MAX} ? UINT32_MAX : static_cast<uint32_t>(e);
 }
 
+// The in-flight count this instance may hold on the backend while its effective load stays
+// below `cap`: for every local count L (r.local_in_flight ignored),
+//   effective_load(r with local_in_flight = L, now_ms, max_age_ms) < cap  <=>  L < local_limit.
+// It turns a capacity the pick compared against the effective load into a bound on the local
+// counter alone, which one compare-and-swap can check and raise (proxy::InFlightSlot::
+// take_below). Stale or absent report: cap itself.
+// 64 bits: the limit can pass UINT32_MAX (a report far below this instance's count then).
+constexpr uint64_t local_limit(const ReportView& r, uint64_t now_ms, uint64_t max_age_ms,
+                               uint32_t cap) noexcept {
+  const bool fresh = r.at_ms != 0 && (now_ms <= r.at_ms || now_ms - r.at_ms <= max_age_ms);
+  if (!fresh || cap == 0) return fresh ? 0 : cap;
+  const int64_t l = int64_t{cap} + int64_t{r.local_at_report} - int64_t{r.reported};
+  return l <= 0 ? 0 : static_cast<uint64_t>(l);
+}
+
 }  // namespace rondel::core

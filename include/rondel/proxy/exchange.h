@@ -115,8 +115,12 @@ class Exchange final : private net::SpliceEvents {
 
   const http::RequestHead& head() const noexcept { return *rq_.head; }
   // Attempts (exchange.cpp).
+  // Routes the attempt and claims its in-flight slot (Router::route with st_.slot).
   core::BackendIndex route_attempt(bool first_pick) noexcept;
   void start_attempt() noexcept;
+  // The stale-connection retry: the slot on the same backend taken back, a fresh connection.
+  void retry_same_backend() noexcept;
+  // Precondition: st_.slot is held on b (route_attempt or retry_same_backend took it).
   void begin_attempt(core::BackendIndex b, ConnSource source) noexcept;
   // The attempt's one exit: drops the connection (pooled only when served and clean), then the
   // backend's counters, the passive-health note and the in-flight slot release, in that order.

@@ -1,10 +1,10 @@
 // InFlightSlot: one request's place in a backend's and its pool's in-flight counts.
 //
-// The slot is the only code in rondel that brings those counts down: take() raises both, and
-// release() (or the destructor) lowers both, exactly once, whatever way the attempt ends. It is
-// move-only, so a slot cannot be released twice by two owners (compare HAProxy's
-// sess_change_server() and nginx's single peer `free` callback). Any thread; the counters are
-// relaxed atomics read by the bounded-load pick.
+// The slot is the only code in rondel that brings those counts down: take() or take_below()
+// raises both, and release() (or the destructor) lowers both, exactly once, whatever way the
+// attempt ends. It is move-only, so a slot cannot be released twice by two owners (compare
+// HAProxy's sess_change_server() and nginx's single peer `free` callback). Any thread; the
+// counters are relaxed atomics read by the bounded-load pick.
 #pragma once
 
 #include <atomic>
@@ -19,6 +19,18 @@ class InFlightSlot {
   // outlive the slot (the exchange holds the snapshot that owns them). O(1), no allocation.
   static InFlightSlot take(std::atomic<uint32_t>& backend, std::atomic<uint64_t>& pool) noexcept {
     backend.fetch_add(1, std::memory_order_relaxed);
+    pool.fetch_add(1, std::memory_order_relaxed);
+    return InFlightSlot(&backend, &pool);
+  }
+  // As take(), but only while `backend` holds fewer than `limit` requests: the check and the
+  // increment are one compare-and-swap, so two workers that picked the same backend with one
+  // place left cannot both take it. An empty slot (held() false) when it is full.
+  static InFlightSlot take_below(std::atomic<uint32_t>& backend, std::atomic<uint64_t>& pool,
+                                 uint64_t limit) noexcept {
+    uint32_t n = backend.load(std::memory_order_relaxed);
+    do {
+      if (n >= limit) return InFlightSlot();
+    } while (!backend.compare_exchange_weak(n, n + 1, std::memory_order_relaxed));
     pool.fetch_add(1, std::memory_order_relaxed);
     return InFlightSlot(&backend, &pool);
   }

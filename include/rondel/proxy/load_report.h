@@ -68,6 +68,10 @@ void report_from(const config::LoadReportConfig& cfg, const http::ResponseHead& 
 // its local in-flight count, max_age from the pool's config).
 uint32_t effective_load_of(const Pool& pool, size_t i, uint64_t now_ms) noexcept;
 
+// The in-flight count this instance may hold on backend i while its effective load stays below
+// `cap` (core::local_limit over its report state; cap itself when reports are off or stale).
+uint64_t local_limit_of(const Pool& pool, size_t i, uint64_t now_ms, uint32_t cap) noexcept;
+
 // Replaces `in`'s load view by the effective loads of `pool`'s backends at `now_ms` and sets
 // total_in_flight to their sum over usable backends (the same backends W sums over). `loads`
 // is the caller's buffer, grown to pool.size() when smaller (allocates only then). O(backends).

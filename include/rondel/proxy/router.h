@@ -19,6 +19,7 @@
 #include "rondel/core/bounded.h"
 #include "rondel/core/route_policy.h"
 #include "rondel/http/message.h"
+#include "rondel/proxy/inflight_slot.h"
 #include "rondel/proxy/pool.h"
 
 namespace rondel::proxy {
@@ -119,8 +120,15 @@ class Router {
   // recent); every pick counts all_full and no_backend. No allocation in steady state (the state's
   // creation and the replica rebuild every window/4 allocate); cost O(backends) more only while
   // max_connections_per_backend is set. Loop thread of the owning worker only.
+  // With `claim`, the pick also takes the request's in-flight slot on the chosen backend
+  // (*claim, held whenever a backend is returned), checking the capacity and raising the count
+  // in one compare-and-swap (InFlightSlot::take_below): when another worker filled the backend
+  // between the pick's read and the claim, the pick is made again (counted once), so the bound
+  // holds over all workers. An all-full pick and a keyless one take their slot as they are.
+  // Without `claim` (tests, explain) nothing is taken.
   // Precondition: scratch.size() >= pool.scratch_words().
-  RouteDecision route(const Pool& pool, const PickRequest& rq, std::span<uint64_t> scratch);
+  RouteDecision route(const Pool& pool, const PickRequest& rq, std::span<uint64_t> scratch,
+                      InFlightSlot* claim = nullptr);
 
   // What a first pick for `hash` would give now on a worker that has no memory of the key: the
   // same code as route(), with a scratch spill memory and R from the replica table the workers

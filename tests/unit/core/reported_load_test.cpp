@@ -264,5 +264,37 @@ TEST_CASE("reports cannot make every backend full") {
   CHECK(to_zero == 0);
 }
 
+TEST_CASE("local limit: below it exactly when the effective load is below the cap (property)") {
+  // For random reports, ages and caps, every local count L satisfies
+  // effective_load(L) < cap <=> L < local_limit: the one bound a compare-and-swap on the local
+  // counter checks is the bound the pick compared. Edge values (0, UINT32_MAX) mixed in.
+  std::mt19937_64 rng(20261202);
+  auto draw = [&rng]() -> uint32_t {
+    switch (rng() % 4) {
+      case 0: return static_cast<uint32_t>(rng() % 8);
+      case 1: return UINT32_MAX - static_cast<uint32_t>(rng() % 4);
+      default: return static_cast<uint32_t>(rng() % 64);
+    }
+  };
+  for (int i = 0; i < 20000; ++i) {
+    ReportView r{.reported = draw(), .at_ms = rng() % 3, .local_at_report = draw()};
+    const uint64_t now = rng() % 4;
+    const uint64_t max_age = rng() % 2;
+    const uint32_t cap = draw();
+    const uint64_t limit = local_limit(r, now, max_age, cap);
+    const auto near = [](uint64_t v) { return static_cast<uint32_t>(std::min<uint64_t>(v, UINT32_MAX)); };
+    for (uint32_t l : {uint32_t{0}, uint32_t{1}, near(limit == 0 ? 0 : limit - 1), near(limit),
+                       near(limit + 1), draw()}) {
+      r.local_in_flight = l;
+      CAPTURE(r.reported);
+      CAPTURE(r.at_ms);
+      CAPTURE(r.local_at_report);
+      CAPTURE(l);
+      CAPTURE(cap);
+      CHECK((effective_load(r, now, max_age) < cap) == (l < limit));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace rondel::core
