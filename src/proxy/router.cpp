@@ -151,6 +151,22 @@ const core::Subset* subset_of(const Pool& pool, uint8_t subset) noexcept {
   return subset < pool.subset_count() ? &pool.subset(subset) : nullptr;
 }
 
+// A request without a key (or with missing_key: least_in_flight) goes to the least loaded
+// eligible backend; there is no bound to keep, so its claim takes the slot unconditionally.
+RouteDecision route_keyless(const Pool& pool, const PickRequest& rq, core::PickInput& in,
+                            std::span<uint64_t> excluded, uint16_t at_limit,
+                            const core::Subset* subset, InFlightSlot* claim) noexcept {
+  if (subset != nullptr) restrict_to(pool, *subset, in, excluded);
+  RouteDecision d;
+  d.backend = pool.least_loaded(excluded);
+  d.hops = static_cast<uint16_t>(count_bits(rq.tried) + at_limit);
+  d.skipped_excluded = d.hops;
+  if (claim != nullptr && d.backend != core::kNoBackend) {
+    *claim = InFlightSlot::take(pool.backend(d.backend).in_flight, pool.state().total_in_flight);
+  }
+  return d;
+}
+
 }  // namespace
 
 RouteKey route_key(const config::PoolConfig& cfg, const http::RequestHead& head,
@@ -210,6 +226,24 @@ Router::PoolRoute* Router::state_for(const Pool& pool, bool& current) {
   return st.get();
 }
 
+Router::PoolRoute* Router::observe(const Pool& pool, const PickRequest& rq,
+                                   core::Affinity affinity, uint32_t& replicas,
+                                   core::SpillMemory*& memory) {
+  PoolState& ps = pool.state();
+  bool current = true;
+  PoolRoute* st = state_for(pool, current);
+  replicas = st->policy.observe(rq.key.hash, rq.key.key, rq.now_ms, rq.kind, affinity,
+                                {&eligible_of, &pool});
+  if (st->published != st->policy.rebuilds()) {
+    st->published = st->policy.rebuilds();
+    std::lock_guard<std::mutex> lock(ps.hot_mu);
+    ps.hot = st->policy.hot();  // allocates: once per rebuild (window/4)
+    ps.hot_window_total = st->policy.hot_window_total();
+  }
+  memory = current ? st->policy.memory_for(rq.kind, affinity) : nullptr;
+  return st;
+}
+
 RouteDecision Router::route(const Pool& pool, const PickRequest& rq, std::span<uint64_t> scratch,
                            InFlightSlot* claim) {
   PoolState& ps = pool.state();
@@ -232,13 +266,7 @@ RouteDecision Router::route(const Pool& pool, const PickRequest& rq, std::span<u
   const uint16_t at_limit = exclude_at_limit(pool, rq.worker, in, excluded);
   RouteDecision d;
   if (!rq.key.walks()) {
-    if (subset != nullptr) restrict_to(pool, *subset, in, excluded);
-    d.backend = pool.least_loaded(excluded);
-    d.hops = static_cast<uint16_t>(count_bits(rq.tried) + at_limit);
-    d.skipped_excluded = d.hops;
-    if (claim != nullptr && d.backend != core::kNoBackend) {  // no bound without a key
-      *claim = InFlightSlot::take(pool.backend(d.backend).in_flight, ps.total_in_flight);
-    }
+    d = route_keyless(pool, rq, in, excluded, at_limit, subset, claim);
   } else {
     const core::Affinity affinity = affinity_of(rq.key);
     const core::PlacementVersion version = pool.placement_of(rq.key.hash);
@@ -246,22 +274,9 @@ RouteDecision Router::route(const Pool& pool, const PickRequest& rq, std::span<u
     const uint64_t hash = pool.placement_hash(version, rq.key.hash);
     if (version == core::PlacementVersion::kPrevious) pool.previous_input(in);
     if (subset != nullptr) restrict_to(pool, *subset, in, excluded);
-    PoolRoute* st = nullptr;
     uint32_t replicas = 1;
     core::SpillMemory* memory = nullptr;
-    if (stateful(pool.config())) {
-      bool current = true;
-      st = state_for(pool, current);
-      replicas = st->policy.observe(rq.key.hash, rq.key.key, rq.now_ms, rq.kind, affinity,
-                                    {&eligible_of, &pool});
-      if (st->published != st->policy.rebuilds()) {
-        st->published = st->policy.rebuilds();
-        std::lock_guard<std::mutex> lock(ps.hot_mu);
-        ps.hot = st->policy.hot();  // allocates: once per rebuild (window/4)
-        ps.hot_window_total = st->policy.hot_window_total();
-      }
-      memory = current ? st->policy.memory_for(rq.kind, affinity) : nullptr;
-    }
+    PoolRoute* st = stateful(pool.config()) ? observe(pool, rq, affinity, replicas, memory) : nullptr;
     // The pick and its claim: the backend's count is raised only while it is below the capacity
     // the pick compared, so workers picking at once cannot both take a backend's last place.
     core::RouteResult rr;

@@ -153,6 +153,10 @@ class Router {
  private:
   struct PoolRoute;
   PoolRoute* state_for(const Pool& pool, bool& current);
+  // The stateful policy's per-request step (hot-key window, spill memory): sets R and the spill
+  // memory the pick uses, publishes a rebuilt replica table, and returns the pool's route state.
+  PoolRoute* observe(const Pool& pool, const PickRequest& rq, core::Affinity affinity,
+                     uint32_t& replicas, core::SpillMemory*& memory);
   std::vector<std::unique_ptr<PoolRoute>> by_slot_;
 };
 
