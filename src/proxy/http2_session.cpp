@@ -268,6 +268,7 @@ bool Http2Session::init_session() noexcept {
   nghttp2_option_set_max_continuations(opt, 8);
   nghttp2_option_set_max_outbound_ack(opt, 1000);
   nghttp2_option_set_max_settings(opt, 32);
+  nghttp2_option_set_no_closed_streams(opt, 1);
   int rv = nghttp2_session_server_new3(&ng_, cbs, this, opt, worker_.h2_mem().mem());
   nghttp2_option_del(opt);
   nghttp2_session_callbacks_del(cbs);
@@ -277,6 +278,7 @@ bool Http2Session::init_session() noexcept {
       {NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, static_cast<uint32_t>(l.h2_hpack_table_size)},
       {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, static_cast<uint32_t>(l.h2_max_header_list_size)},
       {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+      {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
   };
   return nghttp2_submit_settings(ng_, NGHTTP2_FLAG_NONE, iv, std::size(iv)) == 0;
 }

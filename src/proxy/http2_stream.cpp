@@ -263,14 +263,14 @@ void Http2Stream::sink_head(const http::ResponseHead& rh) noexcept {
   // nghttp2 copies them when submitting. Both buffers are the stream's own, reused.
   size_t total = 0;
   for (const auto& h : rh.headers) total += h.name.size();
-  names_.clear();
-  names_.reserve(total);
+  names_.resize(total);
+  char* out = names_.data();
   nv_.resize(1);
   for (const auto& h : rh.headers) {
     if (h.hop_by_hop || connection_specific(h.name)) continue;
-    size_t at = names_.size();
-    for (char c : h.name) names_ += static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
-    nv_.push_back(make_nv(std::string_view(names_.data() + at, h.name.size()), h.value));
+    char* name = out;
+    for (char c : h.name) *out++ = static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
+    nv_.push_back(make_nv(std::string_view(name, h.name.size()), h.value));
   }
   bool body = !head_.is_head && rh.status != 204 && rh.status != 304;
   // A Content-Length body ends with its last byte: the frame carrying it then has END_STREAM,
