@@ -12,6 +12,9 @@ and the defence that fired is counted in rondel_h2_defences_total or the GOAWAY/
 - header list over h2_max_header_list_size: that stream is reset, the connection serves on;
   with nghttp (a real client): a header list just under the limit is served, one just over it
   gets its stream reset.
+- priorities (nghttp): RFC 7540 weights and dependencies are accepted and not used (rondel
+  sends SETTINGS_NO_RFC7540_PRIORITIES and keeps no closed streams), RFC 9218 priority fields are
+  served; a PRIORITY frame or HEADERS whose parent is a closed stream is no error.
 - trailers (nghttp --trailer after a request body): the body reaches the backend whole (its
   CRC-32 checked) and the request is answered; the trailer fields are dropped (backends stay
   HTTP/1.1 with the body framed by rondel), their size counted in the header list limit.
@@ -40,8 +43,8 @@ from harness import (BackendGroup, ConnBackend, Rondel, main, metric_sum, saniti
                      wait_until)
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, CONTINUATION = 0, 1, 3, 4, 6, 7, 9
-END_STREAM, END_HEADERS = 0x1, 0x4
+DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PING, GOAWAY, CONTINUATION = 0, 1, 2, 3, 4, 6, 7, 9
+END_STREAM, END_HEADERS, PRIORITY_FLAG = 0x1, 0x4, 0x20
 
 
 def frame(ftype, flags, stream, payload=b""):
@@ -223,6 +226,61 @@ log:
         over = self.nghttp("-H", "x-big: " + "a" * 4200, url)
         self.assertNotIn(":status: 200", over.stdout)
         self.assertRegex(over.stdout, r"recv RST_STREAM frame <[^>]*stream_id=13>")
+        self.assert_still_serving()
+
+    @unittest.skipIf(shutil.which("nghttp") is None, "nghttp is not installed")
+    def test_priorities_of_both_schemes_with_nghttp(self):
+        urls = [f"http://127.0.0.1:{self.port}/pri/{i}" for i in range(4)]
+        # RFC 7540 priorities, nghttp's default: PRIORITY frames building a dependency tree
+        # (on idle streams too) and a weight per URI. rondel says it does not use them.
+        old = self.nghttp("-p", "256", "-p", "1", *urls)
+        self.assertEqual(old.returncode, 0, old.stderr)
+        self.assertIn("send PRIORITY frame", old.stdout)
+        self.assertIn("SETTINGS_NO_RFC7540_PRIORITIES(0x09):1", old.stdout)
+        self.assertEqual(old.stdout.count(":status: 200"), 4, old.stdout[-2000:])
+        # RFC 9218: the priority field, the scheme both sides then use.
+        new = self.nghttp("--no-rfc7540-pri", "-H", "priority: u=0, i", *urls)
+        self.assertEqual(new.returncode, 0, new.stderr)
+        self.assertEqual(new.stdout.count(":status: 200"), 4, new.stdout[-2000:])
+        # A PRIORITY frame naming a closed stream (rondel keeps none) as its parent, then a
+        # request that depends on it: served, no GOAWAY.
+        s = connect(self.port)
+        send_all(s, frame(SETTINGS, 1, 0) +
+                 frame(HEADERS, END_HEADERS | END_STREAM, 1, request_block("/pri/a")))
+        s.settimeout(5)
+        frames = {}
+        buf = b""
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and 1 not in frames:
+            buf += s.recv(65536)
+            while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
+                n, t, fl = int.from_bytes(buf[:3], "big"), buf[3], buf[4]
+                sid = int.from_bytes(buf[5:9], "big")
+                if sid == 1 and fl & END_STREAM:
+                    frames[1] = t
+                buf = buf[9 + n:]
+        self.assertIn(1, frames, "stream 1 answered")
+        depends_on_1 = struct.pack(">IB", 1, 200)  # parent stream 1, not exclusive, weight 201
+        send_all(s, frame(PRIORITY, 0, 3, depends_on_1) +
+                 frame(HEADERS, END_HEADERS | END_STREAM | PRIORITY_FLAG, 5,
+                       depends_on_1 + request_block("/pri/b")))
+        status, got_goaway = None, False
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and status is None and not got_goaway:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+            while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
+                n, t = int.from_bytes(buf[:3], "big"), buf[3]
+                sid = int.from_bytes(buf[5:9], "big")
+                if t == HEADERS and sid == 5:
+                    status = buf[9]
+                got_goaway |= t == GOAWAY
+                buf = buf[9 + n:]
+        s.close()
+        self.assertFalse(got_goaway)
+        self.assertEqual(status, 0x88)  # :status 200, indexed
         self.assert_still_serving()
 
     def test_trailers_end_a_body_of_unknown_length(self):
