@@ -222,6 +222,36 @@ class Http2Load(unittest.TestCase):
         7.88 does not reuse a prior-knowledge connection)."""
         self.check_large_responses("h2", ["--http2-prior-knowledge"], one_connection=False)
 
+    def test_large_body_leaves_in_whole_data_frames(self):
+        """A 256 KiB body leaves in DATA frames of at most 16,375 bytes (with the 9-byte header,
+        one TLS record of 16,384), and a full backend read in whole frames only. Guards the
+        read size of a large backend buffer (a multiple of that payload past the headroom): it
+        used to fill 65,520 bytes, which left as four full frames and a 20-byte fifth, a record
+        and a socket write of its own, three times per 256 KiB. nghttp with windows of 2^30 - 1,
+        as h2load opens them, so flow control does not cut frames; h2c, whose frames are the
+        same. A read that returns less than a buffer may still end in a short frame, rarely
+        one under 64 bytes: at most two of those over six bodies (before: eighteen)."""
+        group = BackendGroup(["b0"])
+        r = Rondel(config_text(group.members, "uri"))
+        n = 256 << 10
+        try:
+            tiny, frames = 0, []
+            for i in range(6):
+                out = subprocess.run(
+                    ["nghttp", "-nv", "-w", "30", "-W", "30",
+                     f"http://127.0.0.1:{r.ports['h2']}/big/{i}?size={n}"],
+                    capture_output=True, text=True, timeout=60)
+                self.assertEqual(out.returncode, 0, out.stderr[-2000:])
+                lengths = [int(x) for x in re.findall(r"recv DATA frame <length=(\d+)", out.stdout)]
+                self.assertEqual(sum(lengths), n, lengths)
+                self.assertLessEqual(max(lengths), 16375, lengths)
+                tiny += sum(1 for x in lengths[:-1] if x < 64)
+                frames.append(lengths)
+            self.assertLessEqual(tiny, 2, frames)
+        finally:
+            r.stop()
+            group.stop()
+
     def check_large_responses(self, listener, flags, one_connection):
         name = "pattern-backend-abcdefghijklmnopq35"
         group = BackendGroup([name])

@@ -144,7 +144,13 @@ class BackendConn final : public net::HandleCloser {
   size_t rpos_ = kReadStart, rlen_ = kReadStart;
   BufferPool::Class buf_class_ = BufferPool::Class::kSmall;   // buf_'s class
   BufferPool::Class want_class_ = BufferPool::Class::kSmall;  // the class the next one takes
-  size_t capacity() const noexcept { return BufferPool::size_of(buf_class_); }
+  // Where reads into buf_ stop: its end, or for a large buffer the last multiple of
+  // kBodyPieceGrain past kReadStart (response_sink.h).
+  size_t capacity() const noexcept {
+    const size_t size = BufferPool::size_of(buf_class_);
+    if (buf_class_ == BufferPool::Class::kSmall) return size;
+    return kReadStart + (size - kReadStart) / kBodyPieceGrain * kBodyPieceGrain;
+  }
   uint64_t exchanges_ = 0;
   bool reading_ = false;
   bool held_ = false;  // hold_reading: the watcher is on, but no byte is taken

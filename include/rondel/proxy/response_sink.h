@@ -16,6 +16,11 @@ namespace rondel::proxy {
 // in it is consumed (framing, the head, body bytes already given). An HTTP/2 sink writes a DATA
 // frame's header there, so header and payload leave as one piece without a copy.
 inline constexpr size_t kBodyHeadroom = 16;
+// Reads into a large backend buffer stop at a multiple of this many bytes past the headroom: the
+// payload of one HTTP/2 DATA frame that, with its 9-byte header, fills one TLS record (16,384
+// bytes of plaintext). So a full read leaves as whole frames and records, not as four and a short
+// fifth one (a record and a socket write of its own) at the end of every read.
+inline constexpr size_t kBodyPieceGrain = 16384 - 9;
 
 class ResponseSink {
  public:
