@@ -242,7 +242,8 @@ class Http2Load(unittest.TestCase):
                      f"http://127.0.0.1:{r.ports['h2']}/big/{i}?size={n}"],
                     capture_output=True, text=True, timeout=60)
                 self.assertEqual(out.returncode, 0, out.stderr[-2000:])
-                lengths = [int(x) for x in re.findall(r"recv DATA frame <length=(\d+)", out.stdout)]
+                lengths = [int(x) for x in
+                           re.findall(r"recv DATA frame <length=(\d+)", out.stdout)]
                 self.assertEqual(sum(lengths), n, lengths)
                 self.assertLessEqual(max(lengths), 16375, lengths)
                 tiny += sum(1 for x in lengths[:-1] if x < 64)

@@ -158,6 +158,7 @@ log:
                              capture_output=True, text=True, timeout=60)
         m = re.search(r"(\d+) succeeded", out.stdout)
         self.assertIsNotNone(m, out.stdout + out.stderr)
+        print(f"\n{self.id().rsplit('.', 1)[-1]}: {m.group(1)} of 100 probes served", flush=True)
         self.assertGreaterEqual(int(m.group(1)), 99, out.stdout)
 
     def test_rapid_reset(self):
@@ -201,7 +202,10 @@ log:
         if not sanitized_build():
             # Under ASan the allocator's quarantine keeps every freed ack frame resident (62 MB
             # after the PING flood), so RSS says nothing about what rondel holds there.
-            self.assertLess(self.r.settled_rss_kib() - rss_before, 8 * 1024)
+            grown = self.r.settled_rss_kib() - rss_before
+            print(f"\n{self.id().rsplit('.', 1)[-1]}: RSS grew {grown} KiB over the flood",
+                  flush=True)
+            self.assertLess(grown, 8 * 1024)
         self.assert_still_serving()
 
     def test_settings_flood(self):
