@@ -20,8 +20,8 @@ constexpr size_t kRespBufLimit = 64 * 1024;  // response bytes queued per stream
 constexpr size_t kFrameHead = 9;
 // The payload of one DATA frame at most: with its header, one full TLS record (16,384 bytes of
 // plaintext), so no frame needs a second record for its last bytes.
-constexpr size_t kDataMax = 16384 - kFrameHead;
-static_assert(kDataMax == kBodyPieceGrain);
+constexpr size_t kDataMax = kBodyPieceGrain;
+static_assert(kDataMax + kFrameHead == 16384);
 static_assert(kFrameHead <= kBodyHeadroom);
 // Body pieces from this size on are lent (sent from the backend buffer); smaller ones are copied
 // into resp_, as a frame of theirs is copied with the frames around it anyway (put_data_frame).

@@ -108,6 +108,32 @@ def read_until_closed(s, limit_s=10):
     return frames
 
 
+def read_frames_until(s, done, buf=b"", limit_s=5):
+    """Frames (type, flags, stream, payload) as they arrive, until done(frame) holds for one, the
+    peer closes or limit_s passes; with the bytes of a frame not yet whole, for the next call."""
+    frames = []
+    deadline = time.monotonic() + limit_s
+    s.settimeout(limit_s)
+    while time.monotonic() < deadline:
+        try:
+            chunk = s.recv(65536)
+        except socket.timeout:
+            break
+        if not chunk:
+            break
+        buf += chunk
+        new = []
+        while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
+            n = int.from_bytes(buf[:3], "big")
+            new.append((buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF,
+                        buf[9:9 + n]))
+            buf = buf[9 + n:]
+        frames += new
+        if any(done(f) for f in new):
+            break
+    return frames, buf
+
+
 def goaway_code(frames):
     codes = [struct.unpack(">II", p[:8])[1] for t, _, _, p in frames if t == GOAWAY]
     return codes[-1] if codes else None
@@ -251,39 +277,17 @@ log:
         s = connect(self.port)
         send_all(s, frame(SETTINGS, 1, 0) +
                  frame(HEADERS, END_HEADERS | END_STREAM, 1, request_block("/pri/a")))
-        s.settimeout(5)
-        frames = {}
-        buf = b""
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and 1 not in frames:
-            buf += s.recv(65536)
-            while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
-                n, t, fl = int.from_bytes(buf[:3], "big"), buf[3], buf[4]
-                sid = int.from_bytes(buf[5:9], "big")
-                if sid == 1 and fl & END_STREAM:
-                    frames[1] = t
-                buf = buf[9 + n:]
-        self.assertIn(1, frames, "stream 1 answered")
+        frames, buf = read_frames_until(s, lambda f: f[2] == 1 and f[1] & END_STREAM)
+        self.assertTrue(any(f[2] == 1 and f[1] & END_STREAM for f in frames), "stream 1 answered")
         depends_on_1 = struct.pack(">IB", 1, 200)  # parent stream 1, not exclusive, weight 201
         send_all(s, frame(PRIORITY, 0, 3, depends_on_1) +
                  frame(HEADERS, END_HEADERS | END_STREAM | PRIORITY_FLAG, 5,
                        depends_on_1 + request_block("/pri/b")))
-        status, got_goaway = None, False
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and status is None and not got_goaway:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            buf += chunk
-            while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
-                n, t = int.from_bytes(buf[:3], "big"), buf[3]
-                sid = int.from_bytes(buf[5:9], "big")
-                if t == HEADERS and sid == 5:
-                    status = buf[9]
-                got_goaway |= t == GOAWAY
-                buf = buf[9 + n:]
+        frames, _ = read_frames_until(s, lambda f: (f[0] == HEADERS and f[2] == 5) or
+                                      f[0] == GOAWAY, buf)
         s.close()
-        self.assertFalse(got_goaway)
+        self.assertIsNone(goaway_code(frames))
+        status = next((p[0] for t, _, sid, p in frames if t == HEADERS and sid == 5), None)
         self.assertEqual(status, 0x88)  # :status 200, indexed
         self.assert_still_serving()
 

@@ -144,12 +144,13 @@ class BackendConn final : public net::HandleCloser {
   size_t rpos_ = kReadStart, rlen_ = kReadStart;
   BufferPool::Class buf_class_ = BufferPool::Class::kSmall;   // buf_'s class
   BufferPool::Class want_class_ = BufferPool::Class::kSmall;  // the class the next one takes
-  // Where reads into buf_ stop: its end, or for a large buffer the last multiple of
-  // kBodyPieceGrain past kReadStart (response_sink.h).
+  // Where reads into buf_ stop: the end of a small buffer; in a large one the last multiple of
+  // kBodyPieceGrain past kReadStart (response_sink.h), 65,516 of its 65,536 bytes.
+  static constexpr size_t kLargeReadEnd =
+      kReadStart + (BufferPool::kLargeSize - kReadStart) / kBodyPieceGrain * kBodyPieceGrain;
+  static_assert(kLargeReadEnd - kReadStart == 4 * kBodyPieceGrain);
   size_t capacity() const noexcept {
-    const size_t size = BufferPool::size_of(buf_class_);
-    if (buf_class_ == BufferPool::Class::kSmall) return size;
-    return kReadStart + (size - kReadStart) / kBodyPieceGrain * kBodyPieceGrain;
+    return buf_class_ == BufferPool::Class::kLarge ? kLargeReadEnd : BufferPool::kSize;
   }
   uint64_t exchanges_ = 0;
   bool reading_ = false;

@@ -2,9 +2,10 @@
 h2,http/1.1`) and nginx (`listen ... ssl http2`), one worker/thread each on core 0, the TLS
 pass's ECDSA P-256 certificate, in front of the same backends, measured in turn (the order
 rotated each rep): h2load on core 1, H2_CONNS connections of H2_STREAMS concurrent streams each
-(`h2load -c 10 -m 10 -t 1 -D S`), over TLS with ALPN h2, on two bodies, each body on every proxy before the next body: the bench's small object
-(GET /obj/I, the test backend's name and a newline) and 256 KiB (GET /obj/I?size=262144, the
-test backend's per-request size). Per proxy: req/s and the proxy's CPU per request from /proc.
+(`h2load -c 10 -m 10 -t 1 -D S`), over TLS with ALPN h2, on two bodies, each body on every
+proxy before the next body: the bench's small object (GET /obj/I, the test backend's name and a
+newline) and 256 KiB (GET /obj/I?size=262144, the test backend's per-request size). Per proxy:
+req/s and the proxy's CPU per request from /proc.
 
 The proxies, the certificate, the TLS wait and the CPU measurement are the TLS pass's (tls.py).
 """
