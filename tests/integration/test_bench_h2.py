@@ -25,8 +25,11 @@ def check(cond, what):
     print(f"ok: {what}")
 
 
-def rep(rps, cpu):
-    return {"rps": rps, "cpu_us_per_req": cpu, "cpu_busy": 0.9, "errors": 0}
+def rep(rps, cpu, user=None):
+    r = {"rps": rps, "cpu_us_per_req": cpu, "cpu_busy": 0.9, "errors": 0}
+    if user is not None:
+        r["user_us_per_req"], r["sys_us_per_req"] = user, cpu - user
+    return r
 
 
 def report():
@@ -50,6 +53,16 @@ def report():
           "met only when the median of the reps' own ratios is within the target too")
     none = h2.h2_section({"small": {"rondel": [rep(1, 1.0)]}}, args, version="v")
     check("| small | n/a | n/a | n/a | n/a |" in none, "no HAProxy: n/a")
+    check("Where the CPU goes" not in text, "runs without the user/system split: no split table")
+    # rondel 6 + 9 µs, HAProxy 7 + 9: 0.9 × 16 = 14.4, less rondel's 9 in the kernel, leaves 5.4.
+    both = h2.h2_section({"small": {"rondel": [rep(1, 15.0, 6.0)],
+                                    "haproxy": [rep(1, 16.0, 7.0)]}}, args, version="v")
+    print(both)
+    check("| small | rondel | 6.0 | 9.0 | 0.86 | 1.00 |" in both,
+          "user and system µs per request, each as a ratio to HAProxy's")
+    check("small: 0.9 × HAProxy's 16.0 µs, less rondel's 9.0 µs in the kernel, leaves 5.4 µs of "
+          "user time, 0.77 × HAProxy's 7.0 (rondel used 6.0, 0.86 ×)" in both,
+          "the user time the target leaves rondel, given its kernel time")
 
 
 H2LOAD_OUT = """starting benchmark...
@@ -132,6 +145,8 @@ def real_round(workdir):
             check(per > (256 << 10) if query else per < 1024,
                   f"{body}: {per:,.0f} bytes of traffic per response")
             check(r["cpu_us_per_req"] > 0, f"{body}: rondel's CPU per request measured")
+            check(abs(r["user_us_per_req"] + r["sys_us_per_req"] - r["cpu_us_per_req"]) < 1e-6,
+                  f"{body}: user and system CPU per request add up to the total")
         # h2load ends a timed run by closing its connections with streams in flight: rondel
         # crashed on it (a response head written to a session that closed under it).
         for _ in range(3):

@@ -17,7 +17,8 @@ from collections import defaultdict
 
 from .context import CLIENT_CORE, log
 from .report import fmt_range, med, ratio
-from .tls import TLS13_SUITE, TlsHAProxy, TlsNginx, TlsProxy, TlsRondel, make_cert, proxy_cpu
+from .tls import (TLS13_SUITE, TlsHAProxy, TlsNginx, TlsProxy, TlsRondel, make_cert,
+                  proxy_cpu_split)
 
 H2_CONNS = 10
 H2_STREAMS = 10
@@ -104,10 +105,12 @@ def h2load(ctx, proxy, query, duration, paths, core=CLIENT_CORE, warm_up=True):
         return out.stdout + out.stderr
     if warm_up:
         run(1)
-    out, wall, cpu_s = proxy_cpu(proxy, lambda: run(duration))
+    out, wall, user_s, sys_s = proxy_cpu_split(proxy, lambda: run(duration))
     r = h2load_result(out)
-    r["cpu_us_per_req"] = cpu_s * 1e6 / max(1, r["succeeded"])
-    r["cpu_busy"] = cpu_s / wall
+    n = max(1, r["succeeded"])
+    r["cpu_us_per_req"] = (user_s + sys_s) * 1e6 / n
+    r["user_us_per_req"], r["sys_us_per_req"] = user_s * 1e6 / n, sys_s * 1e6 / n
+    r["cpu_busy"] = (user_s + sys_s) / wall
     return r
 
 
@@ -204,7 +207,37 @@ def h2_section(results, args, version=None):
         met = "yes" if x <= TARGET and y <= TARGET else "no"
         out.append(f"| {body} | {x:.2f} | {', '.join(f'{r:.2f}' for r in paired)} | "
                    f"{y:.2f} | {met} |")
-    return "\n".join(out) + "\n"
+    return "\n".join(out + split_section(results)) + "\n"
+
+
+def split_section(results):
+    """Where each proxy's CPU goes, user space and kernel (the ticks /proc charges to each mode),
+    and the user time 0.9 × HAProxy's total leaves rondel with its kernel time as measured."""
+    if not all("user_us_per_req" in r for v in results.values() for rs in v.values() for r in rs):
+        return []  # results from before the split was recorded
+    out = ["", "Where the CPU goes (medians over reps, /proc's user and system ticks):", "",
+           "| body | proxy | user µs/req | system µs/req | user ÷ HAProxy | system ÷ HAProxy |",
+           "|---|---|---|---|---|---|"]
+    need = []
+    for body, by_proxy in results.items():
+        ha = by_proxy.get("haproxy")
+        hu = med([r["user_us_per_req"] for r in ha]) if ha else 0
+        hs = med([r["sys_us_per_req"] for r in ha]) if ha else 0
+        for name, runs in by_proxy.items():
+            u = med([r["user_us_per_req"] for r in runs])
+            s = med([r["sys_us_per_req"] for r in runs])
+            out.append(f"| {body} | {name} | {u:.1f} | {s:.1f} | "
+                       f"{ratio(u, hu) if ha else 'n/a'} | {ratio(s, hs) if ha else 'n/a'} |")
+            if name == "rondel" and hu > 0:
+                left = TARGET * (hu + hs) - s
+                need.append(f"{body}: {TARGET} × HAProxy's {hu + hs:.1f} µs, less rondel's "
+                            f"{s:.1f} µs in the kernel, leaves {left:.1f} µs of user time, "
+                            f"{left / hu:.2f} × HAProxy's {hu:.1f} (rondel used {u:.1f}, "
+                            f"{u / hu:.2f} ×)")
+    if need:
+        out += ["", "The target in user-space terms, from these medians:", ""]
+        out += [f"- {x}" for x in need]
+    return out
 
 
 def paired_ratios(rondel, haproxy):

@@ -173,10 +173,17 @@ def s_time_result(outputs, wall, cpu_s):
 
 def proxy_cpu(proxy, fn):
     """(fn(), wall seconds, CPU seconds the proxy's processes used meanwhile, from /proc)."""
+    out, wall, user, system = proxy_cpu_split(proxy, fn)
+    return out, wall, user + system
+
+
+def proxy_cpu_split(proxy, fn):
+    """(fn(), wall seconds, user and system CPU seconds the proxy's processes used meanwhile)."""
     pids = proxy.pids()
-    t0, w0 = procfs.cpu_ticks(pids), time.time()
+    (u0, s0), w0 = procfs.cpu_ticks_split(pids), time.time()
     out = fn()
-    return out, time.time() - w0, (procfs.cpu_ticks(pids) - t0) / CLK_TCK
+    u1, s1 = procfs.cpu_ticks_split(pids)
+    return out, time.time() - w0, (u1 - u0) / CLK_TCK, (s1 - s0) / CLK_TCK
 
 
 def handshakes(ctx, proxy, mode, duration, core=CLIENT_CORE, warm_up=True):

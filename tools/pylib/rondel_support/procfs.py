@@ -15,12 +15,19 @@ def loadavg():
 
 def cpu_ticks(pids):
     """User + system CPU time (clock ticks, CLK_TCK a second) used so far by pids together."""
-    total = 0
+    return sum(cpu_ticks_split(pids))
+
+
+def cpu_ticks_split(pids):
+    """(user, system) CPU time in clock ticks used so far by pids together: the kernel charges
+    each tick to the mode the process was in, so over seconds the split is a sample."""
+    user = system = 0
     for pid in pids:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])  # utime + stime (fields 14, 15)
-    return total
+        user += int(fields[11])  # utime (field 14)
+        system += int(fields[12])  # stime (field 15)
+    return user, system
 
 
 def state(pid):
