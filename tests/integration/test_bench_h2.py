@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """tools/bench's HTTP/2 pass (rondel_bench/h2.py), short: the report from made-up runs (medians,
-ratios to HAProxy, the issue's target), the h2load summary it parses, HAProxy's and nginx's h2
-configurations (each accepted by its own config check, skipped when not installed), and one
-short real round against rondel: h2load over TLS with ALPN h2 for 1 s on each body, every
-response a 2xx over h2 (skipped when h2load is not installed). Takes a few seconds."""
+ratios to HAProxy, the issue's target, the user/system split), the h2load summary it parses,
+HAProxy's and nginx's h2 configurations (each accepted by its own config check, skipped when
+not installed), and one short real round against rondel: h2load over TLS with ALPN h2 for 1 s
+on each body, every response a 2xx over h2 (skipped when h2load is not installed). Takes a few
+seconds."""
 import os
 import shutil
 import subprocess
