@@ -182,8 +182,13 @@ void Exchange::begin_attempt(core::BackendIndex b, ConnSource source) noexcept {
 
 void Exchange::end_attempt(AttemptEnd end) noexcept {
   if (!st_.slot.held()) return;
+  // Not with a write still pending (the response came whole before the backend read all of the
+  // request, and the client left while the exchange waited for that write): the write points
+  // at request bytes that go with the client (an HTTP/2 stream's buffer is freed when the
+  // stream is reused), and the next request on the connection would follow them. Closing the
+  // connection cancels the write.
   bool reusable = end == AttemptEnd::kServed && st_.backend_reusable && st_.req_done() &&
-                  st_.resp_complete();
+                  st_.resp_complete() && !to_backend_.pending;
   drop_backend(reusable);
   BackendState& st = st_.pool->backend(st_.backend);
   switch (end) {

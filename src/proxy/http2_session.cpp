@@ -106,8 +106,12 @@ struct Http2Callbacks {
     return 0;
   }
 
-  static int on_frame_send(nghttp2_session*, const nghttp2_frame* f, void* ud) noexcept {
+  static int on_frame_send(nghttp2_session* ng, const nghttp2_frame* f, void* ud) noexcept {
     auto* s = static_cast<Http2Session*>(ud);
+    if ((f->hd.type == NGHTTP2_DATA || f->hd.type == NGHTTP2_HEADERS) &&
+        (f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) {
+      if (Http2Stream* st = stream(ng, f->hd.stream_id)) st->on_response_sent();
+    }
     if (f->hd.type == NGHTTP2_RST_STREAM) {
       count(s->worker_.stats().h2_resets_sent[std::min<uint32_t>(f->rst_stream.error_code, 13)]);
     }
@@ -162,12 +166,13 @@ void Http2Session::accept(Worker& worker, uv_stream_t* server, const std::string
   count(worker.stats().h2_connections);
   uv_timer_init(worker.loop(), &s->timer_);
   s->timer_.data = s;
-  s->open_handles_ = 1;
+  // The timer and the socket: accept() initialises the socket's handle even when it fails,
+  // so close_now closes it either way (a handle freed unclosed stays in the loop's list).
+  s->open_handles_ = 2;
   if (s->tcp_.accept(worker.loop(), server, s) != 0) {
     s->close_now();
     return;
   }
-  s->open_handles_ = 2;
   if (route.config == nullptr || worker.draining()) {
     s->close_now();
     return;

@@ -207,6 +207,11 @@ void Http2Stream::on_end_stream() noexcept {
   }
 }
 
+void Http2Stream::on_response_sent() noexcept {
+  if (req_end_ || gone_) return;
+  nghttp2_submit_rst_stream(s_->ng(), NGHTTP2_FLAG_NONE, id_, NGHTTP2_NO_ERROR);
+}
+
 BodyView Http2Stream::peek() noexcept {
   // Bytes offered here stay where they are until want_more() (BodySource's contract): the
   // exchange's write to the backend points at them, and DATA arriving meanwhile must not move

@@ -265,6 +265,18 @@ class ConnBackend:
         self.sock.close()
 
 
+def read_head(c, buf=b"", chunk=65536):
+    """Reads socket c until buf holds a whole HTTP head: (head, bytes after its empty line), or
+    (None, what came) if the peer closed first."""
+    while b"\r\n\r\n" not in buf:
+        d = c.recv(chunk)
+        if not d:
+            return None, buf
+        buf += d
+    head, _, rest = buf.partition(b"\r\n\r\n")
+    return head, rest
+
+
 class ScriptedBackend(ConnBackend):
     """A tiny Python backend for responses the C++ test backend cannot produce (close-delimited
     bodies, interim 1xx, malformed heads). handler(method, target, head_bytes, body) returns
@@ -280,12 +292,9 @@ class ScriptedBackend(ConnBackend):
     def _serve(self, c):
         buf = b""
         while True:
-            while b"\r\n\r\n" not in buf:
-                d = c.recv(65536)
-                if not d:
-                    return
-                buf += d
-            head, _, buf = buf.partition(b"\r\n\r\n")
+            head, buf = read_head(c, buf)
+            if head is None:
+                return
             lines = head.decode("latin-1").split("\r\n")
             method, target = lines[0].split()[:2]
             n = 0

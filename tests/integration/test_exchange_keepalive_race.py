@@ -5,7 +5,8 @@ client sees no error, the backend is not counted as failed and no request spills
 import time
 import unittest
 
-from harness import ConnBackend, HttpConn, Rondel, main, make_config, metric_sum, scrape
+from harness import (ConnBackend, HttpConn, Rondel, main, make_config, metric_sum, read_head,
+                     scrape)
 
 
 class CloseAfterAnswerBackend(ConnBackend):
@@ -19,12 +20,8 @@ class CloseAfterAnswerBackend(ConnBackend):
         super().__init__(self._serve)
 
     def _serve(self, c):
-        buf = b""
-        while b"\r\n\r\n" not in buf:
-            d = c.recv(65536)
-            if not d:
-                return
-            buf += d
+        if read_head(c)[0] is None:
+            return
         c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
         self.answered += 1
         time.sleep(self.linger)

@@ -39,8 +39,8 @@ import threading
 import time
 import unittest
 
-from harness import (BackendGroup, ConnBackend, Rondel, main, metric_sum, sanitized_build, scrape,
-                     wait_until)
+from harness import (BackendGroup, ConnBackend, Rondel, main, metric_sum, read_head,
+                     sanitized_build, scrape, wait_until)
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PING, GOAWAY, CONTINUATION = 0, 1, 2, 3, 4, 6, 7, 9
@@ -399,13 +399,9 @@ class StallingBackend(ConnBackend):
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
 
     def _serve(self, c):
-        buf = b""
-        while b"\r\n\r\n" not in buf:
-            chunk = c.recv(65536)
-            if not chunk:
-                return
-            buf += chunk
-        head, rest = buf.split(b"\r\n\r\n", 1)
+        head, rest = read_head(c)
+        if head is None:
+            return
         length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
         h = hashlib.sha256(rest)
         self.received = len(rest)
@@ -506,6 +502,146 @@ class Http2UploadToStalledBackend(unittest.TestCase):
             self.assertTrue(wait_until(lambda: backend.digest is not None, timeout=10))
             self.assertEqual(backend.received, size)
             self.assertEqual(backend.digest, hashlib.sha256(body).hexdigest())
+        finally:
+            s.close()
+            r.stop()
+            backend.stop()
+
+
+class EarlyAnswerBackend(ConnBackend):
+    """An HTTP/1.1 backend that answers a request as soon as its head is read (200, keep-alive,
+    Content-Length: 2), then reads nothing until `resume` is set, then reads until rondel closes
+    the connection or 3 s pass. Per connection: the bytes it got after the head (`got`) and
+    whether rondel closed it (`closed`). A GET is answered the same way (no body to wait for)."""
+
+    def __init__(self):
+        self.resume = threading.Event()
+        self.answered = threading.Event()
+        self.got, self.closed = [], []
+        super().__init__(self._serve, timeout=10)
+        # Small window and segments (accepted connections inherit both; rondel's send buffer is
+        # sized from the segment size it is offered): rondel's write of the body pends at once.
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 536)
+
+    def _serve(self, c):
+        head, rest = read_head(c, chunk=1024)
+        if head is None:
+            return
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        if head.startswith(b"GET "):
+            return
+        self.answered.set()
+        self.resume.wait(10)
+        c.settimeout(3)
+        closed = False
+        try:
+            while True:
+                chunk = c.recv(65536)
+                if not chunk:
+                    closed = True
+                    break
+                rest += chunk
+        except socket.timeout:
+            pass
+        self.got.append(rest)
+        self.closed.append(closed)
+
+
+class Http2ClientLeavesWhileBackendWriteWaits(unittest.TestCase):
+    def test_backend_connection_is_closed_not_pooled_with_the_write_pending(self):
+        """A 65,000-byte POST in one window to a backend that answers after the head and then
+        stops reading: the response reaches the client while rondel's write of the body still
+        waits, and the client closes its connection. The exchange ends with that write pending;
+        its bytes are the stream's, which are freed when the stream is reused. Before the fix
+        the backend connection went to the idle pool with the write queued (under ASan the
+        write then read freed memory; without it, whatever the allocator left there followed
+        as the body, and the next request on the connection after it). Now rondel closes it:
+        the backend sees EOF after a prefix of the body, and the next request gets a new
+        connection."""
+        body = os.urandom(65000)  # within the stream's first window (65,535)
+        backend = EarlyAnswerBackend()
+        r = Rondel(h2c_config(backend.address))
+        s = connect(r.ports["h2"])
+        try:
+            head = (b"\x83\x86" + literal(4, "/up") + literal(1, "127.0.0.1") +
+                    literal(28, str(len(body))))  # :method POST, :scheme http; 28: content-length
+            data = b"".join(frame(DATA, END_STREAM if off + 16384 >= len(body) else 0, 1,
+                                  body[off:off + 16384]) for off in range(0, len(body), 16384))
+            s.sendall(frame(SETTINGS, 1, 0) + frame(HEADERS, END_HEADERS, 1, head) + data)
+            frames, _ = read_frames_until(
+                s, lambda f: f[0] == DATA and f[2] == 1 and f[1] & END_STREAM, limit_s=10)
+            self.assertTrue(any(t == HEADERS and sid == 1 and p[:1] == b"\x88"
+                                for t, _, sid, p in frames), frames)  # :status 200
+            self.assertTrue(backend.answered.is_set())
+
+            def in_flight():
+                return metric_sum(scrape(r.admin_port)[1], "rondel_backend_in_flight")
+            time.sleep(0.2)
+            self.assertEqual(in_flight(), 1, "the exchange did not wait for its write: the test's "
+                             "socket sizes no longer make the write pend")
+            s.close()
+            # The exchange ends as the client leaves; only then may the backend read again.
+            self.assertTrue(wait_until(lambda: in_flight() == 0, timeout=10))
+            backend.resume.set()
+            self.assertTrue(wait_until(lambda: backend.closed, timeout=10), "backend never done")
+            self.assertTrue(backend.closed[0],
+                            "rondel kept the backend connection open with its write pending")
+            got = backend.got[0]
+            self.assertLess(len(got), len(body), "the backend read the whole body after all")
+            self.assertEqual(got, body[:len(got)], "the backend got bytes that are not the body")
+            # rondel goes on, on a new backend connection.
+            s = connect(r.ports["h2"])
+            s.sendall(frame(SETTINGS, 1, 0) + frame(HEADERS, END_HEADERS | END_STREAM, 1,
+                                                    request_block("/next")))
+            frames, _ = read_frames_until(
+                s, lambda f: f[0] in (DATA, HEADERS) and f[1] & END_STREAM, limit_s=10)
+            self.assertTrue(any(t == HEADERS and sid == 1 and p[:1] == b"\x88"
+                                for t, _, sid, p in frames), frames)
+            self.assertEqual(backend.connections, 2)
+        finally:
+            s.close()
+            r.stop()
+            backend.stop()
+
+
+class Http2AnswerBeforeRequestEnds(unittest.TestCase):
+    def test_stream_still_uploading_is_reset_with_no_error_after_the_response(self):
+        """A 1 MiB POST to a backend that answers after the head: the response ends while the
+        request body is still arriving, and nothing reads that body any more. rondel ends the
+        response, then sends RST_STREAM NO_ERROR (RFC 9113 8.1), so the client stops sending
+        instead of waiting for a window that never reopens; the connection goes on serving.
+        Before, the stream stayed half-closed with its window spent until the connection's
+        body timeout ended every stream on it."""
+        size = 1 << 20
+        backend = EarlyAnswerBackend()
+        backend.resume.set()
+        r = Rondel(h2c_config(backend.address))
+        s = connect(r.ports["h2"])
+        try:
+            head = (b"\x83\x86" + literal(4, "/up") + literal(1, "127.0.0.1") +
+                    literal(28, str(size)))  # :method POST, :scheme http; 28: content-length
+            window = os.urandom(65535)  # the stream's first window; no more without an update
+            data = b"".join(frame(DATA, 0, 1, window[off:off + 16384])
+                            for off in range(0, len(window), 16384))
+            s.sendall(frame(SETTINGS, 1, 0) + frame(HEADERS, END_HEADERS, 1, head) + data)
+            frames, buf = read_frames_until(s, lambda f: f[0] == RST_STREAM and f[2] == 1,
+                                            limit_s=10)
+            mine = [(t, fl, p) for t, fl, sid, p in frames if sid == 1]
+            self.assertTrue(any(t == HEADERS and p[:1] == b"\x88" for t, _, p in mine), mine)
+            ends = [i for i, (t, fl, _) in enumerate(mine) if t in (DATA, HEADERS)
+                    and fl & END_STREAM]
+            resets = [i for i, (t, _, _) in enumerate(mine) if t == RST_STREAM]
+            self.assertTrue(ends, f"the response never ended: {mine}")
+            self.assertTrue(resets, f"no RST_STREAM after the response: {mine}")
+            self.assertLess(ends[0], resets[0], "the reset came before the response's end")
+            self.assertEqual(struct.unpack(">I", mine[resets[0]][2])[0], 0, "not NO_ERROR")
+            # The connection goes on: another stream on it is served.
+            s.sendall(frame(HEADERS, END_HEADERS | END_STREAM, 3, request_block("/next")))
+            frames, _ = read_frames_until(
+                s, lambda f: f[2] == 3 and f[1] & END_STREAM, buf=buf, limit_s=10)
+            self.assertTrue(any(t == HEADERS and sid == 3 and p[:1] == b"\x88"
+                                for t, _, sid, p in frames), frames)
         finally:
             s.close()
             r.stop()

@@ -72,6 +72,10 @@ class Http2Stream final : private BodySource, private ResponseSink, private Exch
   void begin() noexcept;
   void on_data(const uint8_t* data, size_t len) noexcept;
   void on_end_stream() noexcept;
+  // The frame ending the response (END_STREAM) was sent. A request still arriving then is told
+  // to stop without error (RST_STREAM NO_ERROR, RFC 9113 8.1): nothing reads its body any more,
+  // so its window would never reopen.
+  void on_response_sent() noexcept;
   // The stream closed (reset or done): an exchange still running ends as a client abort,
   // unless its whole response went out. True: the stream may be freed now; false: the
   // exchange's end frees it (Http2Session::stream_gone).
