@@ -573,7 +573,7 @@ class Http2ClientLeavesWhileBackendWriteWaits(unittest.TestCase):
                 s, lambda f: f[0] == DATA and f[2] == 1 and f[1] & END_STREAM, limit_s=10)
             self.assertTrue(any(t == HEADERS and sid == 1 and p[:1] == b"\x88"
                                 for t, _, sid, p in frames), frames)  # :status 200
-            self.assertTrue(backend.answered.is_set())
+            self.assertTrue(backend.answered.wait(5))  # set just after its answer is sent
 
             def in_flight():
                 return metric_sum(scrape(r.admin_port)[1], "rondel_backend_in_flight")
