@@ -7,10 +7,13 @@ set -euo pipefail
 build_pkgs=(g++ make cmake ninja-build pkg-config libuv1-dev node-llhttp libyaml-cpp-dev libxxhash-dev
             prometheus-cpp-dev doctest-dev libbenchmark-dev libc-ares-dev
             libssl-dev libnghttp2-dev libsystemd-dev
+            libboost-json1.81-dev  # the one JSON library: admin bodies, state file, ORCA, discovery, request bodies
             python3)  # CMake's find_package(Python3): a bare Debian image (Dockerfile) lacks it
 test_pkgs=(curl wrk python3 procps xxhash varnish dnsmasq-base prometheus chromium slowhttptest
            stress-ng openssl nghttp2-client testssl.sh clang
-           python3-yaml logrotate)  # test_deploy_files: the k8s manifests parse, logrotate -d
+           python3-yaml logrotate  # test_deploy_files: the k8s manifests parse, logrotate -d
+           etcd-server etcd-client  # etcd discovery and fleet tests run a real etcd on loopback
+           python3-hyperframe python3-hpack)  # raw HTTP/2 frames for the h2spec-style battery
 bench_pkgs=(haproxy nginx-light wrk util-linux)
 
 want=("${build_pkgs[@]}")
