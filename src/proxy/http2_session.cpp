@@ -181,6 +181,15 @@ void Http2Session::accept(Worker& worker, uv_stream_t* server, const std::string
     s->close_now();
     return;
   }
+  // PROXY protocol: the same header stage as on the HTTP/1 path (Http1Session::accept), before
+  // the connection preface; nothing is sent and no frame is read until the header is whole, and
+  // the connection must show it within header_timeout.
+  const config::ProxyProtocolConfig& pp = route.config->proxy_protocol;
+  if (pp.enabled && s->tcp_.expect_proxy_header({pp.trusted, {route.state, &route.state->proxy_protocol},
+                                                 route.config->header_timeout_ms}) != 0) {
+    s->close_now();
+    return;
+  }
   s->start();
 }
 
@@ -233,15 +242,28 @@ net::TransportEvents* Http2Session::attach(Worker& worker, net::Transport& t,
 }
 
 void Http2Session::start() noexcept {
-  char ip[64];
-  client_ip_.assign(ip, transport_->peer().format(ip, sizeof ip));
   if (!init_session()) {
     close_now();
     return;
   }
   transport_->start_reading();
+  if (tcp_.awaiting_proxy_header()) {
+    // The server preface waits for the PROXY header: the first read (on_transport_read, which
+    // the transport calls only once the header is whole) flushes it.
+    uv_timer_start(&timer_, &Http2Session::on_timer, listener_cfg_->header_timeout_ms, 0);
+    return;
+  }
   arm_timer();
   flush();
+}
+
+std::string_view Http2Session::client_ip() noexcept {
+  // Formatted at the first request, when a PROXY header (read before any frame) has set peer().
+  if (client_ip_.empty()) {
+    char ip[64];
+    client_ip_.assign(ip, transport_->peer().format(ip, sizeof ip));
+  }
+  return client_ip_;
 }
 
 bool Http2Session::init_session() noexcept {
@@ -370,6 +392,10 @@ void Http2Session::on_timer(uv_timer_t* t) noexcept {
   if (!client_stalled) {
     // The exchanges wait for their backends (whose own timeouts apply), not for the client.
     s->arm_timer();
+    return;
+  }
+  if (s->tcp_.awaiting_proxy_header()) {  // no PROXY header in time: nothing was sent yet
+    s->close_now();
     return;
   }
   count(s->worker_.stats().h2_floods[kH2FloodTimeout]);

@@ -184,7 +184,8 @@ class Http2Session final : private net::TransportEvents {
   std::string_view listener_name() const noexcept {
     return slot_.name();
   }
-  std::string_view client_ip() const noexcept { return client_ip_; }
+  // The client's address as text (the PROXY header's source when the listener takes one).
+  std::string_view client_ip() noexcept;
   // The TLS connection's transport (null on h2c): "https" forwarding and the access log's TLS
   // fields.
   const tls::TlsTransport* tls() const noexcept { return tls_; }
