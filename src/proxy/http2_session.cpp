@@ -75,8 +75,8 @@ struct Http2Callbacks {
     if (st == nullptr) return 0;
     bool end = (f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
     if (f->hd.type == NGHTTP2_HEADERS && f->headers.cat == NGHTTP2_HCAT_REQUEST) {
-      if (!st->finish_head(end)) {
-        nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, st->id(), NGHTTP2_PROTOCOL_ERROR);
+      if (const http::RuleVerdict v = st->finish_head(end)) {
+        st->refuse(v);  // never reaches a backend (RFC 9113 8.1.1: a response, then reset)
         return 0;
       }
       st->start();

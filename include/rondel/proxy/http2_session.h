@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "rondel/http/message.h"
+#include "rondel/http/request_rules.h"
 #include "rondel/net/out_queue.h"
 #include "rondel/net/tcp_transport.h"
 #include "rondel/proxy/body_source.h"
@@ -63,7 +64,12 @@ class Http2Stream final : private BodySource, private ResponseSink, private Exch
     return header_bytes_ <= limit;
   }
   // The head is whole (END_HEADERS): builds the RequestHead; false if it is not a valid request.
-  bool finish_head(bool end_stream);
+  // Builds the request head from the fields read, through the request rules HTTP/1 uses
+  // (rondel/http/request_rules.h); a verdict means the request must not be forwarded.
+  http::RuleVerdict finish_head(bool end_stream);
+  // Answers a request that broke a request rule (its status, 400 mostly) without an exchange,
+  // counted and logged as the HTTP/1 codec counts and logs a rejected request.
+  void refuse(const http::RuleVerdict& v) noexcept;
   void start() noexcept;
   // A session over `t` (not started; null: out of memory), in the worker's list.
   static Http2Session* over(Worker& worker, net::Transport& t,

@@ -135,6 +135,9 @@ class Worker {
   net::SplicePoller& splice_poller() noexcept { return splice_poller_; }
   // nghttp2's heap for this worker's HTTP/2 sessions (h2_mem.h).
   H2Mem& h2_mem() noexcept { return h2_mem_; }
+  // The hop-by-hop marker of this worker's HTTP/2 request heads (HTTP/1 parsers have their
+  // own); its tables are kept between heads.
+  http::HopByHopMarker& hop_by_hop_marker() noexcept { return hop_by_hop_marker_; }
   // The client connections' timeouts (idle, header, body, linger), on one timer.
   net::TimeoutQueue& timeouts() noexcept { return timeouts_; }
   // Pooled per-request state, reused from free lists or allocated (null: out of memory). An
@@ -202,6 +205,7 @@ class Worker {
   LogSink& access_log_;
   WorkerStats& stats_;
   BufferPool buffers_;
+  http::HopByHopMarker hop_by_hop_marker_;
   H2Mem h2_mem_;  // nghttp2's heap for this worker's sessions (all freed before the worker is)
   net::PipePool pipes_;
   net::SplicePoller splice_poller_;  // the relays' readiness (its epoll set made on first use)
