@@ -97,8 +97,20 @@ struct Http2Callbacks {
     return 0;
   }
 
+  static int on_begin_frame(nghttp2_session* ng, const nghttp2_frame_hd* hd, void* ud) noexcept {
+    auto* s = static_cast<Http2Session*>(ud);
+    if (hd->type != NGHTTP2_HEADERS || hd->stream_id <= 0) return 0;
+    if (nghttp2_session_find_stream(ng, hd->stream_id) != nullptr) return 0;  // open: nghttp2's
+    if (const uint32_t code = s->headers_on_old_stream(hd->stream_id)) {
+      nghttp2_session_terminate_session(ng, code);
+      return NGHTTP2_ERR_CALLBACK_FAILURE;  // nothing more is read; the GOAWAY is flushed
+    }
+    return 0;
+  }
+
   static int on_stream_close(nghttp2_session* ng, int32_t id, uint32_t code, void* ud) noexcept {
     auto* s = static_cast<Http2Session*>(ud);
+    if (s->closed_.find(id) == Http2Session::ClosedStreams::Seen::kNo) s->closed_.add(id, false);
     Http2Stream* st = stream(ng, id);
     if (st == nullptr) return 0;
     nghttp2_session_set_stream_user_data(ng, id, nullptr);
@@ -113,6 +125,7 @@ struct Http2Callbacks {
       if (Http2Stream* st = stream(ng, f->hd.stream_id)) st->on_response_sent();
     }
     if (f->hd.type == NGHTTP2_RST_STREAM) {
+      s->closed_.add(f->hd.stream_id, true);
       count(s->worker_.stats().h2_resets_sent[std::min<uint32_t>(f->rst_stream.error_code, 13)]);
     }
     if (f->hd.type == NGHTTP2_GOAWAY) {
@@ -269,6 +282,7 @@ std::string_view Http2Session::client_ip() noexcept {
 bool Http2Session::init_session() noexcept {
   nghttp2_session_callbacks* cbs = nullptr;
   if (nghttp2_session_callbacks_new(&cbs) != 0) return false;
+  nghttp2_session_callbacks_set_on_begin_frame_callback(cbs, &Http2Callbacks::on_begin_frame);
   nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, &Http2Callbacks::on_begin_headers);
   nghttp2_session_callbacks_set_on_header_callback(cbs, &Http2Callbacks::on_header);
   nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, &Http2Callbacks::on_frame_recv);
@@ -308,6 +322,31 @@ bool Http2Session::init_session() noexcept {
       {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
   };
   return nghttp2_submit_settings(ng_, NGHTTP2_FLAG_NONE, iv, std::size(iv)) == 0;
+}
+
+void Http2Session::ClosedStreams::add(int32_t id, bool by_us) noexcept {
+  ids[next] = id;
+  reset_by_us[next] = by_us;
+  next = static_cast<uint8_t>((next + 1) % ids.size());
+}
+
+Http2Session::ClosedStreams::Seen Http2Session::ClosedStreams::find(int32_t id) const noexcept {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] == id) return reset_by_us[i] ? Seen::kResetByUs : Seen::kClosed;
+  }
+  return Seen::kNo;
+}
+
+uint32_t Http2Session::headers_on_old_stream(int32_t id) const noexcept {
+  // A stream id above the last one opened opens a stream (nghttp2 checks the rest); an even one
+  // is nghttp2's PROTOCOL_ERROR already.
+  if ((id & 1) == 0 || id > nghttp2_session_get_last_proc_stream_id(ng_)) return 0;
+  switch (closed_.find(id)) {
+    case ClosedStreams::Seen::kResetByUs: return 0;  // nghttp2 ignores it
+    case ClosedStreams::Seen::kClosed: return NGHTTP2_STREAM_CLOSED;
+    case ClosedStreams::Seen::kNo: break;
+  }
+  return NGHTTP2_PROTOCOL_ERROR;
 }
 
 bool Http2Session::take_reset_token() noexcept {

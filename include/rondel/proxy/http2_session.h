@@ -13,6 +13,7 @@
 #include <nghttp2/nghttp2.h>
 #include <uv.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -267,6 +268,24 @@ class Http2Session final : private net::TransportEvents {
   size_t round_bytes_ = 0;  // DATA bytes written straight (put_data_frame) this flush round
   net::OutQueue out_q_;
   std::vector<Http2Stream*> streams_;
+  // The last streams closed on this connection. nghttp2 keeps no closed stream
+  // (no_closed_streams), so it ignores a HEADERS frame on any stream below the last it opened;
+  // with these the session tells a stream the client closed or that closed normally
+  // (STREAM_CLOSED, RFC 9113 5.1), one rondel reset (ignored: the client may have sent the frame
+  // before it saw the reset, RFC 9113 5.1 "closed"), and one the client never opened
+  // (PROTOCOL_ERROR, RFC 9113 5.1.1). Older closed streams count as never opened.
+  struct ClosedStreams {
+    enum class Seen : uint8_t { kNo, kClosed, kResetByUs };
+    void add(int32_t id, bool reset_by_us) noexcept;
+    Seen find(int32_t id) const noexcept;
+    std::array<int32_t, 16> ids{};
+    std::array<bool, 16> reset_by_us{};
+    uint8_t next = 0;
+  };
+  // on_begin_frame's check of a HEADERS frame on stream `id` (see ClosedStreams): 0, or the
+  // connection error to end the session with.
+  uint32_t headers_on_old_stream(int32_t id) const noexcept;
+  ClosedStreams closed_;
   double reset_tokens_ = 0;
   uint64_t reset_refill_ms_ = 0;
   int open_handles_ = 0;
