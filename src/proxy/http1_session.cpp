@@ -12,7 +12,6 @@
 #include <cstring>
 
 #include "rondel/http/writer.h"
-#include "rondel/proxy/http2_session.h"
 
 namespace rondel::proxy {
 

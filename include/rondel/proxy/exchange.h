@@ -20,6 +20,7 @@
 #include "rondel/net/out_queue.h"
 #include "rondel/net/splice_relay.h"
 #include "rondel/net/transport.h"
+#include "rondel/proxy/backend_conn.h"
 #include "rondel/proxy/body_source.h"
 #include "rondel/proxy/exchange_rules.h"
 #include "rondel/proxy/response_sink.h"
@@ -63,7 +64,7 @@ struct ExchangeRequest {
   const net::Transport* client = nullptr;
 };
 
-class Exchange final : private net::SpliceEvents {
+class Exchange final : private net::SpliceEvents, private BackendEvents {
  public:
   explicit Exchange(Worker& worker);
   Exchange(const Exchange&) = delete;
@@ -91,11 +92,6 @@ class Exchange final : private net::SpliceEvents {
   // The metrics record of a finished exchange; bytes are the client side's, counted by the owner.
   ExchangeRecord record(uint64_t bytes_in, uint64_t bytes_out) const noexcept;
 
-  // The backend connection's reports (BackendConn calls them on its owner).
-  void on_backend_connected(BackendConn* conn, int status) noexcept;
-  void on_backend_data(BackendConn* conn) noexcept;
-  void on_backend_eof(BackendConn* conn, int status) noexcept;
-  void on_backend_timeout(BackendConn* conn) noexcept;
 
   // The worker's pool: an exchange with a backend write still pending (a cancelled write calls
   // back once its connection closed) cannot be reused before that callback.
@@ -106,6 +102,11 @@ class Exchange final : private net::SpliceEvents {
   size_t head_capacity() const noexcept { return req_head_out_.capacity(); }
 
  private:
+  // The backend connection's reports (BackendEvents).
+  void on_backend_connected(BackendConn* conn, int status) noexcept override;
+  void on_backend_data(BackendConn* conn) noexcept override;
+  void on_backend_eof(BackendConn* conn, int status) noexcept override;
+  void on_backend_timeout(BackendConn* conn) noexcept override;
   // Where the current attempt's connection stands.
   enum class Attempt : uint8_t { kNone, kConnecting, kConnected };
   // What to do once a cancelled backend write has called back.
