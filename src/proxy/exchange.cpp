@@ -80,23 +80,6 @@ Exchange::Start Exchange::start(const ExchangeRequest& rq) noexcept {
   return Start::kStarted;
 }
 
-ExchangeRecord Exchange::record(uint64_t bytes_in, uint64_t bytes_out) const noexcept {
-  ExchangeRecord rec;
-  rec.pool = st_.pool;
-  rec.backend = st_.backend;
-  rec.owner = st_.owner;
-  rec.status = st_.status;
-  rec.hops = st_.hops;
-  rec.duration_us = (uv_hrtime() - st_.start_ns) / 1000;
-  rec.bytes_in = bytes_in;
-  rec.bytes_out = bytes_out;
-  rec.key = st_.key;
-  rec.hash = st_.hash;
-  rec.keyed = st_.keyed;
-  rec.reason = st_.reason;
-  return rec;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Attempts
 
@@ -347,6 +330,8 @@ void Exchange::finish(Outcome outcome) noexcept {
   running_ = false;
   attempt_ = Attempt::kNone;
   worker_.exchange_ended();
+  // The one end of the request: access log and metrics, from st_.start_ns.
+  record_request_end(worker_, st_, rq_.head, rq_.owner->client_side(), outcome, true);
   rq_.owner->on_exchange_done(*this, outcome);
 }
 

@@ -355,7 +355,8 @@ void Http1Session::reject(uint16_t status, Reject reason, std::string_view why) 
   // flush is safe.)
   bool head_known = head_known_;
   bool flushed = flush_to_client();
-  log_access(Outcome::kRejected, st, head_known);
+  record_request_end(worker_, st, head_known ? &cb_->req_parser.head() : nullptr, client_side(),
+                     Outcome::kRejected, false);
   bytes_from_client_ = bytes_to_client_ = 0;
   if (flushed) linger_close();
 }
@@ -393,11 +394,7 @@ void Http1Session::on_written(int status) noexcept {
 }
 
 void Http1Session::on_exchange_done(Exchange& ex, Outcome outcome) noexcept {
-  const ExchangeState& st = ex.state();
-  log_access(outcome, st);
-  if (worker_.on_exchange != nullptr && st.pool != nullptr) {
-    worker_.on_exchange(worker_.on_exchange_ctx, ex.record(bytes_from_client_, bytes_to_client_));
-  }
+  const ExchangeState& st = ex.state();  // its end was recorded (client_side())
   bytes_from_client_ = bytes_to_client_ = 0;
   phase_ = Phase::kIdle;
   body_wanted_ = false;

@@ -23,6 +23,7 @@
 #include "rondel/proxy/backend_conn.h"
 #include "rondel/proxy/body_source.h"
 #include "rondel/proxy/exchange_rules.h"
+#include "rondel/proxy/request_end.h"
 #include "rondel/proxy/response_sink.h"
 #include "rondel/proxy/worker.h"
 
@@ -45,6 +46,9 @@ class ExchangeOwner {
   // Every call chain into the exchange ends with this call: the owner may start the next
   // exchange on the same object from here.
   virtual void on_exchange_done(Exchange& ex, Outcome outcome) noexcept = 0;
+  // The client side of the request, for its end records (request_end.h), read once just before
+  // on_exchange_done.
+  virtual ClientSide client_side() noexcept = 0;
 
  protected:
   ~ExchangeOwner() = default;
@@ -89,8 +93,6 @@ class Exchange final : private net::SpliceEvents, private BackendEvents {
 
   bool running() const noexcept { return running_; }
   const ExchangeState& state() const noexcept { return st_; }
-  // The metrics record of a finished exchange; bytes are the client side's, counted by the owner.
-  ExchangeRecord record(uint64_t bytes_in, uint64_t bytes_out) const noexcept;
 
 
   // The worker's pool: an exchange with a backend write still pending (a cancelled write calls

@@ -98,6 +98,7 @@ class Http1Session final : public ClientCodec,
   static constexpr int kChunkLinePasses = 8;
   // The exchange's end: access log, metrics, then keep-alive or close.
   void on_exchange_done(Exchange& ex, Outcome outcome) noexcept override;
+  ClientSide client_side() noexcept override;
 
   net::Transport& transport() noexcept { return conn_.transport(); }
   const net::Transport& transport() const noexcept { return conn_.transport(); }
@@ -132,9 +133,6 @@ class Http1Session final : public ClientCodec,
   bool queue_client_body(std::string_view body) noexcept;
   // Answers Expect: 100-continue the first time the exchange asks for the body.
   void send_continue() noexcept;
-  // One access-log line for the request that `st` describes; head_known = false (a request
-  // refused before its head was complete) writes "-" for method and target.
-  void log_access(Outcome outcome, const ExchangeState& st, bool head_known = true) noexcept;
 
   ClientConnection& conn_;
   Worker& worker_;
