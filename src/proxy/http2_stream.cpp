@@ -164,8 +164,8 @@ void Http2Stream::refuse(const http::RuleVerdict& v) noexcept {
   Worker& w = s_->worker();
   start_ns_ = uv_hrtime();
   w.stats().requests.fetch_add(1, std::memory_order_relaxed);
-  w.stats().rejected[static_cast<size_t>(reject_for_status(v.status))].fetch_add(
-      1, std::memory_order_relaxed);
+  const Failure f = Failure::refused(v.status);
+  w.stats().rejected[static_cast<size_t>(f.reject)].fetch_add(1, std::memory_order_relaxed);
   if (w.log().enabled(Level::kWarn)) {
     std::string kv = "status=" + std::to_string(v.status) + " reason=" + std::string(v.reason) +
                      " client=" + std::string(s_->client_ip()) + " stream=" + std::to_string(id_);
@@ -202,9 +202,9 @@ void Http2Stream::start() noexcept {
   if (ex_->start(rq) == Exchange::Start::kNoKey) {
     w.give_exchange(ex_);
     ex_ = nullptr;
-    w.stats().rejected[static_cast<size_t>(Reject::kBadRequest)].fetch_add(
-        1, std::memory_order_relaxed);
-    sink_local(400);
+    const Failure f = Failure::refused(400);
+    w.stats().rejected[static_cast<size_t>(f.reject)].fetch_add(1, std::memory_order_relaxed);
+    sink_local(f.status);
   }
 }
 

@@ -38,6 +38,43 @@ enum class Outcome : uint8_t { kOk, kClientAbort, kBackendError, kTimeout, kReje
                                kNoSubsetMember };
 std::string_view outcome_name(Outcome o) noexcept;
 
+// A data-plane failure as one value: the status rondel answers (when no response started), the
+// counter it is counted in (WorkerStats::rejected) and the outcome the access log shows. Made by
+// the named constructors, so a status, its counter and its outcome cannot disagree.
+struct Failure {
+  uint16_t status = 0;
+  Reject reject = Reject::kBadRequest;
+  Outcome outcome = Outcome::kRejected;
+
+  // The backend failed (connect, I/O, a malformed response): 502.
+  static constexpr Failure backend_error() noexcept {
+    return {502, Reject::kBackendError, Outcome::kBackendError};
+  }
+  // The backend did not answer in time (connect, header or I/O timeout): 504.
+  static constexpr Failure backend_timeout() noexcept {
+    return {504, Reject::kTimeout, Outcome::kTimeout};
+  }
+  // No backend of the pool can take the request: 503.
+  static constexpr Failure no_backend() noexcept {
+    return {503, Reject::kNoBackend, Outcome::kRejected};
+  }
+  // No member of the request's subset can take it: 503.
+  static constexpr Failure no_subset_member() noexcept {
+    return {503, Reject::kNoSubsetMember, Outcome::kNoSubsetMember};
+  }
+  // The client stopped sending its body: 408, a client abort.
+  static constexpr Failure client_body_timeout() noexcept {
+    return {408, Reject::kClientTimeout, Outcome::kClientAbort};
+  }
+  // The client's request is refused with `status` (400, 408, 413, 503, ...), counted by status.
+  static Failure refused(uint16_t status, Reject reject) noexcept {
+    return {status, reject, Outcome::kRejected};
+  }
+  static Failure refused(uint16_t status) noexcept {
+    return refused(status, reject_for_status(status));
+  }
+};
+
 // Who runs an exchange: hears its end once.
 class ExchangeOwner {
  public:
@@ -87,7 +124,7 @@ class Exchange final : private net::SpliceEvents, private BackendEvents {
   void on_sink_drained() noexcept;
   // Ends the exchange with rondel's `status` while no final response started (else it ends and
   // the owner closes); counts `reason`. For the owner's own failures (a client body timeout).
-  void fail(uint16_t status, Reject reason, Outcome outcome) noexcept;
+  void fail(const Failure& f) noexcept;
   // The client went away: ends the exchange as a client abort (no response).
   void abort() noexcept { finish(Outcome::kClientAbort); }
 
@@ -130,7 +167,7 @@ class Exchange final : private net::SpliceEvents, private BackendEvents {
   void end_attempt(AttemptEnd end) noexcept;
   void note_passive_health(BackendState& st, AttemptEnd end) noexcept;
   void backend_ready() noexcept;
-  void attempt_failed(AttemptEnd end, Reject reason, uint16_t status) noexcept;
+  void attempt_failed(AttemptEnd end, const Failure& f) noexcept;
   // Progress on the backend connection, in either direction: the I/O inactivity timeout starts
   // again (while the request is sent, and once the response head arrived).
   void backend_progress() noexcept;

@@ -117,7 +117,9 @@ class Http1Session final : public ClientCodec,
   void on_request_head() noexcept;
   // The listener's forwarding settings and pool for the request just parsed.
   ExchangeRequest exchange_request() noexcept;
-  void reject(uint16_t status, Reject reason, std::string_view why) noexcept;
+  // Answers rondel's own status for a request refused before or instead of an exchange,
+  // counts and logs it, then closes after the answer.
+  void reject(const Failure& f, std::string_view why) noexcept;
   // Starts or stops reading the client. lazy = stop only if a byte or EOF arrives meanwhile (an
   // exchange that starts or ends with nothing more to read then costs no epoll change).
   void set_client_reading(bool on, bool lazy = false) noexcept;
