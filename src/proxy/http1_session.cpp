@@ -10,6 +10,8 @@
 #include "rondel/proxy/http1_session.h"
 
 #include <cstring>
+#include <new>
+#include <vector>
 
 #include "rondel/http/writer.h"
 
@@ -37,15 +39,64 @@ http::Limits limits_of(const config::ListenerConfig* l) {
 
 Http1Buffers::Http1Buffers(const http::Limits& lim) : limits(lim), req_parser(lim) {}
 
+namespace {
+
+struct Http1WorkerState final : CodecWorkerState {
+  ~Http1WorkerState() override {
+    for (Http1Buffers* cb : free) delete cb;
+  }
+  std::vector<Http1Buffers*> free;
+};
+
+Http1WorkerState* http1_state(Worker& w) noexcept {
+  auto& slot = w.codec_state(static_cast<size_t>(ClientProtocol::kHttp1));
+  if (slot == nullptr) slot.reset(new (std::nothrow) Http1WorkerState);
+  return static_cast<Http1WorkerState*>(slot.get());
+}
+
+bool same_limits(const http::Limits& a, const http::Limits& b) noexcept {
+  return a.max_request_line == b.max_request_line && a.max_header_bytes == b.max_header_bytes &&
+         a.max_headers == b.max_headers && a.max_body_bytes == b.max_body_bytes;
+}
+
+}  // namespace
+
+Http1Buffers* take_http1_buffers(Worker& w, const http::Limits& limits) noexcept {
+  Http1WorkerState* state = http1_state(w);
+  if (state == nullptr) return nullptr;
+  // Most recently returned first; a listener with other limits looks further.
+  std::vector<Http1Buffers*>& free = state->free;
+  for (size_t i = free.size(); i-- > 0;) {
+    Http1Buffers* cb = free[i];
+    if (same_limits(cb->limits, limits)) {
+      free[i] = free.back();
+      free.pop_back();
+      return cb;
+    }
+  }
+  return new (std::nothrow) Http1Buffers(limits);
+}
+
+void give_http1_buffers(Worker& w, Http1Buffers* cb) noexcept {
+  cb->req_parser.reset();
+  cb->to_client.clear();
+  if (cb->resp_head_out.capacity() > Worker::kMaxPooledStringCapacity) {
+    std::string().swap(cb->resp_head_out);
+  }
+  Http1WorkerState* state = http1_state(w);
+  if (state == nullptr) delete cb;
+  else keep_or_delete(state->free, cb, Worker::kPoolReserve);
+}
+
 Http1Session::~Http1Session() {
   put_buffer();
-  if (cb_ != nullptr) worker_.give_http1(cb_);
+  if (cb_ != nullptr) give_http1_buffers(worker_, cb_);
   if (ex_ != nullptr) worker_.give_exchange(ex_);  // kept until a pending backend write calls back
 }
 
 bool Http1Session::take_state() noexcept {
   if (cb_ == nullptr) {
-    cb_ = worker_.take_http1(limits_of(conn_.listener()));
+    cb_ = take_http1_buffers(worker_, limits_of(conn_.listener()));
     if (cb_ == nullptr) return false;
   }
   if (ex_ == nullptr) ex_ = worker_.take_exchange();
@@ -54,7 +105,7 @@ bool Http1Session::take_state() noexcept {
 
 void Http1Session::give_state() noexcept {
   if (cb_ == nullptr || cb_->to_client.pending) return;
-  worker_.give_http1(cb_);
+  give_http1_buffers(worker_, cb_);
   cb_ = nullptr;
   if (ex_ != nullptr) worker_.give_exchange(ex_);
   ex_ = nullptr;

@@ -25,7 +25,7 @@ struct Http2Callbacks {
   static int on_begin_headers(nghttp2_session* ng, const nghttp2_frame* f, void* ud) noexcept {
     auto* s = static_cast<Http2Session*>(ud);
     if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
-    Http2Stream* st = s->worker_.take_h2_stream(*s, f->hd.stream_id);
+    Http2Stream* st = s->state_->take_stream(*s, f->hd.stream_id);
     if (st == nullptr) return NGHTTP2_ERR_CALLBACK_FAILURE;
     s->streams_.push_back(st);
     nghttp2_session_set_stream_user_data(ng, f->hd.stream_id, st);
@@ -91,6 +91,12 @@ struct Http2Callbacks {
 
   static int on_begin_frame(nghttp2_session* ng, const nghttp2_frame_hd* hd, void* ud) noexcept {
     auto* s = static_cast<Http2Session*>(ud);
+    if (hd->type == NGHTTP2_PRIORITY && hd->stream_id == 0) {
+      // RFC 9113 6.3: a connection error. With SETTINGS_NO_RFC7540_PRIORITIES sent, nghttp2
+      // skips PRIORITY frames unread, this check included.
+      nghttp2_session_terminate_session(ng, NGHTTP2_PROTOCOL_ERROR);
+      return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
     if (hd->type != NGHTTP2_HEADERS || hd->stream_id <= 0) return 0;
     if (nghttp2_session_find_stream(ng, hd->stream_id) != nullptr) return 0;  // open: nghttp2's
     if (const uint32_t code = s->headers_on_old_stream(hd->stream_id)) {
@@ -159,13 +165,37 @@ Http2Session::Http2Session(ClientConnection& conn) noexcept
   count(worker_.stats().h2_connections);
 }
 
+Http2WorkerState::~Http2WorkerState() {
+  for (Http2Stream* st : free_streams) delete st;
+}
+
+Http2WorkerState* Http2WorkerState::of(Worker& w) noexcept {
+  auto& slot = w.codec_state(static_cast<size_t>(ClientProtocol::kHttp2));
+  if (slot == nullptr) slot.reset(new (std::nothrow) Http2WorkerState);
+  return static_cast<Http2WorkerState*>(slot.get());
+}
+
+Http2Stream* Http2WorkerState::take_stream(Http2Session& s, int32_t id) noexcept {
+  if (free_streams.empty()) return new (std::nothrow) Http2Stream(s, id);
+  Http2Stream* st = free_streams.back();
+  free_streams.pop_back();
+  st->reuse(s, id);
+  return st;
+}
+
+void Http2WorkerState::give_stream(Http2Stream* st) noexcept {
+  st->reuse(st->session(), 0);  // gives its exchange back now, trims its buffers
+  keep_or_delete(free_streams, st, Worker::kPoolReserve);
+}
+
 Http2Session::~Http2Session() {
   if (ng_ != nullptr) nghttp2_session_del(ng_);
   if (buf_ != nullptr) worker_.buffers().put(buf_);
 }
 
 void Http2Session::start() noexcept {
-  if (!init_session()) {
+  state_ = Http2WorkerState::of(worker_);
+  if (state_ == nullptr || !init_session()) {
     close_now();
     return;
   }
@@ -211,7 +241,7 @@ bool Http2Session::init_session() noexcept {
   nghttp2_option_set_max_outbound_ack(opt, 1000);
   nghttp2_option_set_max_settings(opt, 32);
   nghttp2_option_set_no_closed_streams(opt, 1);
-  int rv = nghttp2_session_server_new3(&ng_, cbs, this, opt, worker_.h2_mem().mem());
+  int rv = nghttp2_session_server_new3(&ng_, cbs, this, opt, state_->mem.mem());
   nghttp2_option_del(opt);
   nghttp2_session_callbacks_del(cbs);
   if (rv != 0) return false;
@@ -268,7 +298,7 @@ void Http2Session::on_closing() noexcept {
   for (Http2Stream* st : streams) {
     if (ng_ != nullptr) nghttp2_session_set_stream_user_data(ng_, st->id(), nullptr);
     if (st->exchange_running()) st->abort_exchange();
-    worker_.give_h2_stream(st);
+    state_->give_stream(st);
   }
   count(worker_.stats().h2_connections_closed);
   if (flush_queued_) {
@@ -283,7 +313,7 @@ void Http2Session::stream_gone(Http2Stream* st) noexcept {
     *it = streams_.back();
     streams_.pop_back();
   }
-  worker_.give_h2_stream(st);
+  state_->give_stream(st);
 }
 
 void Http2Session::drain() noexcept {

@@ -4,8 +4,6 @@
 #include "rondel/proxy/backend_state.h"
 #include "rondel/proxy/exchange.h"
 #include "rondel/proxy/client_connection.h"
-#include "rondel/proxy/http1_session.h"
-#include "rondel/proxy/http2_session.h"
 
 namespace rondel::proxy {
 
@@ -66,35 +64,9 @@ Worker::Worker(uv_loop_t* loop, Logger& log, LogSink& access_log, WorkerStats& s
       id_(id) {}
 
 Worker::~Worker() {
+  for (auto& c : codec_states_) c.reset();  // their pooled objects may hold exchanges
   for (Exchange* ex : free_exchanges_) delete ex;
-  for (Http1Buffers* cb : free_http1_) delete cb;
-  for (Http2Stream* st : free_h2_streams_) delete st;
 }
-
-namespace {
-
-bool same_limits(const http::Limits& a, const http::Limits& b) noexcept {
-  return a.max_request_line == b.max_request_line && a.max_header_bytes == b.max_header_bytes &&
-         a.max_headers == b.max_headers && a.max_body_bytes == b.max_body_bytes;
-}
-
-constexpr size_t kPoolReserve = 1024;
-
-// Keeps `p` in `free` within the reserve, else deletes it.
-template <typename T>
-void keep_or_delete(std::vector<T*>& free, T* p) noexcept {
-  if (free.size() >= kPoolReserve) {
-    delete p;
-    return;
-  }
-  try {
-    free.push_back(p);  // allocates only when the reserve grows (doubling)
-  } catch (...) {
-    delete p;
-  }
-}
-
-}  // namespace
 
 Exchange* Worker::take_exchange() noexcept {
   if (free_exchanges_.empty()) return new (std::nothrow) Exchange(*this);
@@ -109,40 +81,7 @@ void Worker::give_exchange(Exchange* ex) noexcept {
     return;
   }
   ex->recycle();
-  keep_or_delete(free_exchanges_, ex);
-}
-
-Http1Buffers* Worker::take_http1(const http::Limits& limits) noexcept {
-  // Most recently returned first; a listener with other limits looks further.
-  for (size_t i = free_http1_.size(); i-- > 0;) {
-    Http1Buffers* cb = free_http1_[i];
-    if (same_limits(cb->limits, limits)) {
-      free_http1_[i] = free_http1_.back();
-      free_http1_.pop_back();
-      return cb;
-    }
-  }
-  return new (std::nothrow) Http1Buffers(limits);
-}
-
-void Worker::give_http1(Http1Buffers* cb) noexcept {
-  cb->req_parser.reset();
-  cb->to_client.clear();
-  if (cb->resp_head_out.capacity() > kMaxPooledStringCapacity) std::string().swap(cb->resp_head_out);
-  keep_or_delete(free_http1_, cb);
-}
-
-Http2Stream* Worker::take_h2_stream(Http2Session& s, int32_t id) noexcept {
-  if (free_h2_streams_.empty()) return new (std::nothrow) Http2Stream(s, id);
-  Http2Stream* st = free_h2_streams_.back();
-  free_h2_streams_.pop_back();
-  st->reuse(s, id);
-  return st;
-}
-
-void Worker::give_h2_stream(Http2Stream* st) noexcept {
-  st->reuse(st->session(), 0);  // gives its exchange back now, trims its buffers
-  keep_or_delete(free_h2_streams_, st);
+  keep_or_delete(free_exchanges_, ex, kPoolReserve);
 }
 
 void Worker::publish(std::shared_ptr<const Snapshot> snap) {

@@ -43,6 +43,12 @@ struct Http1Buffers {
   uint64_t req_start_ns = 0;  // when the current request's head was parsed
 };
 
+// The worker's pool of Http1Buffers (its CodecWorkerState): taken when a request's first byte
+// arrives, given back when the connection is idle again; kept within Worker::kPoolReserve.
+// Loop thread of `w` only.
+Http1Buffers* take_http1_buffers(Worker& w, const http::Limits& limits) noexcept;
+void give_http1_buffers(Worker& w, Http1Buffers* cb) noexcept;
+
 class Http1Session final : public ClientCodec,
                            private ResponseSink,
                            private BodySource,

@@ -25,6 +25,7 @@
 #include "rondel/proxy/body_source.h"
 #include "rondel/proxy/client_connection.h"
 #include "rondel/proxy/exchange.h"
+#include "rondel/proxy/h2_mem.h"
 #include "rondel/proxy/response_sink.h"
 #include "rondel/proxy/snapshot.h"
 #include "rondel/proxy/worker.h"
@@ -152,6 +153,18 @@ class Http2Stream final : private BodySource, private ResponseSink, private Exch
   mutable bool stalled_ = false;
 };
 
+// The worker's HTTP/2 state (its CodecWorkerState): nghttp2's heap for its sessions (H2Mem) and
+// the pool of stream objects (buffers and all). Made by the first session; loop thread only.
+struct Http2WorkerState final : CodecWorkerState {
+  ~Http2WorkerState() override;
+  static Http2WorkerState* of(Worker& w) noexcept;
+  // A stream object made stream `id` of `s` (null: out of memory); give() takes it back.
+  Http2Stream* take_stream(Http2Session& s, int32_t id) noexcept;
+  void give_stream(Http2Stream* st) noexcept;
+  H2Mem mem;  // every session of the worker is freed before it
+  std::vector<Http2Stream*> free_streams;
+};
+
 class Http2Session final : public ClientCodec {
  public:
   explicit Http2Session(ClientConnection& conn) noexcept;
@@ -213,6 +226,7 @@ class Http2Session final : public ClientCodec {
   friend struct Http2Callbacks;
   ClientConnection& conn_;
   Worker& worker_;
+  Http2WorkerState* state_ = nullptr;  // the worker's (start: null only out of memory)
   net::Transport& transport_;  // the connection's
   nghttp2_session* ng_ = nullptr;
   char* buf_ = nullptr;
