@@ -170,6 +170,8 @@ class H2Conn:
 
     def __init__(self, port, tls=None, server_hostname=None, timeout=2.0):
         raw = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        # Frames go out as the case sends them: no Nagle wait for the ack of the last write.
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock = tls.wrap_socket(raw, server_hostname=server_hostname) if tls else raw
         self.timeout = timeout
         self.buf = b""
