@@ -36,6 +36,27 @@ def case(name, rfc, desc, handshake=True):
     return register
 
 
+def sends(name, rfc, desc, frames, verdict, handshake=True):
+    """Registers the case of one table row: send frames(c) (a list), then judge with verdict(c)."""
+    @case(name, rfc, desc, handshake)
+    def _(c):
+        c.send(*frames(c))
+        return verdict(c)
+
+
+def conn_error(*codes):
+    return lambda c: c.connection_error(*codes)
+
+
+def stream_error(*codes):
+    """A stream error on stream 1, the stream the table rows use."""
+    return lambda c: c.stream_error(1, *codes)
+
+
+def answered(sid):
+    return lambda c: c.response_headers(sid)
+
+
 class Verdict(namedtuple("Verdict", "ok actual")):
     """ok: the case held; actual: what rondel did, in a few words."""
 

@@ -6,47 +6,27 @@ import."""
 from h2_raw import (ACK, CONTINUATION, DATA, END_HEADERS, END_STREAM, ENABLE_PUSH, GOAWAY,
                     HEADERS, INITIAL_WINDOW_SIZE, MAX_FRAME_SIZE, PADDED, PING, PRIORITY,
                     RST_STREAM, SETTINGS, WINDOW_UPDATE, frame, settings)
-from h2spec_core import Verdict, case, ping_then
+from h2spec_core import Verdict, answered, case, conn_error, ping_then, sends, stream_error
 from h2spec_frames import CLOSED, DUMMY, FLOW, PROTOCOL, SIZE, U32, post, priority
 
 # ---- 6.1 - 6.4 DATA, HEADERS, PRIORITY, RST_STREAM -------------------------------------------
 
-@case("6.1/1", "RFC 9113 §6.1", "DATA on stream 0 -> conn PROTOCOL_ERROR")
-def _(c):
-    c.send(frame(DATA, END_STREAM, 0, b"test"))
-    return c.connection_error(PROTOCOL)
-
-
-@case("6.1/2", "RFC 9113 §6.1", "DATA on a half-closed (remote) stream -> STREAM_CLOSED")
-def _(c):
-    c.send(c.headers(1, c.block(method="POST")), frame(DATA, END_STREAM, 1, b"test"))
-    return c.stream_error(1, CLOSED)
-
-
-@case("6.1/3", "RFC 9113 §6.1", "DATA whose pad length exceeds the payload -> PROTOCOL_ERROR")
-def _(c):
-    c.send(post(c), frame(DATA, PADDED | END_STREAM, 1, b"\x06Test"))
-    return c.connection_error(PROTOCOL)
-
-
-@case("6.2/1", "RFC 9113 §6.2", "HEADERS without END_HEADERS, then PRIORITY -> PROTOCOL_ERROR")
-def _(c):
-    c.send(c.headers(1, end_stream=False, end_headers=False), frame(PRIORITY, 0, 1, priority()),
-           frame(CONTINUATION, END_HEADERS, 1, DUMMY))
-    return c.connection_error(PROTOCOL)
-
-
-@case("6.2/2", "RFC 9113 §6.2", "HEADERS of stream 3 inside stream 1's block -> PROTOCOL_ERROR")
-def _(c):
-    c.send(c.headers(1, end_stream=False, end_headers=False), c.headers(3),
-           frame(CONTINUATION, END_HEADERS, 1, DUMMY))
-    return c.connection_error(PROTOCOL)
-
-
-@case("6.2/3", "RFC 9113 §6.2", "HEADERS on stream 0 -> conn PROTOCOL_ERROR")
-def _(c):
-    c.send(c.headers(0))
-    return c.connection_error(PROTOCOL)
+sends("6.1/1", "RFC 9113 §6.1", "DATA on stream 0 -> conn PROTOCOL_ERROR",
+      lambda c: [frame(DATA, END_STREAM, 0, b"test")], conn_error(PROTOCOL))
+sends("6.1/2", "RFC 9113 §6.1", "DATA on a half-closed (remote) stream -> STREAM_CLOSED",
+      lambda c: [c.headers(1, c.block(method="POST")), frame(DATA, END_STREAM, 1, b"test")],
+      stream_error(CLOSED))
+sends("6.1/3", "RFC 9113 §6.1", "DATA whose pad length exceeds the payload -> PROTOCOL_ERROR",
+      lambda c: [post(c), frame(DATA, PADDED | END_STREAM, 1, b"\x06Test")], conn_error(PROTOCOL))
+sends("6.2/1", "RFC 9113 §6.2", "HEADERS without END_HEADERS, then PRIORITY -> PROTOCOL_ERROR",
+      lambda c: [c.headers(1, end_stream=False, end_headers=False),
+                 frame(PRIORITY, 0, 1, priority()), frame(CONTINUATION, END_HEADERS, 1, DUMMY)],
+      conn_error(PROTOCOL))
+sends("6.2/2", "RFC 9113 §6.2", "HEADERS of stream 3 inside stream 1's block -> PROTOCOL_ERROR",
+      lambda c: [c.headers(1, end_stream=False, end_headers=False), c.headers(3),
+                 frame(CONTINUATION, END_HEADERS, 1, DUMMY)], conn_error(PROTOCOL))
+sends("6.2/3", "RFC 9113 §6.2", "HEADERS on stream 0 -> conn PROTOCOL_ERROR",
+      lambda c: [c.headers(0)], conn_error(PROTOCOL))
 
 
 @case("6.2/4", "RFC 9113 §6.2", "HEADERS whose pad length exceeds the payload -> PROTOCOL_ERROR")
@@ -56,94 +36,55 @@ def _(c):
     return c.stream_error(1, PROTOCOL)
 
 
-@case("6.3/1", "RFC 9113 §6.3", "PRIORITY on stream 0 -> conn PROTOCOL_ERROR")
-def _(c):
-    c.send(frame(PRIORITY, 0, 0, priority()))
-    return c.connection_error(PROTOCOL)
-
-
-@case("6.3/2", "RFC 9113 §6.3", "PRIORITY of 4 octets -> FRAME_SIZE_ERROR")
-def _(c):
-    c.send(c.headers(1, end_stream=False), frame(PRIORITY, 0, 1, b"\x80\x00\x00\x01"))
-    return c.stream_error(1, SIZE)
-
-
-@case("6.4/1", "RFC 9113 §6.4", "RST_STREAM on stream 0 -> conn PROTOCOL_ERROR")
-def _(c):
-    c.send(frame(RST_STREAM, 0, 0, U32.pack(8)))
-    return c.connection_error(PROTOCOL)
-
-
-@case("6.4/2", "RFC 9113 §6.4", "RST_STREAM on an idle stream -> conn PROTOCOL_ERROR")
-def _(c):
-    c.send(frame(RST_STREAM, 0, 1, U32.pack(8)))
-    return c.connection_error(PROTOCOL)
-
-
-@case("6.4/3", "RFC 9113 §6.4", "RST_STREAM of 3 octets -> FRAME_SIZE_ERROR")
-def _(c):
-    c.send(c.headers(1, end_stream=False), frame(RST_STREAM, 0, 1, b"\x00\x00\x00"))
-    return c.stream_error(1, SIZE)
+sends("6.3/1", "RFC 9113 §6.3", "PRIORITY on stream 0 -> conn PROTOCOL_ERROR",
+      lambda c: [frame(PRIORITY, 0, 0, priority())], conn_error(PROTOCOL))
+sends("6.3/2", "RFC 9113 §6.3", "PRIORITY of 4 octets -> FRAME_SIZE_ERROR",
+      lambda c: [c.headers(1, end_stream=False), frame(PRIORITY, 0, 1, b"\x80\x00\x00\x01")],
+      stream_error(SIZE))
+sends("6.4/1", "RFC 9113 §6.4", "RST_STREAM on stream 0 -> conn PROTOCOL_ERROR",
+      lambda c: [frame(RST_STREAM, 0, 0, U32.pack(8))], conn_error(PROTOCOL))
+sends("6.4/2", "RFC 9113 §6.4", "RST_STREAM on an idle stream -> conn PROTOCOL_ERROR",
+      lambda c: [frame(RST_STREAM, 0, 1, U32.pack(8))], conn_error(PROTOCOL))
+sends("6.4/3", "RFC 9113 §6.4", "RST_STREAM of 3 octets -> FRAME_SIZE_ERROR",
+      lambda c: [c.headers(1, end_stream=False), frame(RST_STREAM, 0, 1, b"\x00\x00\x00")],
+      stream_error(SIZE))
 
 
 # ---- 6.5 SETTINGS ---------------------------------------------------------------------------
 
-@case("6.5/1", "RFC 9113 §6.5", "SETTINGS with ACK and a payload -> conn FRAME_SIZE_ERROR")
-def _(c):
-    c.send(frame(SETTINGS, ACK, 0, b"\x00"))
-    return c.connection_error(SIZE)
+sends("6.5/1", "RFC 9113 §6.5", "SETTINGS with ACK and a payload -> conn FRAME_SIZE_ERROR",
+      lambda c: [frame(SETTINGS, ACK, 0, b"\x00")], conn_error(SIZE))
+sends("6.5/2", "RFC 9113 §6.5", "SETTINGS on stream 1 -> conn PROTOCOL_ERROR",
+      lambda c: [frame(SETTINGS, 0, 1, settings((3, 100)))], conn_error(PROTOCOL))
+sends("6.5/3", "RFC 9113 §6.5", "SETTINGS of 3 octets -> conn FRAME_SIZE_ERROR",
+      lambda c: [frame(SETTINGS, 0, 0, b"\x00\x03\x00")], conn_error(SIZE, PROTOCOL))
+sends("6.5.2/1", "RFC 9113 §6.5.2", "SETTINGS_ENABLE_PUSH of 2 -> conn PROTOCOL_ERROR",
+      lambda c: [frame(SETTINGS, 0, 0, settings((ENABLE_PUSH, 2)))], conn_error(PROTOCOL))
+sends("6.5.2/2", "RFC 9113 §6.5.2", "SETTINGS_INITIAL_WINDOW_SIZE of 2^31 -> FLOW_CONTROL_ERROR",
+      lambda c: [frame(SETTINGS, 0, 0, settings((INITIAL_WINDOW_SIZE, 1 << 31)))], conn_error(FLOW))
+sends("6.5.2/3", "RFC 9113 §6.5.2", "SETTINGS_MAX_FRAME_SIZE of 16383 -> conn PROTOCOL_ERROR",
+      lambda c: [frame(SETTINGS, 0, 0, settings((MAX_FRAME_SIZE, 16383)))], conn_error(PROTOCOL))
+sends("6.5.2/4", "RFC 9113 §6.5.2", "SETTINGS_MAX_FRAME_SIZE of 2^24 -> conn PROTOCOL_ERROR",
+      lambda c: [frame(SETTINGS, 0, 0, settings((MAX_FRAME_SIZE, 1 << 24)))], conn_error(PROTOCOL))
+sends("6.5.2/5", "RFC 9113 §6.5.2", "SETTINGS with an unknown identifier -> ignored, PING ack",
+      lambda c: [frame(SETTINGS, 0, 0, settings((0xFF, 1)))], ping_then)
 
 
-@case("6.5/2", "RFC 9113 §6.5", "SETTINGS on stream 1 -> conn PROTOCOL_ERROR")
-def _(c):
-    c.send(frame(SETTINGS, 0, 1, settings((3, 100))))
-    return c.connection_error(PROTOCOL)
-
-
-@case("6.5/3", "RFC 9113 §6.5", "SETTINGS of 3 octets -> conn FRAME_SIZE_ERROR")
-def _(c):
-    c.send(frame(SETTINGS, 0, 0, b"\x00\x03\x00"))
-    return c.connection_error(SIZE, PROTOCOL)
-
-
-@case("6.5.2/1", "RFC 9113 §6.5.2", "SETTINGS_ENABLE_PUSH of 2 -> conn PROTOCOL_ERROR")
-def _(c):
-    c.send(frame(SETTINGS, 0, 0, settings((ENABLE_PUSH, 2))))
-    return c.connection_error(PROTOCOL)
-
-
-@case("6.5.2/2", "RFC 9113 §6.5.2", "SETTINGS_INITIAL_WINDOW_SIZE of 2^31 -> FLOW_CONTROL_ERROR")
-def _(c):
-    c.send(frame(SETTINGS, 0, 0, settings((INITIAL_WINDOW_SIZE, 1 << 31))))
-    return c.connection_error(FLOW)
-
-
-@case("6.5.2/3", "RFC 9113 §6.5.2", "SETTINGS_MAX_FRAME_SIZE of 16383 -> conn PROTOCOL_ERROR")
-def _(c):
-    c.send(frame(SETTINGS, 0, 0, settings((MAX_FRAME_SIZE, 16383))))
-    return c.connection_error(PROTOCOL)
-
-
-@case("6.5.2/4", "RFC 9113 §6.5.2", "SETTINGS_MAX_FRAME_SIZE of 2^24 -> conn PROTOCOL_ERROR")
-def _(c):
-    c.send(frame(SETTINGS, 0, 0, settings((MAX_FRAME_SIZE, 1 << 24))))
-    return c.connection_error(PROTOCOL)
-
-
-@case("6.5.2/5", "RFC 9113 §6.5.2", "SETTINGS with an unknown identifier -> ignored, PING ack")
-def _(c):
-    c.send(frame(SETTINGS, 0, 0, settings((0xFF, 1))))
-    return ping_then(c)
+def one_octet_of_data(c, windows, after=()):
+    """SETTINGS_INITIAL_WINDOW_SIZE set to each of `windows` in one SETTINGS; once it is
+    acknowledged, a GET on stream 1 and the frames `after`: rondel must send a DATA frame of one
+    octet, the window it has."""
+    c.send(frame(SETTINGS, 0, 0, settings(*((INITIAL_WINDOW_SIZE, w) for w in windows))))
+    v = c.settings_ack()
+    if not v.ok:
+        return v
+    c.send(c.headers(1), *after)
+    return c.data_frame(1, length=1)
 
 
 @case("6.5.3/1", "RFC 9113 §6.5.3", "INITIAL_WINDOW_SIZE 100 then 1 in one SETTINGS -> 1 applies")
 def _(c):
-    c.send(frame(SETTINGS, 0, 0, settings((INITIAL_WINDOW_SIZE, 100), (INITIAL_WINDOW_SIZE, 1))))
-    v = c.settings_ack()
-    if not v.ok:
-        return v
-    c.send(c.headers(1))
-    return c.data_frame(1, length=1)
+    return one_octet_of_data(c, (100, 1))
 
 
 @case("6.5.3/2", "RFC 9113 §6.5.3", "SETTINGS without ACK -> SETTINGS with ACK")
@@ -159,56 +100,25 @@ def _(c):
     return ping_then(c, b"\x01\x02\x03\x04\x05\x06\x07\x08")
 
 
-@case("6.7/2", "RFC 9113 §6.7", "PING with ACK -> not answered (the next PING's ack comes first)")
-def _(c):
-    c.send(frame(PING, ACK, 0, b"unasked!"))
-    return ping_then(c)
-
-
-@case("6.7/3", "RFC 9113 §6.7", "PING on stream 1 -> conn PROTOCOL_ERROR")
-def _(c):
-    c.send(frame(PING, 0, 1, bytes(8)))
-    return c.connection_error(PROTOCOL)
-
-
-@case("6.7/4", "RFC 9113 §6.7", "PING of 6 octets -> conn FRAME_SIZE_ERROR")
-def _(c):
-    c.send(frame(PING, 0, 0, bytes(6)))
-    return c.connection_error(SIZE)
-
-
-@case("6.8/1", "RFC 9113 §6.8", "GOAWAY on stream 1 -> conn PROTOCOL_ERROR")
-def _(c):
-    c.send(frame(GOAWAY, 0, 1, U32.pack(0) + U32.pack(0)))
-    return c.connection_error(PROTOCOL)
-
-
-@case("6.9/1", "RFC 9113 §6.9", "WINDOW_UPDATE of 0 on the connection -> conn PROTOCOL_ERROR")
-def _(c):
-    c.send(frame(WINDOW_UPDATE, 0, 0, U32.pack(0)))
-    return c.connection_error(PROTOCOL)
-
-
-@case("6.9/2", "RFC 9113 §6.9", "WINDOW_UPDATE of 0 on a stream -> PROTOCOL_ERROR")
-def _(c):
-    c.send(post(c), frame(WINDOW_UPDATE, 0, 1, U32.pack(0)))
-    return c.stream_error(1, PROTOCOL)
-
-
-@case("6.9/3", "RFC 9113 §6.9", "WINDOW_UPDATE of 3 octets -> conn FRAME_SIZE_ERROR")
-def _(c):
-    c.send(frame(WINDOW_UPDATE, 0, 0, b"\x00\x00\x01"))
-    return c.connection_error(SIZE)
+sends("6.7/2", "RFC 9113 §6.7", "PING with ACK -> not answered (the next PING's ack comes first)",
+      lambda c: [frame(PING, ACK, 0, b"unasked!")], ping_then)
+sends("6.7/3", "RFC 9113 §6.7", "PING on stream 1 -> conn PROTOCOL_ERROR",
+      lambda c: [frame(PING, 0, 1, bytes(8))], conn_error(PROTOCOL))
+sends("6.7/4", "RFC 9113 §6.7", "PING of 6 octets -> conn FRAME_SIZE_ERROR",
+      lambda c: [frame(PING, 0, 0, bytes(6))], conn_error(SIZE))
+sends("6.8/1", "RFC 9113 §6.8", "GOAWAY on stream 1 -> conn PROTOCOL_ERROR",
+      lambda c: [frame(GOAWAY, 0, 1, U32.pack(0) + U32.pack(0))], conn_error(PROTOCOL))
+sends("6.9/1", "RFC 9113 §6.9", "WINDOW_UPDATE of 0 on the connection -> conn PROTOCOL_ERROR",
+      lambda c: [frame(WINDOW_UPDATE, 0, 0, U32.pack(0))], conn_error(PROTOCOL))
+sends("6.9/2", "RFC 9113 §6.9", "WINDOW_UPDATE of 0 on a stream -> PROTOCOL_ERROR",
+      lambda c: [post(c), frame(WINDOW_UPDATE, 0, 1, U32.pack(0))], stream_error(PROTOCOL))
+sends("6.9/3", "RFC 9113 §6.9", "WINDOW_UPDATE of 3 octets -> conn FRAME_SIZE_ERROR",
+      lambda c: [frame(WINDOW_UPDATE, 0, 0, b"\x00\x00\x01")], conn_error(SIZE))
 
 
 @case("6.9.1/1", "RFC 9113 §6.9.1", "INITIAL_WINDOW_SIZE 1, then a GET -> DATA of 1 octet")
 def _(c):
-    c.send(frame(SETTINGS, 0, 0, settings((INITIAL_WINDOW_SIZE, 1))))
-    v = c.settings_ack()
-    if not v.ok:
-        return v
-    c.send(c.headers(1))
-    return c.data_frame(1, length=1)
+    return one_octet_of_data(c, (1,))
 
 
 @case("6.9.1/2", "RFC 9113 §6.9.1", "connection window over 2^31-1 -> GOAWAY FLOW_CONTROL_ERROR")
@@ -228,12 +138,7 @@ def _(c):
 
 @case("6.9.2/1", "RFC 9113 §6.9.2", "INITIAL_WINDOW_SIZE 0, GET, then 1 -> DATA of 1 octet")
 def _(c):
-    c.send(frame(SETTINGS, 0, 0, settings((INITIAL_WINDOW_SIZE, 0))))
-    v = c.settings_ack()
-    if not v.ok:
-        return v
-    c.send(c.headers(1), frame(SETTINGS, 0, 0, settings((INITIAL_WINDOW_SIZE, 1))))
-    return c.data_frame(1, length=1)
+    return one_octet_of_data(c, (0,), [frame(SETTINGS, 0, 0, settings((INITIAL_WINDOW_SIZE, 1)))])
 
 
 @case("6.9.2/2", "RFC 9113 §6.9.2", "window made negative by SETTINGS -> tracked: DATA of 1 octet")
@@ -254,49 +159,26 @@ def _(c):
     return c.data_frame(1, length=1)
 
 
-@case("6.9.2/3", "RFC 9113 §6.9.2", "INITIAL_WINDOW_SIZE 2^31 -> conn FLOW_CONTROL_ERROR")
-def _(c):
-    c.send(frame(SETTINGS, 0, 0, settings((INITIAL_WINDOW_SIZE, 1 << 31))))
-    return c.connection_error(FLOW)
-
-
-@case("6.10/1", "RFC 9113 §6.10", "HEADERS then two CONTINUATION -> accepted, response HEADERS")
-def _(c):
-    c.send(c.headers(1, end_headers=False), frame(CONTINUATION, 0, 1, DUMMY),
-           frame(CONTINUATION, END_HEADERS, 1, DUMMY))
-    return c.response_headers(1)
-
-
-@case("6.10/2", "RFC 9113 §6.10", "CONTINUATION followed by DATA -> conn PROTOCOL_ERROR")
-def _(c):
-    c.send(post(c, end_headers=False), frame(CONTINUATION, 0, 1, DUMMY),
-           frame(DATA, END_STREAM, 1, b"test"))
-    return c.connection_error(PROTOCOL)
-
-
-@case("6.10/3", "RFC 9113 §6.10", "CONTINUATION on stream 0 -> conn PROTOCOL_ERROR")
-def _(c):
-    c.send(c.headers(1, end_headers=False), frame(CONTINUATION, END_HEADERS, 0, DUMMY))
-    return c.connection_error(PROTOCOL)
-
-
-@case("6.10/4", "RFC 9113 §6.10", "CONTINUATION after HEADERS with END_HEADERS -> PROTOCOL_ERROR")
-def _(c):
-    c.send(c.headers(1), frame(CONTINUATION, END_HEADERS, 1, DUMMY))
-    return c.connection_error(PROTOCOL, CLOSED)
-
-
-@case("6.10/5", "RFC 9113 §6.10", "CONTINUATION after one with END_HEADERS -> PROTOCOL_ERROR")
-def _(c):
-    c.send(c.headers(1, end_headers=False), frame(CONTINUATION, END_HEADERS, 1, DUMMY),
-           frame(CONTINUATION, END_HEADERS, 1, DUMMY))
-    return c.connection_error(PROTOCOL, CLOSED)
-
-
-@case("6.10/6", "RFC 9113 §6.10", "CONTINUATION after DATA -> conn PROTOCOL_ERROR")
-def _(c):
-    c.send(post(c), frame(DATA, 0, 1, b"test"), frame(CONTINUATION, END_HEADERS, 1, DUMMY))
-    return c.connection_error(PROTOCOL)
+sends("6.9.2/3", "RFC 9113 §6.9.2", "INITIAL_WINDOW_SIZE 2^31 -> conn FLOW_CONTROL_ERROR",
+      lambda c: [frame(SETTINGS, 0, 0, settings((INITIAL_WINDOW_SIZE, 1 << 31)))], conn_error(FLOW))
+sends("6.10/1", "RFC 9113 §6.10", "HEADERS then two CONTINUATION -> accepted, response HEADERS",
+      lambda c: [c.headers(1, end_headers=False), frame(CONTINUATION, 0, 1, DUMMY),
+                 frame(CONTINUATION, END_HEADERS, 1, DUMMY)], answered(1))
+sends("6.10/2", "RFC 9113 §6.10", "CONTINUATION followed by DATA -> conn PROTOCOL_ERROR",
+      lambda c: [post(c, end_headers=False), frame(CONTINUATION, 0, 1, DUMMY),
+                 frame(DATA, END_STREAM, 1, b"test")], conn_error(PROTOCOL))
+sends("6.10/3", "RFC 9113 §6.10", "CONTINUATION on stream 0 -> conn PROTOCOL_ERROR",
+      lambda c: [c.headers(1, end_headers=False), frame(CONTINUATION, END_HEADERS, 0, DUMMY)],
+      conn_error(PROTOCOL))
+sends("6.10/4", "RFC 9113 §6.10", "CONTINUATION after HEADERS with END_HEADERS -> PROTOCOL_ERROR",
+      lambda c: [c.headers(1), frame(CONTINUATION, END_HEADERS, 1, DUMMY)],
+      conn_error(PROTOCOL, CLOSED))
+sends("6.10/5", "RFC 9113 §6.10", "CONTINUATION after one with END_HEADERS -> PROTOCOL_ERROR",
+      lambda c: [c.headers(1, end_headers=False), frame(CONTINUATION, END_HEADERS, 1, DUMMY),
+                 frame(CONTINUATION, END_HEADERS, 1, DUMMY)], conn_error(PROTOCOL, CLOSED))
+sends("6.10/6", "RFC 9113 §6.10", "CONTINUATION after DATA -> conn PROTOCOL_ERROR",
+      lambda c: [post(c), frame(DATA, 0, 1, b"test"), frame(CONTINUATION, END_HEADERS, 1, DUMMY)],
+      conn_error(PROTOCOL))
 
 
 # ---- 7 error codes -----------------------------------------------------------------------------
@@ -315,8 +197,6 @@ def _(c):
     return c.wait(judge)
 
 
-@case("7/2", "RFC 9113 §7", "RST_STREAM with an unknown error code -> no special behaviour")
-def _(c):
-    c.send(post(c), frame(RST_STREAM, 0, 1, U32.pack(0xFF)))
-    return ping_then(c)
+sends("7/2", "RFC 9113 §7", "RST_STREAM with an unknown error code -> no special behaviour",
+      lambda c: [post(c), frame(RST_STREAM, 0, 1, U32.pack(0xFF))], ping_then)
 

@@ -10,7 +10,8 @@ from h2_raw import (ACK, COMPRESSION_ERROR, CONTINUATION, DATA, END_HEADERS, END
                     PING, PRIORITY, PRIORITY_FLAG, PROTOCOL_ERROR, REFUSED_STREAM, RST_STREAM,
                     SETTINGS, STREAM_CLOSED, WINDOW_UPDATE, fields_block, frame, hpack_string,
                     settings)
-from h2spec_core import PASS, Verdict, case, code_of, ping_then
+from h2spec_core import (PASS, Verdict, answered, case, code_of, conn_error, ping_then, sends,
+                         stream_error)
 
 # Short names for the case tables.
 PROTOCOL, FLOW, CLOSED, SIZE, REFUSED, COMPRESSION = (
@@ -36,17 +37,10 @@ def _(c):
     return PASS if c.handshake() else Verdict(False, "no SETTINGS exchange")
 
 
-@case("3.5/2", "RFC 9113 §3.4", "invalid preface -> connection error PROTOCOL_ERROR",
-      handshake=False)
-def _(c):
-    c.send(b"INVALID CONNECTION PREFACE\r\n\r\n")
-    return c.connection_error(PROTOCOL)
-
-
-@case("4.1/1", "RFC 9113 §4.1", "frame of unknown type, then PING -> ignored, PING ack")
-def _(c):
-    c.send(frame(0x16, 0, 0, bytes(8)))
-    return ping_then(c)
+sends("3.5/2", "RFC 9113 §3.4", "invalid preface -> connection error PROTOCOL_ERROR",
+      lambda c: [b"INVALID CONNECTION PREFACE\r\n\r\n"], conn_error(PROTOCOL), handshake=False)
+sends("4.1/1", "RFC 9113 §4.1", "frame of unknown type, then PING -> ignored, PING ack",
+      lambda c: [frame(0x16, 0, 0, bytes(8))], ping_then)
 
 
 @case("4.1/2", "RFC 9113 §4.1", "PING with undefined flags -> flags ignored, PING ack")
@@ -61,16 +55,10 @@ def _(c):
     return c.ping_ack(b"reserved")
 
 
-@case("4.2/1", "RFC 9113 §4.2", "DATA of 2^14 octets -> accepted, response HEADERS")
-def _(c):
-    c.send(post(c), frame(DATA, END_STREAM, 1, b"x" * 16384))
-    return c.response_headers(1)
-
-
-@case("4.2/2", "RFC 9113 §4.2", "DATA over SETTINGS_MAX_FRAME_SIZE -> FRAME_SIZE_ERROR")
-def _(c):
-    c.send(post(c), frame(DATA, END_STREAM, 1, b"x" * 16385))
-    return c.stream_error(1, SIZE)
+sends("4.2/1", "RFC 9113 §4.2", "DATA of 2^14 octets -> accepted, response HEADERS",
+      lambda c: [post(c), frame(DATA, END_STREAM, 1, b"x" * 16384)], answered(1))
+sends("4.2/2", "RFC 9113 §4.2", "DATA over SETTINGS_MAX_FRAME_SIZE -> FRAME_SIZE_ERROR",
+      lambda c: [post(c), frame(DATA, END_STREAM, 1, b"x" * 16385)], stream_error(SIZE))
 
 
 @case("4.2/3", "RFC 9113 §4.2", "HEADERS over SETTINGS_MAX_FRAME_SIZE -> conn FRAME_SIZE_ERROR")
@@ -80,68 +68,34 @@ def _(c):
     return c.connection_error(SIZE)
 
 
-@case("4.3/1", "RFC 9113 §4.3", "invalid header block fragment -> conn COMPRESSION_ERROR")
-def _(c):
-    c.send(frame(HEADERS, END_STREAM | END_HEADERS, 1, b"\x40"))
-    return c.connection_error(COMPRESSION)
-
-
-@case("4.3/2", "RFC 9113 §4.3", "PRIORITY inside a header block -> conn PROTOCOL_ERROR")
-def _(c):
-    c.send(c.headers(1, end_headers=False), frame(PRIORITY, 0, 1, priority()),
-           frame(CONTINUATION, END_HEADERS, 1, DUMMY))
-    return c.connection_error(PROTOCOL)
-
-
-@case("4.3/3", "RFC 9113 §4.3", "HEADERS of another stream inside a header block -> PROTOCOL_ERROR")
-def _(c):
-    c.send(c.headers(1, end_headers=False), c.headers(3),
-           frame(CONTINUATION, END_HEADERS, 1, DUMMY))
-    return c.connection_error(PROTOCOL)
+sends("4.3/1", "RFC 9113 §4.3", "invalid header block fragment -> conn COMPRESSION_ERROR",
+      lambda c: [frame(HEADERS, END_STREAM | END_HEADERS, 1, b"\x40")], conn_error(COMPRESSION))
+sends("4.3/2", "RFC 9113 §4.3", "PRIORITY inside a header block -> conn PROTOCOL_ERROR",
+      lambda c: [c.headers(1, end_headers=False), frame(PRIORITY, 0, 1, priority()),
+                 frame(CONTINUATION, END_HEADERS, 1, DUMMY)], conn_error(PROTOCOL))
+sends("4.3/3", "RFC 9113 §4.3",
+      "HEADERS of another stream inside a header block -> PROTOCOL_ERROR",
+      lambda c: [c.headers(1, end_headers=False), c.headers(3),
+                 frame(CONTINUATION, END_HEADERS, 1, DUMMY)], conn_error(PROTOCOL))
 
 
 # ---- 5.1 stream states ------------------------------------------------------------------------
 
-@case("5.1/1", "RFC 9113 §5.1", "idle: DATA -> PROTOCOL_ERROR (or STREAM_CLOSED)")
-def _(c):
-    c.send(frame(DATA, END_STREAM, 1, b"test"))
-    return c.stream_error(1, PROTOCOL, CLOSED)
-
-
-@case("5.1/2", "RFC 9113 §5.1", "idle: RST_STREAM -> conn PROTOCOL_ERROR")
-def _(c):
-    c.send(frame(RST_STREAM, 0, 1, U32.pack(8)))
-    return c.connection_error(PROTOCOL)
-
-
-@case("5.1/3", "RFC 9113 §5.1", "idle: WINDOW_UPDATE -> conn PROTOCOL_ERROR")
-def _(c):
-    c.send(frame(WINDOW_UPDATE, 0, 1, U32.pack(100)))
-    return c.connection_error(PROTOCOL)
-
-
-@case("5.1/4", "RFC 9113 §5.1", "idle: CONTINUATION -> conn PROTOCOL_ERROR")
-def _(c):
-    c.send(frame(CONTINUATION, END_HEADERS, 1, c.block()))
-    return c.connection_error(PROTOCOL)
-
-
-@case("5.1/5", "RFC 9113 §5.1", "half-closed (remote): DATA -> STREAM_CLOSED")
-def _(c):
-    c.send(c.headers(1), frame(DATA, END_STREAM, 1, b"test"))
-    return c.stream_error(1, CLOSED)
-
-
-@case("5.1/6", "RFC 9113 §5.1", "half-closed (remote): HEADERS -> STREAM_CLOSED")
-def _(c):
-    c.send(c.headers(1), c.headers(1))
-    return c.stream_error(1, CLOSED)
-
-
-@case("5.1/7", "RFC 9113 §5.1", "half-closed (remote): CONTINUATION -> STREAM_CLOSED or PROTOCOL")
-def _(c):
-    c.send(c.headers(1), frame(CONTINUATION, END_HEADERS, 1, DUMMY))
-    return c.stream_error(1, CLOSED, PROTOCOL)
+sends("5.1/1", "RFC 9113 §5.1", "idle: DATA -> PROTOCOL_ERROR (or STREAM_CLOSED)",
+      lambda c: [frame(DATA, END_STREAM, 1, b"test")], stream_error(PROTOCOL, CLOSED))
+sends("5.1/2", "RFC 9113 §5.1", "idle: RST_STREAM -> conn PROTOCOL_ERROR",
+      lambda c: [frame(RST_STREAM, 0, 1, U32.pack(8))], conn_error(PROTOCOL))
+sends("5.1/3", "RFC 9113 §5.1", "idle: WINDOW_UPDATE -> conn PROTOCOL_ERROR",
+      lambda c: [frame(WINDOW_UPDATE, 0, 1, U32.pack(100))], conn_error(PROTOCOL))
+sends("5.1/4", "RFC 9113 §5.1", "idle: CONTINUATION -> conn PROTOCOL_ERROR",
+      lambda c: [frame(CONTINUATION, END_HEADERS, 1, c.block())], conn_error(PROTOCOL))
+sends("5.1/5", "RFC 9113 §5.1", "half-closed (remote): DATA -> STREAM_CLOSED",
+      lambda c: [c.headers(1), frame(DATA, END_STREAM, 1, b"test")], stream_error(CLOSED))
+sends("5.1/6", "RFC 9113 §5.1", "half-closed (remote): HEADERS -> STREAM_CLOSED",
+      lambda c: [c.headers(1), c.headers(1)], stream_error(CLOSED))
+sends("5.1/7", "RFC 9113 §5.1", "half-closed (remote): CONTINUATION -> STREAM_CLOSED or PROTOCOL",
+      lambda c: [c.headers(1), frame(CONTINUATION, END_HEADERS, 1, DUMMY)],
+      stream_error(CLOSED, PROTOCOL))
 
 
 def discarded_or(c, sid, codes, stream_level=True, refer=True):
@@ -180,11 +134,10 @@ def _(c):
     return discarded_or(c, 3, (CLOSED, PROTOCOL))
 
 
-@case("5.1/10", "RFC 9113 §5.1", "closed by our RST_STREAM: CONTINUATION -> STREAM_CLOSED/PROTOCOL")
-def _(c):
-    c.send(post(c), frame(RST_STREAM, 0, 1, U32.pack(8)),
-           frame(CONTINUATION, END_HEADERS, 1, DUMMY))
-    return c.stream_error(1, CLOSED, PROTOCOL)
+sends("5.1/10", "RFC 9113 §5.1",
+      "closed by our RST_STREAM: CONTINUATION -> STREAM_CLOSED or PROTOCOL_ERROR",
+      lambda c: [post(c), frame(RST_STREAM, 0, 1, U32.pack(8)),
+                 frame(CONTINUATION, END_HEADERS, 1, DUMMY)], stream_error(CLOSED, PROTOCOL))
 
 
 def after_end(c, *frames):
@@ -215,19 +168,14 @@ def _(c):
         c.connection_error(CLOSED, PROTOCOL)
 
 
-@case("5.1.1/1", "RFC 9113 §5.1.1", "HEADERS on an even stream id -> conn PROTOCOL_ERROR")
-def _(c):
-    c.send(c.headers(2))
-    return c.connection_error(PROTOCOL)
+sends("5.1.1/1", "RFC 9113 §5.1.1", "HEADERS on an even stream id -> conn PROTOCOL_ERROR",
+      lambda c: [c.headers(2)], conn_error(PROTOCOL))
+sends("5.1.1/2", "RFC 9113 §5.1.1", "HEADERS on stream 5, then on 3 -> conn PROTOCOL_ERROR",
+      lambda c: [c.headers(5), c.headers(3)], conn_error(PROTOCOL))
 
 
-@case("5.1.1/2", "RFC 9113 §5.1.1", "HEADERS on stream 5, then on 3 -> conn PROTOCOL_ERROR")
-def _(c):
-    c.send(c.headers(5), c.headers(3))
-    return c.connection_error(PROTOCOL)
-
-
-@case("5.1.2/1", "RFC 9113 §5.1.2", "one stream over MAX_CONCURRENT_STREAMS -> REFUSED or PROTOCOL")
+@case("5.1.2/1", "RFC 9113 §5.1.2",
+      "one stream over MAX_CONCURRENT_STREAMS -> REFUSED_STREAM or PROTOCOL_ERROR")
 def _(c):
     limit = c.server_settings.get(3)
     if limit is None:
@@ -280,13 +228,8 @@ def _(c):
     return c.goaway(PROTOCOL)
 
 
-@case("5.5/1", "RFC 9113 §5.5", "unknown extension frame, then PING -> ignored, PING ack")
-def _(c):
-    c.send(frame(0x16, 0, 0, bytes(8)))
-    return ping_then(c)
-
-
-@case("5.5/2", "RFC 9113 §5.5", "unknown extension frame inside a header block -> PROTOCOL_ERROR")
-def _(c):
-    c.send(c.headers(1, end_headers=False), frame(0x16, 0, 0, bytes(8)))
-    return c.connection_error(PROTOCOL)
+sends("5.5/1", "RFC 9113 §5.5", "unknown extension frame, then PING -> ignored, PING ack",
+      lambda c: [frame(0x16, 0, 0, bytes(8))], ping_then)
+sends("5.5/2", "RFC 9113 §5.5", "unknown extension frame inside a header block -> PROTOCOL_ERROR",
+      lambda c: [c.headers(1, end_headers=False), frame(0x16, 0, 0, bytes(8))],
+      conn_error(PROTOCOL))

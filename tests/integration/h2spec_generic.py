@@ -6,7 +6,7 @@ h2spec_core.CASES on import."""
 from h2_raw import (DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, PADDED, PING, PRIORITY,
                     PRIORITY_FLAG, RST_STREAM, SETTINGS, WINDOW_UPDATE, CONTINUATION,
                     INITIAL_WINDOW_SIZE, fields_block, frame, hpack_int, hpack_string, settings)
-from h2spec_core import PASS, Verdict, case, ping_then
+from h2spec_core import PASS, Verdict, answered, case, ping_then, sends
 from h2spec_frames import DUMMY, U32, post, priority
 
 
@@ -24,10 +24,8 @@ def _(c):
     return PASS if c.handshake() else Verdict(False, "no SETTINGS exchange")
 
 
-@case("generic/2/1", "RFC 9113 §5.1", "PRIORITY on an idle stream -> accepted, PING ack")
-def _(c):
-    c.send(frame(PRIORITY, 0, 1, priority()))
-    return ping_then(c)
+sends("generic/2/1", "RFC 9113 §5.1", "PRIORITY on an idle stream -> accepted, PING ack",
+      lambda c: [frame(PRIORITY, 0, 1, priority())], ping_then)
 
 
 @case("generic/2/2", "RFC 9113 §5.1", "WINDOW_UPDATE on a half-closed (remote) stream -> DATA")
@@ -58,41 +56,23 @@ def _(c):
     return ping_then(c)
 
 
-@case("generic/3.1/1", "RFC 9113 §6.1", "POST with one DATA frame -> response HEADERS")
-def _(c):
-    c.send(post(c), frame(DATA, END_STREAM, 1, b"test"))
-    return c.response_headers(1)
-
-
-@case("generic/3.1/2", "RFC 9113 §6.1", "POST with two DATA frames -> response HEADERS")
-def _(c):
-    c.send(post(c), frame(DATA, 0, 1, b"test"), frame(DATA, END_STREAM, 1, b"test"))
-    return c.response_headers(1)
-
-
-@case("generic/3.1/3", "RFC 9113 §6.1", "DATA with padding -> response HEADERS")
-def _(c):
-    c.send(post(c), frame(DATA, PADDED | END_STREAM, 1, b"\x08test" + bytes(8)))
-    return c.response_headers(1)
-
-
-@case("generic/3.2/1", "RFC 9113 §6.2", "HEADERS -> response HEADERS")
-def _(c):
-    c.send(c.headers(1))
-    return c.response_headers(1)
-
-
-@case("generic/3.2/2", "RFC 9113 §6.2", "HEADERS with padding -> response HEADERS")
-def _(c):
-    c.send(frame(HEADERS, PADDED | END_STREAM | END_HEADERS, 1, b"\x08" + c.block() + bytes(8)))
-    return c.response_headers(1)
-
-
-@case("generic/3.2/3", "RFC 9113 §6.2", "HEADERS with priority -> response HEADERS")
-def _(c):
-    c.send(frame(HEADERS, PRIORITY_FLAG | END_STREAM | END_HEADERS, 1,
-                 priority(weight=255) + c.block()))
-    return c.response_headers(1)
+sends("generic/3.1/1", "RFC 9113 §6.1", "POST with one DATA frame -> response HEADERS",
+      lambda c: [post(c), frame(DATA, END_STREAM, 1, b"test")], answered(1))
+sends("generic/3.1/2", "RFC 9113 §6.1", "POST with two DATA frames -> response HEADERS",
+      lambda c: [post(c), frame(DATA, 0, 1, b"test"), frame(DATA, END_STREAM, 1, b"test")],
+      answered(1))
+sends("generic/3.1/3", "RFC 9113 §6.1", "DATA with padding -> response HEADERS",
+      lambda c: [post(c), frame(DATA, PADDED | END_STREAM, 1, b"\x08test" + bytes(8))], answered(1))
+sends("generic/3.2/1", "RFC 9113 §6.2", "HEADERS -> response HEADERS",
+      lambda c: [c.headers(1)], answered(1))
+sends("generic/3.2/2", "RFC 9113 §6.2", "HEADERS with padding -> response HEADERS",
+      lambda c: [frame(HEADERS, PADDED | END_STREAM | END_HEADERS, 1,
+                       b"\x08" + c.block() + bytes(8))],
+      answered(1))
+sends("generic/3.2/3", "RFC 9113 §6.2", "HEADERS with priority -> response HEADERS",
+      lambda c: [frame(HEADERS, PRIORITY_FLAG | END_STREAM | END_HEADERS, 1,
+                       priority(weight=255) + c.block())],
+      answered(1))
 
 
 for _i, (_what, _pri) in enumerate([("weight 1", priority(weight=0)),
@@ -105,10 +85,8 @@ for _i, (_what, _pri) in enumerate([("weight 1", priority(weight=0)),
         return c.response_headers(1)
 
 
-@case("generic/3.3/5", "RFC 9113 §5.1.1", "PRIORITY on idle stream 5, then HEADERS on 3 -> served")
-def _(c):
-    c.send(frame(PRIORITY, 0, 5, priority()), c.headers(3))
-    return c.response_headers(3)
+sends("generic/3.3/5", "RFC 9113 §5.1.1", "PRIORITY on idle stream 5, then HEADERS on 3 -> served",
+      lambda c: [frame(PRIORITY, 0, 5, priority()), c.headers(3)], answered(3))
 
 
 @case("generic/3.4/1", "RFC 9113 §6.4", "RST_STREAM on an open stream -> accepted")
@@ -134,29 +112,18 @@ def _(c):
     return ping_or_close(c)
 
 
-@case("generic/3.9/1", "RFC 9113 §6.9", "WINDOW_UPDATE on stream 0 -> accepted, PING ack")
-def _(c):
-    c.send(frame(WINDOW_UPDATE, 0, 0, U32.pack(1)))
-    return ping_then(c)
-
-
-@case("generic/3.9/2", "RFC 9113 §6.9", "WINDOW_UPDATE on stream 1 -> response HEADERS")
-def _(c):
-    c.send(post(c), frame(WINDOW_UPDATE, 0, 1, U32.pack(1)), frame(DATA, END_STREAM, 1, b"x"))
-    return c.response_headers(1)
-
-
-@case("generic/3.10/1", "RFC 9113 §6.10", "HEADERS and a CONTINUATION -> response HEADERS")
-def _(c):
-    c.send(c.headers(1, end_headers=False), frame(CONTINUATION, END_HEADERS, 1, DUMMY))
-    return c.response_headers(1)
-
-
-@case("generic/3.10/2", "RFC 9113 §6.10", "HEADERS and 3 CONTINUATIONs -> response HEADERS")
-def _(c):
-    c.send(c.headers(1, end_headers=False), frame(CONTINUATION, 0, 1, DUMMY),
-           frame(CONTINUATION, 0, 1, DUMMY), frame(CONTINUATION, END_HEADERS, 1, DUMMY))
-    return c.response_headers(1)
+sends("generic/3.9/1", "RFC 9113 §6.9", "WINDOW_UPDATE on stream 0 -> accepted, PING ack",
+      lambda c: [frame(WINDOW_UPDATE, 0, 0, U32.pack(1))], ping_then)
+sends("generic/3.9/2", "RFC 9113 §6.9", "WINDOW_UPDATE on stream 1 -> response HEADERS",
+      lambda c: [post(c), frame(WINDOW_UPDATE, 0, 1, U32.pack(1)),
+                 frame(DATA, END_STREAM, 1, b"x")], answered(1))
+sends("generic/3.10/1", "RFC 9113 §6.10", "HEADERS and a CONTINUATION -> response HEADERS",
+      lambda c: [c.headers(1, end_headers=False), frame(CONTINUATION, END_HEADERS, 1, DUMMY)],
+      answered(1))
+sends("generic/3.10/2", "RFC 9113 §6.10", "HEADERS and 3 CONTINUATIONs -> response HEADERS",
+      lambda c: [c.headers(1, end_headers=False), frame(CONTINUATION, 0, 1, DUMMY),
+                 frame(CONTINUATION, 0, 1, DUMMY), frame(CONTINUATION, END_HEADERS, 1, DUMMY)],
+      answered(1))
 
 
 def exchange_status(c, sid, want=200):
@@ -237,13 +204,7 @@ for _kind, _kname in _KINDS:
             _n += 1
 
 
-@case(f"generic/5/{_n}", "RFC 7541 §6.3", "dynamic table size update to 0 -> served")
-def _(c):
-    c.send(c.headers(1, b"\x20" + c.block()))
-    return c.response_headers(1)
-
-
-@case(f"generic/5/{_n + 1}", "RFC 7541 §6.3", "two dynamic table size updates -> served")
-def _(c):
-    c.send(c.headers(1, b"\x20" + hpack_int(4096, 5, 0x20) + c.block()))
-    return c.response_headers(1)
+sends(f"generic/5/{_n}", "RFC 7541 §6.3", "dynamic table size update to 0 -> served",
+      lambda c: [c.headers(1, b"\x20" + c.block())], answered(1))
+sends(f"generic/5/{_n + 1}", "RFC 7541 §6.3", "two dynamic table size updates -> served",
+      lambda c: [c.headers(1, b"\x20" + hpack_int(4096, 5, 0x20) + c.block())], answered(1))

@@ -47,13 +47,13 @@ def run_case(c, port, tls):
 
 def report(results):
     """The table: one line per case, then what rondel did on each listener where it failed."""
-    lines = [f"{'case':<16} {'RFC':<22} {'h2c':<5} {'tls':<5} sent -> expected"]
+    lines = [f"{'case':<16} {'RFC':<26} {'h2c':<5} {'tls':<5} sent -> expected"]
     for c, verdicts in results:
         marks = ["pass" if v.ok else "FAIL" for v in verdicts]
-        lines.append(f"{c.name:<16} {c.rfc:<22} {marks[0]:<5} {marks[1]:<5} {c.desc}")
+        lines.append(f"{c.name:<16} {c.rfc:<26} {marks[0]:<5} {marks[1]:<5} {c.desc}")
         for name, v in zip(LISTENERS, verdicts):
             if not v.ok:
-                lines.append(f"{'':<16} {'':<22} {name}: {v.actual}")
+                lines.append(f"{'':<16} {'':<26} {name}: {v.actual}")
     return "\n".join(lines)
 
 
