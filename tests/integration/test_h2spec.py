@@ -11,7 +11,8 @@ cases whose name matches (by hand: python3 tests/integration/test_h2spec.py).
 
 The verdicts follow h2spec's rules (h2spec_core): a connection error is a GOAWAY with the code or
 the connection closed, a stream error RST_STREAM with the code or that connection error; unlike
-h2spec, a GOAWAY or RST_STREAM with another code fails the case. Each wait is bounded (2 s).
+h2spec, a GOAWAY or RST_STREAM with another code than the expected one or a generic one
+(PROTOCOL_ERROR, INTERNAL_ERROR: RFC 9113 5.4) fails the case. Each wait is bounded (2 s).
 """
 import os
 import re
