@@ -3,6 +3,7 @@ library would send), read back with a time limit, header blocks written literall
 decoded with the python3-hpack package. Used by test_http2_floods.py and the h2spec-style
 battery (test_h2spec.py)."""
 
+import collections
 import socket
 import ssl
 import struct
@@ -32,6 +33,11 @@ ERROR_NAMES = ["NO_ERROR", "PROTOCOL_ERROR", "INTERNAL_ERROR", "FLOW_CONTROL_ERR
 # SETTINGS identifiers (RFC 9113 6.5.2).
 (HEADER_TABLE_SIZE, ENABLE_PUSH, MAX_CONCURRENT_STREAMS, INITIAL_WINDOW_SIZE, MAX_FRAME_SIZE,
  MAX_HEADER_LIST_SIZE) = range(1, 7)
+
+
+# What reading a peer's frames can raise besides a verdict: a frame too short for its type, a
+# header block rondel encoded that hpack cannot decode.
+READ_ERRORS = (OSError, ValueError, IndexError, struct.error, hpack.HPACKError)
 
 
 def frame(ftype, flags, stream, payload=b""):
@@ -174,7 +180,8 @@ class H2Conn:
         raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock = tls.wrap_socket(raw, server_hostname=server_hostname) if tls else raw
         self.timeout = timeout
-        self.buf = b""
+        self.buf = b""  # bytes of a frame not yet whole
+        self.frames = collections.deque()  # whole frames not yet returned
         self.closed = False
         self.decoder = hpack.Decoder()
         self.pending = None  # (stream, flags, block) of a header block still open
@@ -224,18 +231,15 @@ class H2Conn:
 
     def recv_event(self, timeout=None):
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
-        while True:
-            frames, self.buf = split_frames(self.buf)
-            if frames:
-                # Put back all but the first: one event per call.
-                f = frames[0]
-                self.buf = b"".join(frame(*g) for g in frames[1:]) + self.buf
-                return self._decoded(f)
+        while not self.frames:
             if self.closed:
                 return "closed"
             status = self._read(deadline)
             if status:
                 return status
+            frames, self.buf = split_frames(self.buf)
+            self.frames.extend(frames)
+        return self._decoded(self.frames.popleft())
 
     def _decoded(self, f):
         t, fl, sid, p = f

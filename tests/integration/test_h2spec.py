@@ -24,6 +24,7 @@ import h2spec_frame_types  # noqa: F401  (registers its cases)
 import h2spec_frames  # noqa: F401
 import h2spec_generic  # noqa: F401
 import h2spec_messages  # noqa: F401
+from h2_raw import READ_ERRORS
 from h2spec_core import CASES, Client, Verdict
 from harness import Backend, Rondel, main
 from tls_certs import Certs, listeners_config, tls_block
@@ -40,7 +41,7 @@ def run_case(c, port, tls):
         if c.handshake and not client.handshake():
             return Verdict(False, "the SETTINGS exchange did not complete")
         return c.run(client)
-    except (OSError, ValueError, IndexError) as e:  # a frame the helpers could not read
+    except READ_ERRORS as e:
         return Verdict(False, f"{type(e).__name__}: {e}")
     finally:
         client.close()
