@@ -39,18 +39,15 @@ http::Limits limits_of(const config::ListenerConfig* l) {
 Http1Buffers::Http1Buffers(const http::Limits& lim) : limits(lim), req_parser(lim) {}
 
 Http1Session::~Http1Session() {
+  put_buffer();
   if (cb_ != nullptr) worker_.give_http1(cb_);
   if (ex_ != nullptr) worker_.give_exchange(ex_);  // kept until a pending backend write calls back
 }
 
 bool Http1Session::take_state() noexcept {
   if (cb_ == nullptr) {
-    cb_ = worker_.take_http1(limits_of(listener_cfg_));
+    cb_ = worker_.take_http1(limits_of(conn_.listener()));
     if (cb_ == nullptr) return false;
-    if (transport().peer().family == 6) {
-      cb_->client_ip_len = static_cast<uint8_t>(
-          transport().peer().format(cb_->client_ip, sizeof cb_->client_ip));
-    }
   }
   if (ex_ == nullptr) ex_ = worker_.take_exchange();
   return ex_ != nullptr;
@@ -64,82 +61,16 @@ void Http1Session::give_state() noexcept {
   ex_ = nullptr;
 }
 
-void Http1Session::accept(Worker& worker, uv_stream_t* server, const std::string& listener) {
-  const auto& snap = worker.snapshot();
-  ListenerRoute route = snap ? snap->route(listener) : ListenerRoute{};
-  auto* s = new Http1Session(worker);
-  s->snap_ = snap;
-  s->listener_cfg_ = route.config;
-  s->listener_pool_ = route.pool;
-  worker.add_session(s);
-  worker.stats().client_connections_open.fetch_add(1, std::memory_order_relaxed);
-  worker.stats().client_connections_total.fetch_add(1, std::memory_order_relaxed);
-  // The client transport: plain TCP, or on a TLS listener a TlsTransport over it.
-  int accepted = 0;
-  if (route.tls != nullptr && route.config != nullptr && !worker.draining()) {
-    s->tls_ = std::make_unique<tls::TlsTransport>(route.tls, s->tcp_,
-                                                  static_cast<net::TransportEvents&>(*s));
-    s->transport_ = s->tls_.get();
-    accepted = s->tls_->accept(worker.loop(), server);  // UV_EBUSY: max_handshakes (counted)
-  } else {
-    accepted = s->tcp_.accept(worker.loop(), server, s);
-  }
-  if (accepted != 0) {
-    s->close_now();
-    return;
-  }
-  if (route.config == nullptr || worker.draining()) {
-    s->close_now();
-    return;
-  }
-  // max_connections is per listener across every worker: one shared count per listener, kept
-  // by the session until it closes (even if a reload removes the listener meanwhile).
-  if (!s->slot_.admit(route, worker.stats())) {
-    s->close_now();
-    return;
-  }
-  // PROXY protocol: the header stage is the transport's; its timeout (header_timeout, from
-  // accept until the first request byte) is the session's one client timer.
-  const config::ProxyProtocolConfig& pp = route.config->proxy_protocol;
-  if (pp.enabled && s->tcp_.expect_proxy_header({pp.trusted, {route.state, &route.state->proxy_protocol},
-                                                 route.config->header_timeout_ms}) != 0) {
-    s->close_now();
-    return;
-  }
-  s->set_client_reading(true);
-  if (pp.enabled) s->set_timeout(route.config->header_timeout_ms);
-  else s->arm_client_timer();
+void Http1Session::start() noexcept {
+  set_client_reading(true);
+  // The PROXY stage's time (from accept until the first request byte) is the header timeout.
+  if (conn_.awaiting_proxy_header()) set_timeout(conn_.listener()->header_timeout_ms);
+  else arm_client_timer();
 }
 
-void Http1Session::on_transport_ready(std::string_view alpn) noexcept {
-  if (closing() || choose_client_protocol(listener_cfg_, alpn) != ClientProtocol::kHttp2) return;
-  // No request byte was read yet (reads reach the codec after this): nothing to hand over but
-  // the connection, its snapshot and its max_connections slot.
-  if (!Http2Session::adopt(worker_, *this, *tls_, snap_,
-                           {listener_cfg_, listener_pool_, slot_.state(), nullptr}, slot_)) {
-    close_now();  // out of memory: adopt took nothing
-    return;
-  }
-  worker_.remove_session(this);
-  worker_.timeouts().clear(*this);
+void Http1Session::on_closing() noexcept {
+  if (in_exchange()) ex_->abort();  // on_exchange_done's close returns at once (closing)
   reading_ = false;
-}
-
-void Http1Session::close_now() noexcept {
-  if (closing()) return;
-  if (in_exchange()) ex_->abort();  // on_exchange_done closes (back here)
-  if (closing()) return;
-  worker_.stats().client_connections_open.fetch_sub(1, std::memory_order_relaxed);
-  slot_.release();
-  worker_.remove_session(this);
-  reading_ = false;
-  worker_.timeouts().clear(*this);
-  transport().close();
-}
-
-void Http1Session::on_transport_closed() noexcept {
-  put_buffer();
-  delete this;
 }
 
 void Http1Session::put_buffer() noexcept {
@@ -201,23 +132,18 @@ void Http1Session::set_client_reading(bool on, bool lazy) noexcept {
 }
 
 void Http1Session::arm_client_timer() noexcept {
-  if (closing() || listener_cfg_ == nullptr || phase_ != Phase::kIdle) return;
+  if (closing() || conn_.listener() == nullptr || phase_ != Phase::kIdle) return;
   bool head_started = rlen_ > rpos_ || head_bytes_pending() > 0;
   if (head_started) {
     if (head_timer_armed_) return;  // the header timeout runs from the head's first byte
     head_timer_armed_ = true;
-    set_timeout(listener_cfg_->header_timeout_ms);
+    set_timeout(conn_.listener()->header_timeout_ms);
   } else {
-    set_timeout(listener_cfg_->idle_timeout_ms);
+    set_timeout(conn_.listener()->idle_timeout_ms);
   }
 }
 
-void Http1Session::set_timeout(uint64_t ms) noexcept {
-  // Without memory for a new lane the connection would have no timeout: close it instead.
-  if (!worker_.timeouts().set(*this, ms)) close_now();
-}
-
-void Http1Session::on_transport_alloc(uv_buf_t* buf) noexcept {
+void Http1Session::on_alloc(uv_buf_t* buf) noexcept {
   if (buf_ == nullptr) {
     buf_ = worker_.buffers().get();
     buf_class_ = BufferPool::Class::kSmall;
@@ -240,7 +166,7 @@ void Http1Session::on_transport_alloc(uv_buf_t* buf) noexcept {
   *buf = uv_buf_init(buf_ + rlen_, static_cast<unsigned>(buf_capacity() - rlen_));
 }
 
-void Http1Session::on_transport_read(ssize_t nread) noexcept {
+void Http1Session::on_read(ssize_t nread) noexcept {
   if (nread == 0 || closing()) return;
   if (!want_read_) {
     // Bytes (a pipelined request) or EOF while an exchange runs: keep the bytes for later and
@@ -274,7 +200,7 @@ void Http1Session::on_transport_read(ssize_t nread) noexcept {
   }
   // Body bytes the exchange asked for: it pulls them (peek); reading pauses lazily meanwhile.
   body_wanted_ = false;
-  worker_.timeouts().clear(*this);
+  conn_.clear_timeout();
   set_client_reading(false, /*lazy=*/true);
   ex_->on_body_available();
 }
@@ -290,25 +216,24 @@ void Http1Session::client_eof() noexcept {
   close_now();
 }
 
-void Http1Session::on_timeout(net::Timeout* t) noexcept {
-  auto* s = static_cast<Http1Session*>(t);
-  if (s->closing()) return;
-  switch (s->phase_) {
+void Http1Session::on_timeout() noexcept {
+  if (closing()) return;
+  switch (phase_) {
     case Phase::kLinger:
-      s->close_now();
+      close_now();
       return;
     case Phase::kIdle:
-      if (s->rlen_ > s->rpos_ || s->head_bytes_pending() > 0) {
-        s->reject(408, Reject::kClientTimeout, "header_timeout");
+      if (rlen_ > rpos_ || head_bytes_pending() > 0) {
+        reject(408, Reject::kClientTimeout, "header_timeout");
       } else {
-        s->close_now();
+        close_now();
       }
       return;
     case Phase::kExchange:
       // Armed only while the exchange waits for body bytes (want_more).
-      if (!s->ex_->state().req_done()) {
-        s->worker_.log().log_limited(Level::kWarn, s->worker_.now_ms(), "client_body_timeout");
-        s->ex_->fail(408, Reject::kClientTimeout, Outcome::kClientAbort);
+      if (!ex_->state().req_done()) {
+        worker_.log().log_limited(Level::kWarn, worker_.now_ms(), "client_body_timeout");
+        ex_->fail(408, Reject::kClientTimeout, Outcome::kClientAbort);
       }
       return;
   }
@@ -361,11 +286,11 @@ ExchangeRequest Http1Session::exchange_request() noexcept {
   ExchangeRequest rq;
   rq.head = &cb_->req_parser.head();
   rq.forward.client_ip = client_ip();
-  rq.client = transport_;
-  rq.forward.forwarded = listener_cfg_->forwarded_headers;
-  if (tls_) rq.forward.proto = "https";
-  rq.pool = listener_pool_;
-  rq.listener = listener_cfg_->name;
+  rq.client = &transport();
+  rq.forward.forwarded = conn_.listener()->forwarded_headers;
+  if (conn_.tls() != nullptr) rq.forward.proto = "https";
+  rq.pool = conn_.pool();
+  rq.listener = conn_.listener()->name;
   rq.body = this;
   rq.sink = this;
   rq.owner = this;
@@ -373,15 +298,9 @@ ExchangeRequest Http1Session::exchange_request() noexcept {
 }
 
 void Http1Session::on_request_head() noexcept {
-  if (worker_.snapshot() != snap_) {
-    // Between requests: move to the newest configuration.
-    snap_ = worker_.snapshot();
-    ListenerRoute r = slot_.state() ? snap_->route(slot_.name()) : ListenerRoute{};
-    listener_cfg_ = r.config;
-    listener_pool_ = r.pool;
-  }
+  conn_.refresh_snapshot();  // between requests: the newest configuration
   set_client_reading(false, /*lazy=*/true);
-  worker_.timeouts().clear(*this);
+  conn_.clear_timeout();
   head_timer_armed_ = false;
   head_known_ = true;
   cb_->req_start_ns = uv_hrtime();
@@ -390,7 +309,7 @@ void Http1Session::on_request_head() noexcept {
   cb_->piece = {};
   body_state_ = BodyState::kMore;
   worker_.stats().requests.fetch_add(1, std::memory_order_relaxed);
-  if (listener_cfg_ == nullptr || listener_pool_ == nullptr) {
+  if (conn_.listener() == nullptr || conn_.pool() == nullptr) {
     reject(503, Reject::kNoBackend, "listener_removed");
     return;
   }
@@ -459,7 +378,7 @@ bool Http1Session::flush_to_client() noexcept {
   return r == 0;
 }
 
-void Http1Session::on_transport_written(int status) noexcept {
+void Http1Session::on_written(int status) noexcept {
   cb_->to_client.pending = false;
   cb_->to_client.clear();
   if (closing()) return;

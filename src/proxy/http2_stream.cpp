@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "rondel/http/request_rules.h"
 #include "rondel/http/writer.h"
 #include "rondel/proxy/http2_session.h"
 
@@ -113,9 +114,10 @@ bool Http2Stream::add_header(std::string_view name, std::string_view value, uint
   return true;
 }
 
-bool Http2Stream::finish_head(bool end_stream) {
+http::RuleVerdict Http2Stream::finish_head(bool end_stream) {
   headers_.clear();
-  std::string_view authority, host;
+  std::string_view authority;
+  bool has_authority = false;
   head_ = http::RequestHead{};
   for (size_t i = 0; i < hoff_.size(); i += 3) {
     std::string_view n(hbuf_.data() + hoff_[i], hoff_[i + 1]);
@@ -123,28 +125,28 @@ bool Http2Stream::finish_head(bool end_stream) {
     if (!n.empty() && n[0] == ':') {
       if (n == ":method") head_.method = v;
       else if (n == ":path") head_.target = v;
-      else if (n == ":authority") authority = v;
+      else if (n == ":authority") authority = v, has_authority = true;
       continue;
     }
-    if (n == "host") host = v;
     if (n == "content-length") {
-      uint64_t len = 0;
-      for (char c : v) {
-        if (c < '0' || c > '9') return false;
-        len = len * 10 + static_cast<uint64_t>(c - '0');
-      }
+      const std::optional<uint64_t> len = http::parse_content_length(v);
+      if (!len || head_.framing == http::Framing::kLength) return {400, "bad_content_length"};
       head_.framing = http::Framing::kLength;
-      head_.content_length = len;
+      head_.content_length = *len;
     }
     headers_.push_back(http::Header{n, v, false});
   }
-  if (head_.method.empty() || head_.target.empty()) return false;
-  // Host from :authority, as an HTTP/1 request for that URL carries it.
-  if (host.empty() && !authority.empty()) {
-    host = authority;
+  if (head_.method.empty()) return {400, "bad_method"};
+  // The rules an HTTP/1 request for the same URL goes through (rondel/http/request_rules.h).
+  if (auto v = http::check_target(head_.method, head_.target, http::TargetForms::kHttp2)) return v;
+  // RFC 9113 8.3.1: Host is made from :authority when the request has no host field.
+  if (has_authority && std::none_of(headers_.begin(), headers_.end(), [](const http::Header& h) {
+        return h.name == "host";
+      })) {
     headers_.insert(headers_.begin(), http::Header{"host", authority, false});
   }
-  head_.host = host;
+  if (auto v = http::resolve_authority(head_, headers_, authority, has_authority)) return v;
+  s_->worker().hop_by_hop_marker().mark(headers_);  // te: trailers, trailer, Connection-named
   head_.headers = headers_;
   head_.is_head = head_.method == "HEAD";
   head_.idempotent = idempotent_method(head_.method);
@@ -155,7 +157,21 @@ bool Http2Stream::finish_head(bool end_stream) {
   } else if (head_.framing != http::Framing::kLength) {
     head_.framing = http::Framing::kChunked;  // a body of unknown length: chunked to the backend
   }
-  return true;
+  return {};
+}
+
+void Http2Stream::refuse(const http::RuleVerdict& v) noexcept {
+  Worker& w = s_->worker();
+  start_ns_ = uv_hrtime();
+  w.stats().requests.fetch_add(1, std::memory_order_relaxed);
+  w.stats().rejected[static_cast<size_t>(reject_for_status(v.status))].fetch_add(
+      1, std::memory_order_relaxed);
+  if (w.log().enabled(Level::kWarn)) {
+    std::string kv = "status=" + std::to_string(v.status) + " reason=" + std::string(v.reason) +
+                     " client=" + std::string(s_->client_ip()) + " stream=" + std::to_string(id_);
+    w.log().log_limited(Level::kWarn, w.now_ms(), "request_rejected", kv);
+  }
+  sink_local(v.status);
 }
 
 void Http2Stream::start() noexcept {

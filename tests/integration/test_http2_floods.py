@@ -553,8 +553,12 @@ class Http2AnswerBeforeRequestEnds(unittest.TestCase):
             self.assertTrue(resets, f"no RST_STREAM after the response: {mine}")
             self.assertLess(ends[0], resets[0], "the reset came before the response's end")
             self.assertEqual(struct.unpack(">I", mine[resets[0]][2])[0], 0, "not NO_ERROR")
-            # The connection goes on: another stream on it is served.
-            s.sendall(frame(HEADERS, END_HEADERS | END_STREAM, 3, request_block("/next")))
+            # A trailer section the client sent before it saw the reset is ignored, not a
+            # connection error (RFC 9113 5.1, "closed"; Http2Session::ClosedStreams), and the
+            # connection goes on: another stream on it is served.
+            trailers = b"\x00\x07x-trail\x01y"  # literal field, new name, not indexed
+            s.sendall(frame(HEADERS, END_HEADERS | END_STREAM, 1, trailers) +
+                      frame(HEADERS, END_HEADERS | END_STREAM, 3, request_block("/next")))
             frames, _ = read_frames_until(
                 s, lambda f: f[2] == 3 and f[1] & END_STREAM, buf=buf, limit_s=10)
             self.assertTrue(any(t == HEADERS and sid == 3 and p[:1] == b"\x88"

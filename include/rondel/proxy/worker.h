@@ -22,10 +22,13 @@
 #include "rondel/proxy/log.h"
 #include "rondel/proxy/router.h"
 #include "rondel/proxy/snapshot.h"
+#include "rondel/util/intrusive_list.h"
 
 namespace rondel::proxy {
 
-class Http1Session;
+struct ClientConnectionTag;
+class ClientCodec;
+class ClientConnection;
 class Http2Session;
 class BackendConn;
 class Exchange;
@@ -135,6 +138,9 @@ class Worker {
   net::SplicePoller& splice_poller() noexcept { return splice_poller_; }
   // nghttp2's heap for this worker's HTTP/2 sessions (h2_mem.h).
   H2Mem& h2_mem() noexcept { return h2_mem_; }
+  // The hop-by-hop marker of this worker's HTTP/2 request heads (HTTP/1 parsers have their
+  // own); its tables are kept between heads.
+  http::HopByHopMarker& hop_by_hop_marker() noexcept { return hop_by_hop_marker_; }
   // The client connections' timeouts (idle, header, body, linger), on one timer.
   net::TimeoutQueue& timeouts() noexcept { return timeouts_; }
   // Pooled per-request state, reused from free lists or allocated (null: out of memory). An
@@ -177,31 +183,30 @@ class Worker {
     exchanges_.store(exchanges_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
   }
 
-  // Session registry (intrusive list) for draining.
-  void add_session(Http1Session* s) noexcept;
-  void remove_session(Http1Session* s) noexcept;
-  void add_h2_session(Http2Session* s) noexcept;
-  void remove_h2_session(Http2Session* s) noexcept;
-  // HTTP/2 output, once per loop pass: a session with frames to send asks here (at most once
-  // until it is served), and after the pass's I/O callbacks (a uv_check) the worker has every
-  // such session write what it has. So a response's head, body and end, and the responses of
-  // all the streams answered in the same pass, leave as one write. cancel_h2_flush: the session
-  // is closing (it is forgotten; it may ask again only after a later want_h2_flush).
-  void want_h2_flush(Http2Session* s) noexcept;
-  void cancel_h2_flush(Http2Session* s) noexcept;
+  // The client connections (ClientConnection registers itself while open), for draining.
+  void add_connection(ClientConnection& c) noexcept;
+  void remove_connection(ClientConnection& c) noexcept;
+  // Output once per loop pass: a codec with output to write asks here (at most once until it is
+  // served), and after the pass's I/O callbacks (a uv_check) the worker calls its on_flush(). So
+  // an HTTP/2 response's head, body and end, and the responses of all the streams answered in
+  // the same pass, leave as one write. cancel_flush: the codec is closing (it is forgotten; it
+  // may ask again only after a later want_flush).
+  void want_flush(ClientCodec* c) noexcept;
+  void cancel_flush(ClientCodec* c) noexcept;
 
   // Hook for the metrics module; called on the loop thread after each exchange.
   void (*on_exchange)(void* ctx, const ExchangeRecord& rec) = nullptr;
   void* on_exchange_ctx = nullptr;
 
  private:
-  void drain_removed_h2() noexcept;
+  void drain_removed_listeners() noexcept;
   static void on_flush_check(uv_check_t* h) noexcept;
   uv_loop_t* loop_;
   Logger& log_;
   LogSink& access_log_;
   WorkerStats& stats_;
   BufferPool buffers_;
+  http::HopByHopMarker hop_by_hop_marker_;
   H2Mem h2_mem_;  // nghttp2's heap for this worker's sessions (all freed before the worker is)
   net::PipePool pipes_;
   net::SplicePoller splice_poller_;  // the relays' readiness (its epoll set made on first use)
@@ -209,17 +214,16 @@ class Worker {
   std::vector<Exchange*> free_exchanges_;
   std::vector<Http1Buffers*> free_http1_;
   std::vector<Http2Stream*> free_h2_streams_;
-  uv_check_t flush_check_;                 // runs while h2_flush_ is not empty
-  bool flush_check_ready_ = false;         // flush_check_ initialised (the first want_h2_flush)
+  uv_check_t flush_check_;                 // runs while flush_ is not empty
+  bool flush_check_ready_ = false;         // flush_check_ initialised (the first want_flush)
   bool flush_closed_ = false;              // close_all ran
-  std::vector<Http2Session*> h2_flush_;    // sessions to flush this pass (null: cancelled)
+  std::vector<ClientCodec*> flush_;        // codecs to flush this pass (null: cancelled)
   std::string log_line_;
   std::shared_ptr<const Snapshot> snapshot_;
   std::vector<uint64_t> scratch_;
   Router routing_;
-  Http1Session* sessions_head_ = nullptr;
-  Http2Session* h2_head_ = nullptr;
-  std::atomic<size_t> sessions_{0};
+  util::IntrusiveList<ClientConnection, ClientConnectionTag> connections_;
+  std::atomic<size_t> sessions_{0};  // connections_'s length, for other threads
   std::atomic<size_t> exchanges_{0};
   uint32_t id_ = 0;
   bool draining_ = false;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "rondel/config/config.h"
+#include "rondel/proxy/client_connection.h"
 #include "rondel/proxy/http2_session.h"
 #include "rondel/proxy/log.h"
 #include "rondel/proxy/worker.h"
@@ -107,7 +108,8 @@ struct NoPoolSession : Loop {
 
   NoPoolSession() {
     l.name = "t";
-    t.events = rondel::proxy::Http2Session::attach(worker, t, {&l, nullptr, state, nullptr});
+    t.events = rondel::proxy::ClientConnection::attach(
+        worker, t, {&l, nullptr, state, nullptr}, rondel::proxy::ClientProtocol::kHttp2);
     REQUIRE(t.events != nullptr);
   }
   ~NoPoolSession() {
