@@ -12,7 +12,7 @@ import time
 
 try:
     import hpack
-except ImportError:  # ctest's Python may be another build (pyenv) than Debian's python3
+except ImportError:  # run by hand with a python3 of its own first on PATH (pyenv, a venv)
     sys.path.append("/usr/lib/python3/dist-packages")
     import hpack
 from hpack.huffman import HuffmanEncoder  # noqa: E402
