@@ -199,38 +199,16 @@ void Http1Session::send_continue() noexcept {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The access log
+// The end records' client side
 
-void Http1Session::log_access(Outcome outcome, const ExchangeState& st, bool head_known) noexcept {
-  LogSink& sink = worker_.access_log();
-  if (!sink.enabled() || cb_ == nullptr) return;
-  AccessRecord r;
-  if (head_known) {
-    r.method = cb_->req_parser.head().method;
-    r.target = cb_->req_parser.head().target;
-  }
-  r.client = client_ip();
-  r.status = st.status;
-  r.bytes_in = bytes_from_client_;
-  r.bytes_out = bytes_to_client_;
-  if (st.pool != nullptr) r.pool = st.pool->name();
-  else if (conn_.pool() != nullptr) r.pool = conn_.pool()->name();  // refused before any exchange
-  if (st.backend != core::kNoBackend) r.backend = st.pool->backend(st.backend).id();
-  if (st.owner != core::kNoBackend && st.keyed) r.owner = st.pool->backend(st.owner).id();
-  r.hops = st.hops;
-  r.attempts = st.attempts;
-  r.duration_us = (uv_hrtime() - st.start_ns) / 1000;
-  r.outcome = outcome_name(outcome);
-  r.worker = worker_.id();
-  if (conn_.tls() != nullptr) {
-    tls::TlsTransport::LogFields t = conn_.tls()->log_fields();
-    r.tls_version = t.version;
-    r.sni = t.sni;
-    r.tls_resumed = t.resumed;
-  }
-  std::string& l = worker_.log_line();
-  format_access(r, sink.format(), l);
-  sink.write(l);
+ClientSide Http1Session::client_side() noexcept {
+  ClientSide c;
+  c.client = client_ip();
+  c.bytes_in = bytes_from_client_;
+  c.bytes_out = bytes_to_client_;
+  c.tls = conn_.tls();
+  c.listener_pool = conn_.pool();
+  return c;
 }
 
 }  // namespace rondel::proxy

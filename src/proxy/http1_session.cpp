@@ -12,7 +12,6 @@
 #include <cstring>
 
 #include "rondel/http/writer.h"
-#include "rondel/proxy/http2_session.h"
 
 namespace rondel::proxy {
 
@@ -224,7 +223,7 @@ void Http1Session::on_timeout() noexcept {
       return;
     case Phase::kIdle:
       if (rlen_ > rpos_ || head_bytes_pending() > 0) {
-        reject(408, Reject::kClientTimeout, "header_timeout");
+        reject(Failure::refused(408, Reject::kClientTimeout), "header_timeout");
       } else {
         close_now();
       }
@@ -233,7 +232,7 @@ void Http1Session::on_timeout() noexcept {
       // Armed only while the exchange waits for body bytes (want_more).
       if (!ex_->state().req_done()) {
         worker_.log().log_limited(Level::kWarn, worker_.now_ms(), "client_body_timeout");
-        ex_->fail(408, Reject::kClientTimeout, Outcome::kClientAbort);
+        ex_->fail(Failure::client_body_timeout());
       }
       return;
   }
@@ -276,7 +275,7 @@ void Http1Session::pump_request() noexcept {
     case http::Event::kMessageEnd:  // not before a head
     case http::Event::kError: {
       const auto& err = cb_->req_parser.error();
-      reject(err.status, reject_for_status(err.status), err.reason);
+      reject(Failure::refused(err.status), err.reason);
       return;
     }
   }
@@ -310,7 +309,7 @@ void Http1Session::on_request_head() noexcept {
   body_state_ = BodyState::kMore;
   worker_.stats().requests.fetch_add(1, std::memory_order_relaxed);
   if (conn_.listener() == nullptr || conn_.pool() == nullptr) {
-    reject(503, Reject::kNoBackend, "listener_removed");
+    reject(Failure::no_backend(), "listener_removed");
     return;
   }
   ExchangeRequest rq = exchange_request();
@@ -327,16 +326,17 @@ void Http1Session::on_request_head() noexcept {
   phase_ = Phase::kExchange;
   if (ex_->start(rq) == Exchange::Start::kNoKey) {
     phase_ = Phase::kIdle;
-    reject(400, Reject::kBadRequest, "missing_hash_key");
+    reject(Failure::refused(400), "missing_hash_key");
   }
 }
 
-void Http1Session::reject(uint16_t status, Reject reason, std::string_view why) noexcept {
+void Http1Session::reject(const Failure& f, std::string_view why) noexcept {
+  const uint16_t status = f.status;
   if (!take_state()) {
     close_now();
     return;
   }
-  worker_.stats().rejected[static_cast<size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
+  worker_.stats().rejected[static_cast<size_t>(f.reject)].fetch_add(1, std::memory_order_relaxed);
   if (worker_.log().enabled(Level::kWarn)) {
     std::string kv = "status=" + std::to_string(status) + " reason=" + std::string(why) +
                      " client=" + std::string(client_ip());
@@ -356,7 +356,8 @@ void Http1Session::reject(uint16_t status, Reject reason, std::string_view why) 
   // flush is safe.)
   bool head_known = head_known_;
   bool flushed = flush_to_client();
-  log_access(Outcome::kRejected, st, head_known);
+  record_request_end(worker_, st, head_known ? &cb_->req_parser.head() : nullptr, client_side(),
+                     Outcome::kRejected, false);
   bytes_from_client_ = bytes_to_client_ = 0;
   if (flushed) linger_close();
 }
@@ -394,11 +395,7 @@ void Http1Session::on_written(int status) noexcept {
 }
 
 void Http1Session::on_exchange_done(Exchange& ex, Outcome outcome) noexcept {
-  const ExchangeState& st = ex.state();
-  log_access(outcome, st);
-  if (worker_.on_exchange != nullptr && st.pool != nullptr) {
-    worker_.on_exchange(worker_.on_exchange_ctx, ex.record(bytes_from_client_, bytes_to_client_));
-  }
+  const ExchangeState& st = ex.state();  // its end was recorded (client_side())
   bytes_from_client_ = bytes_to_client_ = 0;
   phase_ = Phase::kIdle;
   body_wanted_ = false;

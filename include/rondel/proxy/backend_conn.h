@@ -1,7 +1,7 @@
 // BackendConn: one TCP connection to a backend, plain or TLS (the pool's `tls`), busy with one
 // client's exchange or idle in the backend's keep-alive pool.
 //
-// The connection reports to its owner (an Exchange) through on_backend_* calls; while idle it
+// The connection reports to its owner (BackendEvents: an Exchange) through on_backend_* calls; while idle it
 // has no owner and closes itself on any byte, EOF or its idle timeout. Its read buffer comes from
 // the worker's BufferPool while busy and is returned when idle. On a TLS connection the
 // handshake runs between the TCP connect and on_backend_connected (within the connect timeout),
@@ -31,8 +31,25 @@ class ClientTls;
 namespace rondel::proxy {
 
 class BackendState;
-class Exchange;
+class BackendConn;
 class Worker;
+
+// What a backend connection reports to the exchange it serves (its owner). The connection never
+// knows the concrete owner: an Exchange in the daemon, a test's recorder in unit tests. Each call
+// is made on the loop thread with the connection still alive; the owner may close or release
+// the connection from inside it.
+class BackendEvents {
+ public:
+  virtual ~BackendEvents() = default;
+  // The connect (and TLS handshake) ended: 0, or a libuv error (UV_EPROTO: a failed handshake).
+  virtual void on_backend_connected(BackendConn* conn, int status) noexcept = 0;
+  // New bytes are available() (not all need be consumed now).
+  virtual void on_backend_data(BackendConn* conn) noexcept = 0;
+  // The backend closed (UV_EOF) or the connection failed (another libuv error).
+  virtual void on_backend_eof(BackendConn* conn, int status) noexcept = 0;
+  // The timer armed with arm_timer() expired.
+  virtual void on_backend_timeout(BackendConn* conn) noexcept = 0;
+};
 
 class BackendConn final : public net::HandleCloser {
  public:
@@ -51,10 +68,10 @@ class BackendConn final : public net::HandleCloser {
   // nullptr (and sets *err) if the socket could not even be created (e.g. out of file
   // descriptors).
   static BackendConn* connect(Worker& worker, BackendState& state, const Target& target,
-                              Exchange* owner, int* err);
+                              BackendEvents* owner, int* err);
 
   // Takes an idle connection for `owner` and starts reading into a buffer.
-  void attach(Exchange* owner) noexcept;
+  void attach(BackendEvents* owner) noexcept;
   // The owner is done and the connection may be reused: back to the idle pool.
   void release_to_idle(uint64_t idle_timeout_ms) noexcept;
   // Closes the connection, detaching any owner silently.
@@ -133,7 +150,7 @@ class BackendConn final : public net::HandleCloser {
 
   Worker& worker_;
   BackendState* state_;
-  Exchange* owner_ = nullptr;
+  BackendEvents* owner_ = nullptr;
   uv_tcp_t tcp_{};
   uv_timer_t timer_{};
   uv_connect_t connect_req_{};

@@ -98,6 +98,7 @@ class Http1Session final : public ClientCodec,
   static constexpr int kChunkLinePasses = 8;
   // The exchange's end: access log, metrics, then keep-alive or close.
   void on_exchange_done(Exchange& ex, Outcome outcome) noexcept override;
+  ClientSide client_side() noexcept override;
 
   net::Transport& transport() noexcept { return conn_.transport(); }
   const net::Transport& transport() const noexcept { return conn_.transport(); }
@@ -116,7 +117,9 @@ class Http1Session final : public ClientCodec,
   void on_request_head() noexcept;
   // The listener's forwarding settings and pool for the request just parsed.
   ExchangeRequest exchange_request() noexcept;
-  void reject(uint16_t status, Reject reason, std::string_view why) noexcept;
+  // Answers rondel's own status for a request refused before or instead of an exchange,
+  // counts and logs it, then closes after the answer.
+  void reject(const Failure& f, std::string_view why) noexcept;
   // Starts or stops reading the client. lazy = stop only if a byte or EOF arrives meanwhile (an
   // exchange that starts or ends with nothing more to read then costs no epoll change).
   void set_client_reading(bool on, bool lazy = false) noexcept;
@@ -132,9 +135,6 @@ class Http1Session final : public ClientCodec,
   bool queue_client_body(std::string_view body) noexcept;
   // Answers Expect: 100-continue the first time the exchange asks for the body.
   void send_continue() noexcept;
-  // One access-log line for the request that `st` describes; head_known = false (a request
-  // refused before its head was complete) writes "-" for method and target.
-  void log_access(Outcome outcome, const ExchangeState& st, bool head_known = true) noexcept;
 
   ClientConnection& conn_;
   Worker& worker_;

@@ -117,7 +117,7 @@ class Http2Stream final : private BodySource, private ResponseSink, private Exch
   void on_exchange_done(Exchange& ex, Outcome outcome) noexcept override;
   // Submits the response head in nv_ (nv_[0] is set to :status here).
   void submit(uint16_t status, bool with_body) noexcept;
-  void log_access(Outcome outcome, const ExchangeState& st) noexcept;
+  ClientSide client_side() noexcept override;
 
   Http2Session* s_;
   int32_t id_;
