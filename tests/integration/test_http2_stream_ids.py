@@ -12,10 +12,10 @@ Before 2026-12-04 the first two were silently ignored.
 """
 import unittest
 
+from h2_raw import (END_HEADERS, END_STREAM, HEADERS, connect, frame, goaway_code,
+                    read_frames_until, read_until_closed, request_block)
 from harness import BackendGroup, Rondel, main
-from test_http2_floods import (END_HEADERS, END_STREAM, GOAWAY, HEADERS, connect, frame,
-                               goaway_code, h2c_config, read_frames_until, read_until_closed,
-                               request_block)
+from test_http2_floods import h2c_config
 
 PROTOCOL_ERROR, STREAM_CLOSED = 0x1, 0x5
 

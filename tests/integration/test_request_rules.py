@@ -19,10 +19,10 @@ import unittest
 
 from hpack import Decoder, Encoder
 
+from h2_raw import (DATA, END_HEADERS, END_STREAM, HEADERS, PREFACE, RST_STREAM, SETTINGS, frame,
+                    read_frames_until)
 from harness import (BackendGroup, Rondel, access_records, main, metric_sum, parse_responses,
                      raw_exchange, scrape, wait_until)
-from test_http2_floods import (DATA, END_HEADERS, END_STREAM, HEADERS, PREFACE, RST_STREAM,
-                               SETTINGS, frame, read_frames_until)
 
 
 def h2_request(port, fields):
