@@ -92,3 +92,20 @@ TEST_CASE("every schema key is documented in its section of docs/configuration.m
     }
   }
 }
+
+TEST_CASE("every scalar row is a key its section accepts") {
+  auto accepted = [](std::span<const std::string_view> keys, std::string_view name) {
+    for (std::string_view k : keys) {
+      if (k == name) return true;
+    }
+    return false;
+  };
+  for (const auto& row : schema::kListenerScalars) {
+    CAPTURE(row.name);
+    CHECK(accepted(schema::kListenerKeys, row.name));
+  }
+  for (const auto& row : schema::kPoolScalars) {
+    CAPTURE(row.name);
+    CHECK(accepted(schema::kPoolKeys, row.name));
+  }
+}
