@@ -22,6 +22,7 @@
 #include "rondel/net/uv_util.h"
 #include "rondel/proxy/response_sink.h"
 #include "rondel/proxy/worker.h"
+#include "rondel/util/intrusive_list.h"
 
 namespace rondel::tls {
 class ClientContext;
@@ -51,7 +52,10 @@ class BackendEvents {
   virtual void on_backend_timeout(BackendConn* conn) noexcept = 0;
 };
 
-class BackendConn final : public net::HandleCloser {
+// The tag of a backend's per-worker idle list (BackendState).
+struct BackendIdleTag {};
+
+class BackendConn final : public net::HandleCloser, public util::ListNode<BackendIdleTag> {
  public:
   // How to reach a backend: plain TCP (tls null) or TLS under the pool's context, naming the
   // backend `host_name` (its configured host name, "" for an address literal).
@@ -199,11 +203,7 @@ class BackendConn final : public net::HandleCloser {
   bool wire_pending_ = false;
   bool tcp_eof_ = false;       // the socket ended (delivered once the plaintext is drained)
 
-  // Idle-list links (BackendState owns the list).
-  BackendConn* idle_prev_ = nullptr;
-  BackendConn* idle_next_ = nullptr;
-  bool in_idle_list_ = false;
-  uint32_t idle_worker_ = 0;  // whose idle list holds it
+  uint32_t idle_worker_ = 0;  // whose idle list holds it (the ListNode links it there)
 };
 
 }  // namespace rondel::proxy
