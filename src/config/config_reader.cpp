@@ -518,6 +518,11 @@ class ConfigReader {
     if (auto* g = m.get("hot_keys")) r_.read_unsigned(*g, a.hot_keys, 0, kMaxHotKeys);
     if (auto* g = m.get("token_file")) r_.read_string(*g, a.token_file, false);
     if (auto* g = m.get("state_file")) r_.read_string(*g, a.state_file, false);
+    if (auto* g = m.get("max_connections")) {
+      r_.read_unsigned(*g, a.max_connections, 1, kMaxAdminConnections);
+    }
+    if (auto* g = m.get("header_timeout")) r_.read_duration(*g, a.header_timeout_ms, 1);
+    if (auto* g = m.get("idle_timeout")) r_.read_duration(*g, a.idle_timeout_ms, 1);
   }
 
   // `config_watch:` present means on, unless it says `enabled: false`.

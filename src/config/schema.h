@@ -140,7 +140,12 @@ constexpr string_view kBackendTlsKeys[] = {"verify", "ca",   "sni",  "min_versio
                                            "max_version", "cert", "key", "session_reuse"};
 constexpr Choice<SendProxyProtocol> kSendProxyProtocols[] = {{"off", SendProxyProtocol::kOff},
                                                             {"v2", SendProxyProtocol::kV2}};
-constexpr string_view kAdminKeys[] = {"enabled", "bind", "hot_keys", "token_file", "state_file"};
+constexpr string_view kAdminKeys[] = {"enabled",         "bind",           "hot_keys",
+                                      "token_file",      "state_file",     "max_connections",
+                                      "header_timeout",  "idle_timeout"};
+// A cap on admin connections beyond this is a typo (each holds a descriptor; the daemon also
+// keeps it under 1/16 of the descriptor limit).
+constexpr uint64_t kMaxAdminConnections = 65535;
 constexpr string_view kDnsKeys[] = {"nameservers", "ttl", "jitter", "timeout", "attempts"};
 // Re-resolving more often than this only loads the nameserver.
 constexpr uint64_t kMinDnsTtlMs = 100;

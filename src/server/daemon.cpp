@@ -11,6 +11,7 @@
 #include "rondel/core/hash.h"
 #include "rondel/proxy/passive_health.h"
 #include "rondel/server/admin.h"
+#include "rondel/server/admin_checks.h"
 #include "rondel/server/discovery.h"
 #include "rondel/server/metrics.h"
 #include "config_watch.h"
@@ -89,6 +90,9 @@ bool Daemon::start(config::Config cfg) {
     log_.log(proxy::Level::kError, "admin_token_unreadable", tok.error().message);
     return false;
   }
+  for (const AdminWarning& w : admin_setup_warnings(cfg.admin)) {
+    log_.log(proxy::Level::kWarn, w.event, w.text);
+  }
   load_admin_states(cfg);
 
   auto snap = build_snapshot(cfg, ++generation_);
@@ -108,6 +112,9 @@ bool Daemon::start(config::Config cfg) {
       t->set_exchange_hook(&Metrics::on_exchange, metrics_->exchange_context(t->id()));
     }
     admin_ = std::make_unique<Admin>(*this);
+    if (std::string lowered = admin_->configure(cfg.admin); !lowered.empty()) {
+      log_.log(proxy::Level::kWarn, "admin_max_connections_lowered", lowered);
+    }
     auto ok = admin_->open(cfg.admin.bind);
     if (!ok) {
       log_.log(proxy::Level::kError, "admin_bind_failed", ok.error().message);
@@ -157,7 +164,7 @@ void Daemon::wait_for_dns(const config::Config& cfg) {
 core::Result<std::shared_ptr<const proxy::Snapshot>> Daemon::build_snapshot(
     const config::Config& cfg, uint64_t generation) {
   config::Config expanded = discovery_->expand(cfg);
-  admin_states_.apply_weights(expanded);
+  report_skipped_weights(admin_states_.apply_weights(expanded));
   for (const auto& p : expanded.pools) {
     // At start-up a pool with nothing to serve is a configuration error (exit 2). Once running,
     // one name that resolves to nothing must not block every reload and every other pool's DNS
@@ -380,6 +387,11 @@ bool Daemon::finish_reload(config::Config cfg) {
     return false;
   }
   ++generation_;
+  if (admin_) {
+    if (std::string lowered = admin_->configure(cfg.admin); !lowered.empty()) {
+      log_.log(proxy::Level::kWarn, "admin_max_connections_lowered", lowered);
+    }
+  }
   if (auto tok = read_admin_token(cfg); !tok) {
     log_.log(proxy::Level::kError, "admin_token_unreadable",
              tok.error().message + " (the admin listener is read-only until it is readable)");

@@ -1,5 +1,6 @@
 // Daemon, the operator's side: the admin token, the admin state file, and a runtime change of a
 // backend's admin state or weight (PUT /api/pools/{pool}/backends/{id}, rondel ctl).
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -39,14 +40,43 @@ void Daemon::load_admin_states(const config::Config& cfg) {
            "file=" + path + " entries=" + std::to_string(admin_states_.size()));
 }
 
+void Daemon::report_skipped_weights(const std::vector<SkippedWeight>& skipped) {
+  std::vector<std::string> now;
+  for (const SkippedWeight& k : skipped) {
+    if (std::find(skipped_logged_.begin(), skipped_logged_.end(), k.message) ==
+        skipped_logged_.end()) {
+      log_.log(proxy::Level::kWarn, "admin_state_skipped", k.message);
+    }
+    now.push_back(k.message);
+  }
+  skipped_logged_ = std::move(now);
+}
+
+std::vector<SkippedWeight> Daemon::skipped_weights() {
+  config::Config probe = discovery_->expand(base_cfg_);
+  return admin_states_.apply_weights(probe);
+}
+
 Daemon::AdminResult Daemon::set_backend_admin(const std::string& pool, const std::string& id,
                                               const AdminSetting& s) {
   const AdminSetting before = admin_states_.get(pool, id);
   if (before == s) return {};
+  const std::vector<SkippedWeight> skipped_before =
+      s.weight != before.weight ? skipped_weights() : std::vector<SkippedWeight>{};
   admin_states_.set(pool, id, s);
   auto old = worker_->snapshot();
   std::shared_ptr<const proxy::Snapshot> next;
   if (s.weight != before.weight) {
+    // A weight with which a pool could not be built would be left out (apply_weights): refused
+    // here instead, so that what the operator is told is what runs.
+    for (const SkippedWeight& k : skipped_weights()) {
+      const bool was = std::any_of(skipped_before.begin(), skipped_before.end(), [&](auto& b) {
+        return b.pool == k.pool && b.id == k.id;
+      });
+      if (was) continue;
+      admin_states_.set(pool, id, before);
+      return {AdminOutcome::kRejected, k.reason};
+    }
     // A new weight moves keys: the placement is rebuilt from the running configuration.
     auto snap = build_snapshot(base_cfg_, generation_ + 1);
     if (!snap) {

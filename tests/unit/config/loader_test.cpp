@@ -569,6 +569,28 @@ TEST_CASE("an admin section with enabled: false needs no bind") {
   CHECK_FALSE(r.config.admin.enabled);
 }
 
+TEST_CASE("the admin listener's connection limits: defaults, values and errors") {
+  std::string yaml(kMinimal);
+  const LoadResult d = load_string(yaml + "admin: { bind: 127.0.0.1:0 }\n", "d.yaml");
+  REQUIRE(d.ok());
+  CHECK(d.config.admin.max_connections == 10);  // HAProxy's `stats maxconn` default
+  CHECK(d.config.admin.header_timeout_ms == 10000);
+  CHECK(d.config.admin.idle_timeout_ms == 10000);
+  const LoadResult set = load_string(
+      yaml + "admin: { bind: 127.0.0.1:0, max_connections: 4, header_timeout: 2s, "
+             "idle_timeout: 500ms }\n",
+      "s.yaml");
+  REQUIRE(set.ok());
+  CHECK(set.config.admin.max_connections == 4);
+  CHECK(set.config.admin.header_timeout_ms == 2000);
+  CHECK(set.config.admin.idle_timeout_ms == 500);
+  const LoadResult bad = load_string(
+      yaml + "admin: { bind: 127.0.0.1:0, max_connections: 0, header_timeout: 0ms, "
+             "idle_timeout: soon }\n",
+      "b.yaml");
+  CHECK(error_strings(bad).size() == 3);
+}
+
 TEST_CASE("two listeners on port 0 do not collide: each gets its own free port") {
   constexpr std::string_view kYaml = R"(
 listeners:
