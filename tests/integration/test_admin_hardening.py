@@ -188,6 +188,7 @@ class Connections(unittest.TestCase):
             s.close()
             self.assertIsNotNone(got, "the half-sent request was still open after 20 s")
             data, seconds = got
+            print(f"half-sent admin request: closed after {seconds:.2f} s", flush=True)
             self.assertTrue(data.startswith(b"HTTP/1.1 408 "), data)
             self.assertGreater(seconds, 9.0)   # default header_timeout 10s, from the accept
             self.assertLess(seconds, 13.0)
@@ -208,6 +209,7 @@ class Connections(unittest.TestCase):
                       b"Content-Length: 10\r\n\r\n{")
             data, seconds = closed_after(s, 5)
             s.close()
+            print(f"stalled admin body: 408 after {seconds:.2f} s (idle_timeout 0.6 s)", flush=True)
             self.assertTrue(data.startswith(b"HTTP/1.1 408 "), data)
             self.assertGreater(seconds, 0.5)
             self.assertLess(seconds, 3.0)
@@ -216,6 +218,7 @@ class Connections(unittest.TestCase):
             extra = socket.create_connection(("127.0.0.1", r.admin_port), timeout=5)
             data, seconds = closed_after(extra, 3)
             extra.close()
+            print(f"over the admin cap: closed after {1000 * seconds:.1f} ms", flush=True)
             self.assertEqual(data, b"")
             self.assertLess(seconds, 1.0)
             r.out.wait_for(r"warn admin_connection_refused open=3 max=3 refused_total=1",
@@ -244,20 +247,28 @@ class Connections(unittest.TestCase):
         try:
             r = Rondel(make_config(backends, listener={"idle_timeout": "60s"}),
                        prefix=("prlimit", f"--nofile={nofile}:{nofile}", "--"))
+            # A warm-up request first: its pooled backend connection is in the base count.
+            started_fds = r.open_fds()
+            self.assertEqual(http_get(r.port, "/warm")[0], 200)
+            wait_until(lambda: r.open_fds() <= started_fds + 1, timeout=5,
+                       what="the warm-up client connection closed")
             base_fds = r.open_fds()
             for _ in range(flood):
                 try:
                     socks.append(half_request(r.admin_port))
                 except OSError:
                     pass
-            fds = r.open_fds()
-            print(f"{flood} idle admin connections under nofile={nofile}: rondel fds "
-                  f"{base_fds} -> {fds}", flush=True)
-            self.assertLessEqual(fds, base_fds + 4)
             for i in range(10):
                 with HttpConn(r.port, timeout=5) as c:
                     c.request("GET", f"/during/{i}")
                     self.assertEqual(c.read_response(timeout=5)[0], 200)
+            # The admin listener is at its cap (4: 1/16 of 64 descriptors) and refused the rest.
+            r.out.wait_for(r"warn admin_connection_refused open=4 max=4", timeout=5)
+            # (The data requests' connections close as rondel reads their end: waited for.)
+            wait_until(lambda: r.open_fds() <= base_fds + 4, timeout=5,
+                       what="at most 4 descriptors more than before the flood")
+            print(f"{flood} idle admin connections under nofile={nofile}: rondel fds "
+                  f"{base_fds} -> {r.open_fds()}", flush=True)
             self.assertIsNone(r.proc.poll(), "rondel died")
             # The cap was lowered to 1/16 of the limit, and said so.
             r.out.wait_for(r"warn admin_max_connections_lowered configured=10 used=4 "
