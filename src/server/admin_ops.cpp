@@ -81,6 +81,8 @@ void backend_state_view(const proxy::Pool& p, core::BackendIndex i, const AdminS
   w.field("state", admin_state_name(b.admin_state()));
   w.field("weight", uint64_t{p.set()[i].weight});
   w.field("weight_override", s.weight.has_value());
+  // A stored override left out because the pool could not be built with it (apply_weights).
+  w.field("weight_override_skipped", s.weight.has_value() && *s.weight != p.set()[i].weight);
   w.field("health", health_name(b.health()));
   w.field("usable", b.usable());
   w.field("in_flight", uint64_t{b.in_flight.load()});

@@ -100,6 +100,34 @@ class StateFile(unittest.TestCase):
             backends[0].stop()
 
 
+class BadLines(unittest.TestCase):
+    def test_a_malformed_state_line_is_skipped_by_line_and_the_rest_applies(self):
+        d = workdir()
+        state = os.path.join(d, "state.jsonl")
+        backends = [Backend("m0"), Backend("m1")]
+        write(state, '{"pool": "p", "backend": "x", "state": "drain",}\n'
+                     f'{{"pool": "p", "backend": "{backends[1].address}", "state": "maint"}}\n'
+                     '{"pool": "p", "backend": "y", "state": "paused"}\n')
+        try:
+            cfg = make_config(backends, admin={"state_file": state})
+            rc, out, err = check(write(os.path.join(d, "r.yaml"), cfg))
+            self.assertEqual((rc, out.strip()), (0, "OK"), err)
+            self.assertIn(f"rondel: warning: {state}:1: syntax error at byte 47", err)
+            self.assertIn(f'rondel: warning: {state}:3: unknown state "paused"', err)
+            r = Rondel(cfg, workdir=d)
+            self.assertEqual(len(r.lines(rf"warn admin_state_skipped {state}:1: syntax error "
+                                         r"at byte 47")), 1)
+            self.assertEqual(len(r.lines(rf'warn admin_state_skipped {state}:3: unknown state '
+                                         r'"paused"')), 1)
+            r.out.wait_for(r"admin_state_loaded file=\S+ entries=1", timeout=5)
+            states = {b["id"]: b["admin_state"] for b in r.pools()["pools"][0]["backends"]}
+            self.assertEqual(states, {backends[0].address: "ready", backends[1].address: "maint"})
+            self.assertEqual(r.stop(), 0)
+        finally:
+            for b in backends:
+                b.stop()
+
+
 class KeptWeight(unittest.TestCase):
     """Item 4 as reported: PUT weight 0 on z while q = {z, y}; the configuration then drops y."""
 
@@ -130,8 +158,10 @@ class KeptWeight(unittest.TestCase):
             r.reload(config([z]))
             r.out.wait_for(r"warn admin_state_skipped " + skipped, timeout=5, start=start)
             self.assertEqual(http_get(r.port, "/b")[1]["x-backend"], "z")
-            # The setting is kept (for when y comes back), and shown as kept.
-            self.assertEqual(http_get(r.admin_port, "/api/pools/q/backends/z")[0], 200)
+            # The setting is kept (for when y comes back), and shown as kept but left out.
+            view = json.loads(http_get(r.admin_port, "/api/pools/q/backends/z")[2])
+            self.assertEqual((view["weight"], view["weight_override"],
+                              view["weight_override_skipped"]), (1, True, True))
             self.assertEqual(r.stop(), 0)
 
             # A restart: starts, serves, with the same warning.
@@ -142,6 +172,8 @@ class KeptWeight(unittest.TestCase):
             start = r.out.count()
             r.reload(config([z, y]))
             self.assertEqual(http_get(r.port, "/d")[1]["x-backend"], "y")
+            view = json.loads(http_get(r.admin_port, "/api/pools/q/backends/z")[2])
+            self.assertEqual((view["weight"], view["weight_override_skipped"]), (0, False))
             self.assertFalse(any("admin_state_skipped" in l for l in r.out.lines[start:]))
             # A PUT that would leave no weight is still refused outright (409), not kept.
             status, err = put(r, "q", "y", {"weight": 0})
