@@ -11,7 +11,6 @@
 #include "rondel/core/hash.h"
 #include "rondel/proxy/passive_health.h"
 #include "rondel/server/admin.h"
-#include "rondel/server/admin_checks.h"
 #include "rondel/server/discovery.h"
 #include "rondel/server/metrics.h"
 #include "config_watch.h"
@@ -90,9 +89,6 @@ bool Daemon::start(config::Config cfg) {
     log_.log(proxy::Level::kError, "admin_token_unreadable", tok.error().message);
     return false;
   }
-  for (const AdminWarning& w : admin_setup_warnings(cfg.admin)) {
-    log_.log(proxy::Level::kWarn, w.event, w.text);
-  }
   load_admin_states(cfg);
 
   auto snap = build_snapshot(cfg, ++generation_);
@@ -103,27 +99,7 @@ bool Daemon::start(config::Config cfg) {
   publish(*snap);
   after_publish(nullptr);
   if (!apply_listeners(cfg, true)) return false;
-  if (cfg.admin.enabled) {
-    metrics_ = std::make_unique<Metrics>(*this);
-    metrics_->set_snapshot(worker_->snapshot());
-    worker_->on_exchange = &Metrics::on_exchange;
-    worker_->on_exchange_ctx = metrics_->exchange_context(0);
-    for (auto& t : threads_) {
-      t->set_exchange_hook(&Metrics::on_exchange, metrics_->exchange_context(t->id()));
-    }
-    admin_ = std::make_unique<Admin>(*this);
-    if (std::string lowered = admin_->configure(cfg.admin); !lowered.empty()) {
-      log_.log(proxy::Level::kWarn, "admin_max_connections_lowered", lowered);
-    }
-    auto ok = admin_->open(cfg.admin.bind);
-    if (!ok) {
-      log_.log(proxy::Level::kError, "admin_bind_failed", ok.error().message);
-      return false;
-    }
-    admin_bind_ = cfg.admin.bind.to_string();
-    log_.log(proxy::Level::kInfo, "admin_listening",
-             "addr=" + cfg.admin.bind.host + ":" + std::to_string(admin_->port()));
-  }
+  if (!open_admin(cfg)) return false;
   install_signals();
   uv_timer_init(&loop_, &tick_);
   tick_.data = this;
@@ -387,11 +363,7 @@ bool Daemon::finish_reload(config::Config cfg) {
     return false;
   }
   ++generation_;
-  if (admin_) {
-    if (std::string lowered = admin_->configure(cfg.admin); !lowered.empty()) {
-      log_.log(proxy::Level::kWarn, "admin_max_connections_lowered", lowered);
-    }
-  }
+  configure_admin(cfg.admin);
   if (auto tok = read_admin_token(cfg); !tok) {
     log_.log(proxy::Level::kError, "admin_token_unreadable",
              tok.error().message + " (the admin listener is read-only until it is readable)");

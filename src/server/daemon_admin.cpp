@@ -1,10 +1,14 @@
-// Daemon, the operator's side: the admin token, the admin state file, and a runtime change of a
-// backend's admin state or weight (PUT /api/pools/{pool}/backends/{id}, rondel ctl).
+// Daemon, the operator's side: the admin listener and its warnings, the admin token, the admin
+// state file, and a runtime change of a backend's admin state or weight
+// (PUT /api/pools/{pool}/backends/{id}, rondel ctl).
 #include <algorithm>
 #include <fstream>
 #include <sstream>
 
+#include "rondel/server/admin.h"
+#include "rondel/server/admin_checks.h"
 #include "rondel/server/daemon.h"
+#include "rondel/server/metrics.h"
 
 namespace rondel::server {
 
@@ -24,6 +28,38 @@ core::Result<bool> Daemon::read_admin_token(const config::Config& cfg) {
   if (token.empty()) return core::fail(path + ": the token file is empty");
   admin_token_ = std::move(token);
   return true;
+}
+
+bool Daemon::open_admin(const config::Config& cfg) {
+  for (const AdminWarning& w : admin_setup_warnings(cfg.admin)) {
+    log_.log(proxy::Level::kWarn, w.event, w.text);
+  }
+  if (!cfg.admin.enabled) return true;
+  metrics_ = std::make_unique<Metrics>(*this);
+  metrics_->set_snapshot(worker_->snapshot());
+  worker_->on_exchange = &Metrics::on_exchange;
+  worker_->on_exchange_ctx = metrics_->exchange_context(0);
+  for (auto& t : threads_) {
+    t->set_exchange_hook(&Metrics::on_exchange, metrics_->exchange_context(t->id()));
+  }
+  admin_ = std::make_unique<Admin>(*this);
+  configure_admin(cfg.admin);
+  auto ok = admin_->open(cfg.admin.bind);
+  if (!ok) {
+    log_.log(proxy::Level::kError, "admin_bind_failed", ok.error().message);
+    return false;
+  }
+  admin_bind_ = cfg.admin.bind.to_string();
+  log_.log(proxy::Level::kInfo, "admin_listening",
+           "addr=" + cfg.admin.bind.host + ":" + std::to_string(admin_->port()));
+  return true;
+}
+
+void Daemon::configure_admin(const config::AdminConfig& admin) {
+  if (!admin_) return;
+  if (std::string lowered = admin_->configure(admin); !lowered.empty()) {
+    log_.log(proxy::Level::kWarn, "admin_max_connections_lowered", lowered);
+  }
 }
 
 void Daemon::load_admin_states(const config::Config& cfg) {

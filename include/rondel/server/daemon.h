@@ -117,6 +117,11 @@ class Daemon {
   void watch_connect_failures();
   void wait_for_dns(const config::Config& cfg);
   void install_signals();
+  // At start: logs the admin section's warnings (admin_checks.h) and, when the admin endpoint
+  // is on, sets up the metrics and opens the admin listener; false when it cannot bind.
+  bool open_admin(const config::Config& cfg);
+  // Gives the admin listener (if open) the connection limits of `admin`, logging a lowered cap.
+  void configure_admin(const config::AdminConfig& admin);
   // Reads admin.token_file of `cfg` into admin_token_ (cleared when none is configured).
   core::Result<bool> read_admin_token(const config::Config& cfg);
   // Loads admin.state_file of `cfg` (at start), logging what it skipped.
