@@ -38,14 +38,23 @@ std::string_view reason(int status) noexcept {
 
 }  // namespace
 
-// One admin connection: reads one request, answers it, closes. Counted in Admin::open_ from
-// construction to destruction. Timeouts (one timer): the request head must arrive within
+// One admin connection: reads one request, answers it, closes. Listed in Admin::conns_ from
+// construction to destruction (or to abort()). Timeouts (one timer): the request head must arrive within
 // header_timeout of the accept; after it, each wait on the client (the next body byte, the
 // response being taken) is bounded by idle_timeout. A head that is late gets 408.
 class AdminConn final : public net::HandleCloser {
  public:
-  explicit AdminConn(Admin& admin) : admin_(admin), parser_(http::Limits{}) { ++admin_.open_; }
-  ~AdminConn() override { --admin_.open_; }
+  explicit AdminConn(Admin& admin) : admin_(&admin), parser_(http::Limits{}) {
+    admin.conns_.push_back(this);
+  }
+  ~AdminConn() override { detach(); }
+
+  // Closes the connection at once (shutdown) and forgets its Admin, which may go before the
+  // handles' close callbacks run.
+  void abort() noexcept {
+    detach();
+    close();
+  }
 
   // Accepts the pending connection of `server` and starts reading. On failure the object
   // closes its handles and deletes itself.
@@ -59,7 +68,7 @@ class AdminConn final : public net::HandleCloser {
       close();
       return;
     }
-    arm(admin_.limits_.header_timeout_ms);
+    arm(admin_->limits_.header_timeout_ms);
     if (uv_read_start(stream(), &on_alloc, &on_read) != 0) close();
   }
 
@@ -71,6 +80,12 @@ class AdminConn final : public net::HandleCloser {
   }
   void on_all_closed() noexcept override { delete this; }
   void arm(uint64_t ms) noexcept { uv_timer_start(&timer_, &on_timeout, ms, 0); }
+  void detach() noexcept {
+    if (admin_ == nullptr) return;
+    auto& conns = admin_->conns_;
+    conns.erase(std::find(conns.begin(), conns.end(), this));
+    admin_ = nullptr;
+  }
 
   static void on_timeout(uv_timer_t* t) noexcept {
     auto* c = static_cast<AdminConn*>(t->data);
@@ -93,7 +108,7 @@ class AdminConn final : public net::HandleCloser {
       return;
     }
     c->received_ += static_cast<size_t>(n);
-    if (c->head_done_ && n > 0) c->arm(c->admin_.limits_.idle_timeout_ms);  // the body moves
+    if (c->head_done_ && n > 0) c->arm(c->admin_->limits_.idle_timeout_ms);  // the body moves
     c->feed(buf->base, static_cast<size_t>(n));
   }
 
@@ -110,7 +125,7 @@ class AdminConn final : public net::HandleCloser {
       }
       if (st.event == http::Event::kHead) {
         head_done_ = true;
-        arm(admin_.limits_.idle_timeout_ms);
+        arm(admin_->limits_.idle_timeout_ms);
         if (parser_.head().method == "POST" && Admin::accepts_post(parser_.head().target)) {
           post_target_ = parser_.head().target;  // the head ends with the message
           continue;
@@ -157,7 +172,7 @@ class AdminConn final : public net::HandleCloser {
     if (st.event != http::Event::kMessageEnd) return false;
     int status = 200;
     std::string ctype, body;
-    admin_.handle_post(post_target_, post_body_, status, ctype, body);
+    admin_->handle_post(post_target_, post_body_, status, ctype, body);
     respond(status, ctype, body);
     return true;
   }
@@ -170,7 +185,7 @@ class AdminConn final : public net::HandleCloser {
       if (http::iequals(f.name, "authorization")) req.authorization = f.value;
     }
     AdminResponse res;
-    admin_.handle(req, res);
+    admin_->handle(req, res);
     respond(res.status, res.content_type, res.body, h.method == "HEAD", res.headers);
   }
 
@@ -178,7 +193,7 @@ class AdminConn final : public net::HandleCloser {
                std::string_view extra_headers = {}) {
     answered_ = true;
     uv_read_stop(stream());
-    arm(admin_.limits_.idle_timeout_ms);  // the client has this long to take the answer
+    arm(admin_->limits_.idle_timeout_ms);  // the client has this long to take the answer
     out_ = "HTTP/1.1 " + std::to_string(status) + " " + std::string(reason(status)) +
            "\r\nContent-Type: " + std::string(ctype) +
            "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" +
@@ -192,7 +207,7 @@ class AdminConn final : public net::HandleCloser {
     static_cast<AdminConn*>(req->data)->close();
   }
 
-  Admin& admin_;
+  Admin* admin_;  // null once detached (abort): no callback that uses it runs after that
   uv_tcp_t tcp_{};
   uv_timer_t timer_{};
   uv_write_t write_req_{};
@@ -225,7 +240,7 @@ std::string Admin::configure(const config::AdminConfig& cfg) {
 
 core::Result<bool> Admin::open(const config::Address& bind) {
   auto accept = [this](uv_stream_t* server) {
-    if (open_ >= limits_.max_connections) {
+    if (conns_.size() >= limits_.max_connections) {
       refuse(server);
       return;
     }
@@ -250,7 +265,7 @@ void Admin::refuse(uv_stream_t* server) {
   if (refused_logged_at_ != 0 && now < refused_logged_at_ + kRefusalLogMs) return;
   refused_logged_at_ = now;
   daemon_.log().log(proxy::Level::kWarn, "admin_connection_refused",
-                    "open=" + std::to_string(open_) + " max=" +
+                    "open=" + std::to_string(conns_.size()) + " max=" +
                         std::to_string(limits_.max_connections) + " refused_total=" +
                         std::to_string(refused_));
 }
@@ -260,6 +275,9 @@ void Admin::close() noexcept {
     listener_->close();
     listener_ = nullptr;
   }
+  // Shutdown does not wait for an admin client: an idle one would hold the loop until its
+  // timeout.
+  while (!conns_.empty()) conns_.back()->abort();
 }
 
 }  // namespace rondel::server

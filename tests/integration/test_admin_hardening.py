@@ -264,6 +264,22 @@ class Connections(unittest.TestCase):
         finally:
             backends[0].stop()
 
+    def test_shutdown_does_not_wait_for_an_idle_admin_client(self):
+        backends = [Backend("s0")]
+        try:
+            r = Rondel(make_config(backends, top={"drain_timeout": "1s"}))
+            s = half_request(r.admin_port)
+            # Answered after it on the same listener: the idle one was accepted (FIFO queue).
+            self.assertEqual(http_get(r.admin_port, "/healthz")[0], 200)
+            start = time.monotonic()
+            self.assertEqual(r.stop(timeout=8), 0)  # not after the 10 s header timeout
+            seconds = time.monotonic() - start
+            print(f"SIGTERM with an idle admin client: exited after {seconds:.2f} s", flush=True)
+            self.assertLess(seconds, 3.0)
+            s.close()
+        finally:
+            backends[0].stop()
+
     @staticmethod
     def healthy(r):
         try:

@@ -13,6 +13,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "rondel/config/config.h"
 #include "rondel/core/result.h"
@@ -51,10 +52,11 @@ class Admin {
   // cap that way, else "".
   std::string configure(const config::AdminConfig& cfg);
   core::Result<bool> open(const config::Address& bind);
+  // Closes the listener and every admin connection (shutdown; the destructor calls it).
   void close() noexcept;
   uint16_t port() const noexcept { return listener_ ? listener_->port() : 0; }
   // Admin connections open now (each from its accept to its close), and the cap in use.
-  size_t connections() const noexcept { return open_; }
+  size_t connections() const noexcept { return conns_.size(); }
   uint32_t max_connections() const noexcept { return limits_.max_connections; }
 
   // Answers one request: fills status, content type and body. Exposed for unit tests.
@@ -111,7 +113,7 @@ class Admin {
   Daemon& daemon_;
   net::TcpListener* listener_ = nullptr;
   Limits limits_;
-  size_t open_ = 0;                   // AdminConn objects alive (their constructor and destructor)
+  std::vector<AdminConn*> conns_;     // open connections (at most the cap: a vector is enough)
   uint64_t refused_ = 0;              // connections refused over the cap, since start
   uint64_t refused_logged_at_ = 0;    // loop time of the last admin_connection_refused line
 };
