@@ -39,9 +39,9 @@ std::string_view reason(int status) noexcept {
 }  // namespace
 
 // One admin connection: reads one request, answers it, closes. Listed in Admin::conns_ from
-// construction to destruction (or to abort()). Timeouts (one timer): the request head must arrive within
-// header_timeout of the accept; after it, each wait on the client (the next body byte, the
-// response being taken) is bounded by idle_timeout. A head that is late gets 408.
+// construction to destruction (or to abort()). Timeouts (one timer): the request head must
+// arrive within header_timeout of the accept; after it, each wait on the client (the next body
+// byte, the response being taken) is bounded by idle_timeout. A head that is late gets 408.
 class AdminConn final : public net::HandleCloser {
  public:
   explicit AdminConn(Admin& admin) : admin_(&admin), parser_(http::Limits{}) {

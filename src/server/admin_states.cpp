@@ -185,11 +185,13 @@ core::Result<bool> AdminStates::load(const std::string& path, std::vector<std::s
       continue;
     }
     AdminSetting s;
-    if (const auto* v = obj->if_contains("state"); v != nullptr && !json_admin_state(*v, s.state)) {
-      warn("unknown state " + boost::json::serialize(*v));
+    const boost::json::value* state = obj->if_contains("state");
+    if (state != nullptr && !json_admin_state(*state, s.state)) {
+      warn("unknown state " + boost::json::serialize(*state));
       continue;
     }
-    if (const auto* v = obj->if_contains("weight"); v != nullptr && !json_admin_weight(*v, s.weight)) {
+    const boost::json::value* weight = obj->if_contains("weight");
+    if (weight != nullptr && !json_admin_weight(*weight, s.weight)) {
       warn("weight must be an integer 0..65535");
       continue;
     }

@@ -35,7 +35,8 @@ def workdir(mode=0o700):
 
 
 def put(rondel, pool, backend_id, body):
-    status, _, out = http_request(rondel.admin_port, "PUT", f"/api/pools/{pool}/backends/{backend_id}",
+    status, _, out = http_request(rondel.admin_port, "PUT",
+                                  f"/api/pools/{pool}/backends/{backend_id}",
                                   headers={"Authorization": f"Bearer {TOKEN}"},
                                   body=json.dumps(body))
     return status, json.loads(out)
