@@ -111,7 +111,9 @@ Daemon::AdminResult Daemon::set_backend_admin(const std::string& pool, const std
       });
       if (was) continue;
       admin_states_.set(pool, id, before);
-      return {AdminOutcome::kRejected, k.reason};
+      if (k.pool == pool && k.id == id) return {AdminOutcome::kRejected, k.reason};
+      return {AdminOutcome::kRejected, "the weight of backend \"" + k.id + "\" in pool \"" +
+                                           k.pool + "\" would be left out: " + k.reason};
     }
     // A new weight moves keys: the placement is rebuilt from the running configuration.
     auto snap = build_snapshot(base_cfg_, generation_ + 1);
