@@ -41,6 +41,7 @@ LIBRARY_HEADERS = {
     "PkgConfig::OPENSSL": ("openssl/",),
     "yaml-cpp": ("yaml-cpp/",),
     "prometheus-cpp::core": ("prometheus/",),
+    "Boost::json": ("boost/json.hpp", "boost/json/"),
     "benchmark::benchmark": ("benchmark/",),
     "doctest::doctest": ("doctest/",),
 }

@@ -476,7 +476,7 @@ class ConfigReader {
     const Field* bind = a.enabled ? r_.require(m, "bind") : m.get("bind");
     if (bind && r_.read_address(*bind, a.bind, false, true))
       admin_bind_ = NodeReader::value_position(*bind);
-    if (auto* g = m.get("hot_keys")) r_.read_unsigned(*g, a.hot_keys, 0, kMaxHotKeys);
+    read_scalars<AdminConfig>(r_, m, kAdminScalars, a);
     if (auto* g = m.get("token_file")) r_.read_string(*g, a.token_file, false);
     if (auto* g = m.get("state_file")) r_.read_string(*g, a.state_file, false);
   }

@@ -177,7 +177,20 @@ constexpr string_view kBackendTlsKeys[] = {"verify", "ca",   "sni",  "min_versio
                                            "max_version", "cert", "key", "session_reuse"};
 constexpr Choice<SendProxyProtocol> kSendProxyProtocols[] = {{"off", SendProxyProtocol::kOff},
                                                             {"v2", SendProxyProtocol::kV2}};
-constexpr string_view kAdminKeys[] = {"enabled", "bind", "hot_keys", "token_file", "state_file"};
+constexpr string_view kAdminKeys[] = {"enabled",         "bind",           "hot_keys",
+                                      "token_file",      "state_file",     "max_connections",
+                                      "header_timeout",  "idle_timeout"};
+// A cap on admin connections beyond this is a typo (each holds a descriptor; the daemon also
+// keeps it under 1/16 of the descriptor limit).
+constexpr uint64_t kMaxAdminConnections = 65535;
+// The admin section's scalar keys, one row each (scalar_keys.h).
+using A = AdminConfig;
+constexpr ScalarKey<A> kAdminScalars[] = {
+    count("hot_keys", &A::hot_keys, 0, kMaxHotKeys),
+    count("max_connections", &A::max_connections, 1, kMaxAdminConnections),
+    duration("header_timeout", &A::header_timeout_ms, 1),
+    duration("idle_timeout", &A::idle_timeout_ms, 1),
+};
 constexpr string_view kDnsKeys[] = {"nameservers", "ttl", "jitter", "timeout", "attempts"};
 // Re-resolving more often than this only loads the nameserver.
 constexpr uint64_t kMinDnsTtlMs = 100;
