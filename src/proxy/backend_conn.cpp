@@ -294,3 +294,39 @@ void BackendConn::on_timer(uv_timer_t* t) noexcept {
 }
 
 }  // namespace rondel::proxy
+
+namespace rondel::proxy {
+
+namespace {
+
+// The daemon's connector: an idle BackendConn of the worker that fits, else a new one.
+class DefaultConnector final : public BackendConnector {
+ public:
+  BackendLink* acquire(Worker& w, BackendState& state, const BackendTarget& target,
+                       BackendEvents* owner, bool allow_idle, bool* fresh,
+                       int* err) noexcept override {
+    if (allow_idle) {
+      while (BackendConn* idle = state.pop_idle_matching(w.id(), target.reuse_key)) {
+        // Made under another pool snapshot's TLS settings (a reload changed them): not reused.
+        if (idle->tls_context() != target.tls.get()) {
+          idle->close();
+          continue;
+        }
+        idle->attach(owner);
+        *fresh = false;
+        return idle;
+      }
+    }
+    *fresh = true;
+    return BackendConn::connect(w, state, target, owner, err);
+  }
+};
+
+}  // namespace
+
+BackendConnector& default_backend_connector() noexcept {
+  static DefaultConnector connector;
+  return connector;
+}
+
+}  // namespace rondel::proxy

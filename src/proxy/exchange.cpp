@@ -129,7 +129,7 @@ void Exchange::begin_attempt(core::BackendIndex b, ConnSource source) noexcept {
   st_.backend = b;
   st_.req_bytes_sent = st_.resp_bytes_seen = false;
   BackendState& st = st_.pool->backend(b);
-  BackendConn::Target target{st_.pool->backend_tls(), st_.pool->backend_host_name(b)};
+  BackendTarget target{st_.pool->backend_tls(), st_.pool->backend_host_name(b)};
   char proxy_header[net::kProxyV2MaxBytes];
   if (st_.pool->config().send_proxy_protocol == config::SendProxyProtocol::kV2) {
     sockaddr_storage local{};
@@ -139,21 +139,14 @@ void Exchange::begin_attempt(core::BackendIndex b, ConnSource source) noexcept {
     target.proxy_header = std::string_view(proxy_header, n);
     target.reuse_key = core::hash64(target.proxy_header) | 1;  // never 0: that is "no header"
   }
-  if (source == ConnSource::kIdleOrNew) {
-    while (BackendConn* idle = st.pop_idle_matching(worker_.id(), target.reuse_key)) {
-      // Made under another pool snapshot's TLS settings (a reload changed them): not reused.
-      if (idle->tls_context() != target.tls.get()) {
-        idle->close();
-        continue;
-      }
-      st_.conn = idle;
-      st_.conn->attach(this);
-      backend_ready();
-      return;
-    }
-  }
   int err = 0;
-  st_.conn = BackendConn::connect(worker_, st, target, this, &err);
+  bool fresh = true;
+  st_.conn = worker_.backend_connector().acquire(worker_, st, target, this,
+                                                 source == ConnSource::kIdleOrNew, &fresh, &err);
+  if (st_.conn != nullptr && !fresh) {
+    backend_ready();
+    return;
+  }
   if (st_.conn == nullptr) {
     worker_.log().log_limited(Level::kError, worker_.now_ms(), "backend_socket_failed",
                               uv_err_name(err));
@@ -205,7 +198,7 @@ void Exchange::note_passive_health(BackendState& st, AttemptEnd end) noexcept {
   PassiveHealth::note_failure(*st_.pool, st_.backend, worker_.now_ms(), worker_.log());
 }
 
-void Exchange::on_backend_connected(BackendConn* conn, int status) noexcept {
+void Exchange::on_backend_connected(BackendLink* conn, int status) noexcept {
   if (conn != st_.conn || !running_) return;
   if (status != 0) {
     worker_.log().log_limited(Level::kWarn, worker_.now_ms(), "backend_connect_failed",
@@ -263,7 +256,7 @@ void Exchange::attempt_failed(AttemptEnd end, const Failure& f) noexcept {
   fail(f);
 }
 
-void Exchange::on_backend_timeout(BackendConn* conn) noexcept {
+void Exchange::on_backend_timeout(BackendLink* conn) noexcept {
   if (conn != st_.conn || !running_) return;
   const bool connecting = attempt_ == Attempt::kConnecting;
   worker_.log().log_limited(Level::kWarn, worker_.now_ms(),
@@ -301,7 +294,7 @@ void Exchange::fail(const Failure& f) noexcept {
 void Exchange::drop_backend(bool reusable) noexcept {
   cancel_splice();  // before the connection closes: the relay's registration names its fd
   if (st_.conn == nullptr) return;
-  BackendConn* c = st_.conn;
+  BackendLink* c = st_.conn;
   st_.conn = nullptr;
   // Pool it only while this worker holds fewer than max_idle_per_backend idle connections to
   // that backend (0 = keep none).

@@ -6,14 +6,14 @@
 
 namespace rondel::proxy {
 
-void Exchange::on_backend_data(BackendConn* conn) noexcept {
+void Exchange::on_backend_data(BackendLink* conn) noexcept {
   if (conn != st_.conn || !running_) return;
   st_.resp_bytes_seen = true;
   backend_progress();
   pump_response();
 }
 
-void Exchange::on_backend_eof(BackendConn* conn, int) noexcept {
+void Exchange::on_backend_eof(BackendLink* conn, int) noexcept {
   if (conn != st_.conn || !running_) return;
   st_.backend_reusable = false;
   pump_response();

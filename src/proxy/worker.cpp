@@ -1,6 +1,7 @@
 // Worker: per-loop proxy context, buffer pool and session registry.
 #include "rondel/proxy/worker.h"
 
+#include "rondel/proxy/backend_link.h"
 #include "rondel/proxy/backend_state.h"
 #include "rondel/proxy/exchange.h"
 #include "rondel/proxy/client_connection.h"
@@ -61,6 +62,7 @@ Worker::Worker(uv_loop_t* loop, Logger& log, LogSink& access_log, WorkerStats& s
       stats_(stats),
       splice_poller_(loop),
       timeouts_(loop, &ClientConnection::on_timeout),
+      connector_(&default_backend_connector()),
       id_(id) {}
 
 Worker::~Worker() {

@@ -20,6 +20,7 @@
 #include "rondel/net/deadline.h"
 #include "rondel/net/out_queue.h"
 #include "rondel/net/uv_util.h"
+#include "rondel/proxy/backend_link.h"
 #include "rondel/proxy/response_sink.h"
 #include "rondel/proxy/worker.h"
 #include "rondel/util/intrusive_list.h"
@@ -32,41 +33,16 @@ class ClientTls;
 namespace rondel::proxy {
 
 class BackendState;
-class BackendConn;
 class Worker;
-
-// What a backend connection reports to the exchange it serves (its owner). The connection never
-// knows the concrete owner: an Exchange in the daemon, a test's recorder in unit tests. Each call
-// is made on the loop thread with the connection still alive; the owner may close or release
-// the connection from inside it.
-class BackendEvents {
- public:
-  virtual ~BackendEvents() = default;
-  // The connect (and TLS handshake) ended: 0, or a libuv error (UV_EPROTO: a failed handshake).
-  virtual void on_backend_connected(BackendConn* conn, int status) noexcept = 0;
-  // New bytes are available() (not all need be consumed now).
-  virtual void on_backend_data(BackendConn* conn) noexcept = 0;
-  // The backend closed (UV_EOF) or the connection failed (another libuv error).
-  virtual void on_backend_eof(BackendConn* conn, int status) noexcept = 0;
-  // The timer armed with arm_timer() expired.
-  virtual void on_backend_timeout(BackendConn* conn) noexcept = 0;
-};
 
 // The tag of a backend's per-worker idle list (BackendState).
 struct BackendIdleTag {};
 
-class BackendConn final : public net::HandleCloser, public util::ListNode<BackendIdleTag> {
+class BackendConn final : public BackendLink,
+                          public net::HandleCloser,
+                          public util::ListNode<BackendIdleTag> {
  public:
-  // How to reach a backend: plain TCP (tls null) or TLS under the pool's context, naming the
-  // backend `host_name` (its configured host name, "" for an address literal).
-  struct Target {
-    std::shared_ptr<const tls::ClientContext> tls;
-    std::string_view host_name;
-    // A PROXY protocol header to write first (before any TLS; empty: none), and the key that
-    // an idle connection must match to be reused (0 without a header).
-    std::string_view proxy_header;
-    uint64_t reuse_key = 0;
-  };
+  using Target = BackendTarget;
   // Starts a non-blocking connect (and TLS handshake) to `state` for `owner`; the owner hears
   // on_backend_connected(conn, status), status UV_EPROTO for a failed handshake (counted). Returns
   // nullptr (and sets *err) if the socket could not even be created (e.g. out of file
@@ -77,50 +53,50 @@ class BackendConn final : public net::HandleCloser, public util::ListNode<Backen
   // Takes an idle connection for `owner` and starts reading into a buffer.
   void attach(BackendEvents* owner) noexcept;
   // The owner is done and the connection may be reused: back to the idle pool.
-  void release_to_idle(uint64_t idle_timeout_ms) noexcept;
+  void release_to_idle(uint64_t idle_timeout_ms) noexcept override;
   // Closes the connection, detaching any owner silently.
-  void close() noexcept;
+  void close() noexcept override;
 
   // Writes `q` as OutQueue::flush does (0 all written, 1 pending: `cb` runs with &q.req, < 0
   // error); on TLS the bytes are encrypted at once and q's buffers are free on return.
-  int write(net::OutQueue& q, uv_write_cb cb) noexcept;
+  int write(net::OutQueue& q, uv_write_cb cb) noexcept override;
   // The socket's fd for splice: -1 while closing and on TLS connections.
-  int fd() const noexcept;
+  int fd() const noexcept override;
   // The pool context a TLS connection was made under (nullptr: plain): an idle connection is
   // reused only by a pool snapshot with the same context.
   const tls::ClientContext* tls_context() const noexcept;
   uint64_t reuse_key() const noexcept { return reuse_key_; }
-  BackendState* state() const noexcept { return state_; }
-  bool reused() const noexcept { return exchanges_ > 1; }
+  BackendState* state() const noexcept override { return state_; }
+  bool reused() const noexcept override { return exchanges_ > 1; }
 
   // Unconsumed received bytes; the owner consumes what it has parsed and forwarded.
-  const char* data() const noexcept { return buf_ + rpos_; }
-  size_t available() const noexcept { return rlen_ - rpos_; }
-  void consume(size_t n) noexcept;
+  const char* data() const noexcept override { return buf_ + rpos_; }
+  size_t available() const noexcept override { return rlen_ - rpos_; }
+  void consume(size_t n) noexcept override;
   // The buffer class the next reads go into (BufferPool): kLarge while a large response body
   // streams on the copy path. The buffer is swapped once it holds nothing unconsumed; attach()
   // and release_to_idle() set kSmall again, and an idle connection holds no buffer.
-  void set_read_class(BufferPool::Class c) noexcept { want_class_ = c; }
+  void set_read_class(BufferPool::Class c) noexcept override { want_class_ = c; }
   // Gives the read buffer back now if it holds nothing unconsumed (a splice moves the body
   // without it); the next read takes one again.
-  void shed_buffer() noexcept { drop_buffer(); }
-  void pause_reading() noexcept;
+  void shed_buffer() noexcept override { drop_buffer(); }
+  void pause_reading() noexcept override;
   // Stops taking bytes as pause_reading does, but lazily: the read watcher stays (a stop and a
   // restart are two epoll_ctl calls, per pause on the response path), and only a read event
   // while held stops it. For a pause the exchange expects to end soon (the sink's
   // backpressure). TLS connections pause.
-  void hold_reading() noexcept;
-  void resume_reading() noexcept;
-  bool eof() const noexcept { return eof_; }
+  void hold_reading() noexcept override;
+  void resume_reading() noexcept override;
+  bool eof() const noexcept override { return eof_; }
   // The owner's response is complete: the connection keeps its read watcher (no epoll change per
   // request) but any later byte or EOF only marks it unusable and stops reading.
-  void expect_no_more() noexcept { done_ = true; }
+  void expect_no_more() noexcept override { done_ = true; }
   // Nothing unread, no EOF, no stray byte after the response: fit for the idle pool.
-  bool clean() const noexcept { return !eof_ && !junk_ && rlen_ == rpos_; }
+  bool clean() const noexcept override { return !eof_ && !junk_ && rlen_ == rpos_; }
 
   // Arms the single timer; when it fires the owner hears on_backend_timeout(). 0 disarms.
   // O(1) in the common case (net::Deadline).
-  void arm_timer(uint64_t ms) noexcept;
+  void arm_timer(uint64_t ms) noexcept override;
 
  private:
   friend class BackendState;

@@ -20,7 +20,7 @@
 #include "rondel/net/out_queue.h"
 #include "rondel/net/splice_relay.h"
 #include "rondel/net/transport.h"
-#include "rondel/proxy/backend_conn.h"
+#include "rondel/proxy/backend_link.h"
 #include "rondel/proxy/body_source.h"
 #include "rondel/proxy/exchange_rules.h"
 #include "rondel/proxy/request_end.h"
@@ -29,7 +29,6 @@
 
 namespace rondel::proxy {
 
-class BackendConn;
 class Exchange;
 
 // How an exchange ended, as the access log names it (outcome_name).
@@ -142,10 +141,10 @@ class Exchange final : private net::SpliceEvents, private BackendEvents {
 
  private:
   // The backend connection's reports (BackendEvents).
-  void on_backend_connected(BackendConn* conn, int status) noexcept override;
-  void on_backend_data(BackendConn* conn) noexcept override;
-  void on_backend_eof(BackendConn* conn, int status) noexcept override;
-  void on_backend_timeout(BackendConn* conn) noexcept override;
+  void on_backend_connected(BackendLink* conn, int status) noexcept override;
+  void on_backend_data(BackendLink* conn) noexcept override;
+  void on_backend_eof(BackendLink* conn, int status) noexcept override;
+  void on_backend_timeout(BackendLink* conn) noexcept override;
   // Where the current attempt's connection stands.
   enum class Attempt : uint8_t { kNone, kConnecting, kConnected };
   // What to do once a cancelled backend write has called back.

@@ -13,7 +13,7 @@
 
 namespace rondel::proxy {
 
-class BackendConn;
+class BackendLink;
 class Pool;
 
 // The request side of an exchange: how much of the client's request was read and forwarded.
@@ -54,7 +54,7 @@ enum class AfterFailure : uint8_t {
 struct ExchangeState {
   const Pool* pool = nullptr;
   InFlightSlot slot;          // the current attempt's place in the in-flight counts
-  BackendConn* conn = nullptr;
+  BackendLink* conn = nullptr;
   core::BackendIndex backend = core::kNoBackend;
   core::BackendIndex owner = core::kNoBackend;
   uint64_t hash = 0;

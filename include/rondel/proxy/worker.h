@@ -27,6 +27,7 @@ namespace rondel::proxy {
 
 struct ClientConnectionTag;
 class ClientCodec;
+class BackendConnector;
 class ClientConnection;
 class Http2Session;
 class BackendConn;
@@ -177,6 +178,10 @@ class Worker {
   // A scratch string for formatting one log line (reused; loop thread only).
   std::string& log_line() noexcept { return log_line_; }
   std::span<uint64_t> scratch(size_t words);  // grows once per snapshot, then reused
+  // Where this worker's exchanges get their backend connections (backend_link.h): the daemon's
+  // BackendConns unless a test sets its own (which must outlive the worker's exchanges).
+  BackendConnector& backend_connector() noexcept { return *connector_; }
+  void set_backend_connector(BackendConnector& c) noexcept { connector_ = &c; }
   // Per-pool routing state of this worker (spill memory, hot-key detector); loop thread only.
   Router& routing() noexcept { return routing_; }
   uint64_t now_ms() const noexcept { return uv_now(loop_); }
@@ -238,6 +243,7 @@ class Worker {
   std::shared_ptr<const Snapshot> snapshot_;
   std::vector<uint64_t> scratch_;
   Router routing_;
+  BackendConnector* connector_;
   util::IntrusiveList<ClientConnection, ClientConnectionTag> connections_;
   std::atomic<size_t> sessions_{0};  // connections_'s length, for other threads
   std::atomic<size_t> exchanges_{0};
