@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "rondel/core/bitset.h"
 #include "rondel/core/hash.h"
+#include "rondel/core/rehash_walk.h"
 #include "rondel/core/ring.h"
 
 namespace rondel::core {
@@ -111,40 +111,7 @@ void SkeletonRendezvous::start(CursorState& state, uint64_t hash) const noexcept
 }
 
 BackendIndex SkeletonRendezvous::next(CursorState& state, std::span<uint64_t> seen) const noexcept {
-  const size_t n = by_id_.size();
-  if (state.yielded >= n) return kNoBackend;
-  if (state.phase == 0) {
-    state.phase = 1;
-    const BackendIndex b = owner(state.hash);
-    bit_set(seen, b);
-    ++state.yielded;
-    return b;
-  }
-  if (state.phase == 1) {
-    const uint64_t budget = 4 * uint64_t{n};
-    while (state.steps < budget) {
-      ++state.steps;
-      const BackendIndex b = owner(mix64(state.hash, state.steps));
-      if (!bit_test(seen, b)) {
-        bit_set(seen, b);
-        ++state.yielded;
-        return b;
-      }
-    }
-    state.phase = 2;
-    state.pos = 0;
-  }
-  const uint64_t first = state.hash % n;
-  while (state.pos < n) {
-    const BackendIndex b = by_id_[(first + state.pos) % n];
-    ++state.pos;
-    if (!bit_test(seen, b)) {
-      bit_set(seen, b);
-      ++state.yielded;
-      return b;
-    }
-  }
-  return kNoBackend;
+  return rehash_walk_next(state, seen, by_id_, [this](uint64_t h) noexcept { return owner(h); });
 }
 
 std::vector<double> SkeletonRendezvous::key_shares(size_t backend_count) const {
