@@ -3,6 +3,7 @@
 
 #include <string_view>
 
+#include "rondel/proxy/load_report_parser.h"
 #include "rondel/proxy/pool.h"
 #include "rondel/util/ascii.h"
 
@@ -16,7 +17,7 @@ void report_from(const config::LoadReportConfig& cfg, const http::ResponseHead& 
   }
   if (field == nullptr) return;
   const core::ParsedReport r =
-      core::parse_load_report(cfg.format, field->value, cfg.metric, cfg.scale);
+      parse_load_report(cfg.format, field->value, cfg.metric, cfg.scale);
   st.counts[static_cast<size_t>(r.status)].fetch_add(1, std::memory_order_relaxed);
   if (r.status != core::ReportStatus::kOk) return;
   uint32_t local = st.local_in_flight();
