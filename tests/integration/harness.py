@@ -105,8 +105,8 @@ class RondelTestCase(unittest.TestCase):
       config()        override for the config text (default: make_config(cls.backends)); may
                       use cls.dir and what start_backends() kept on cls
       rondel_args     flags for the daemon
-      use_dir         cls.dir is a fresh temporary directory (logs, state files), removed at
-                      the end
+      use_dir         cls.dir is a fresh temporary directory (logs, state files, rondel's
+                      config file), removed at the end
       exit_status     the status tearDownClass asserts (None: not checked)
       idle_after_each tearDown waits until rondel has nothing in flight (rondel.wait_idle)
     Then cls.rondel is the daemon and cls.port its first listener's port.
@@ -133,7 +133,7 @@ class RondelTestCase(unittest.TestCase):
         cls.dir = tempfile.mkdtemp(prefix="rondel-test-") if cls.use_dir else None
         try:
             cls.backends = cls.start_backends()
-            cls.rondel = Rondel(cls.config(), args=cls.rondel_args)
+            cls.rondel = Rondel(cls.config(), workdir=cls.dir, args=cls.rondel_args)
         except BaseException:
             cls.tearDownClass()  # unittest does not call it when setUpClass fails
             raise
