@@ -164,14 +164,19 @@ void Http2Stream::refuse(const http::RuleVerdict& v) noexcept {
   Worker& w = s_->worker();
   start_ns_ = uv_hrtime();
   w.stats().requests.fetch_add(1, std::memory_order_relaxed);
-  w.stats().rejected[static_cast<size_t>(reject_for_status(v.status))].fetch_add(
-      1, std::memory_order_relaxed);
+  const Failure f = Failure::refused(v.status);
+  w.stats().rejected[static_cast<size_t>(f.reject)].fetch_add(1, std::memory_order_relaxed);
   if (w.log().enabled(Level::kWarn)) {
     std::string kv = "status=" + std::to_string(v.status) + " reason=" + std::string(v.reason) +
                      " client=" + std::string(s_->client_ip()) + " stream=" + std::to_string(id_);
     w.log().log_limited(Level::kWarn, w.now_ms(), "request_rejected", kv);
   }
   sink_local(v.status);
+  ExchangeState st;
+  st.status = v.status;
+  st.response = ResponseState::kLocal;
+  st.start_ns = start_ns_;
+  record_request_end(w, st, &head_, client_side(), Outcome::kRejected, false);
 }
 
 void Http2Stream::start() noexcept {
@@ -197,9 +202,9 @@ void Http2Stream::start() noexcept {
   if (ex_->start(rq) == Exchange::Start::kNoKey) {
     w.give_exchange(ex_);
     ex_ = nullptr;
-    w.stats().rejected[static_cast<size_t>(Reject::kBadRequest)].fetch_add(
-        1, std::memory_order_relaxed);
-    sink_local(400);
+    const Failure f = Failure::refused(400);
+    w.stats().rejected[static_cast<size_t>(f.reject)].fetch_add(1, std::memory_order_relaxed);
+    sink_local(f.status);
   }
 }
 
@@ -421,12 +426,8 @@ void Http2Stream::on_exchange_done(Exchange& ex, Outcome outcome) noexcept {
   // buffer's, which goes with the exchange: nothing more is sent from it.
   lent_ = nullptr;
   lent_len_ = 0;
-  const ExchangeState& st = ex.state();
-  log_access(outcome, st);
+  const ExchangeState& st = ex.state();  // its end was recorded (client_side())
   Worker& w = s_->worker();
-  if (w.on_exchange != nullptr && st.pool != nullptr) {
-    w.on_exchange(w.on_exchange_ctx, ex.record(bytes_in_, bytes_out_));
-  }
   if (outcome != Outcome::kOk && st.response != ResponseState::kLocal && resp_submitted_ &&
       !closed_ && !gone_) {
     // Part of the response went out: resetting the stream is the only signal left.
@@ -453,35 +454,16 @@ bool Http2Stream::on_close(uint32_t) noexcept {
   return true;
 }
 
-void Http2Stream::log_access(Outcome outcome, const ExchangeState& st) noexcept {
-  LogSink& sink = s_->worker().access_log();
-  if (!sink.enabled()) return;
-  AccessRecord r;
-  r.client = s_->client_ip();
-  r.method = head_.method;
-  r.target = head_.target;
-  r.status = st.status;
-  r.bytes_in = bytes_in_;
-  r.bytes_out = bytes_out_;
-  if (st.pool != nullptr) r.pool = st.pool->name();
-  if (st.backend != core::kNoBackend) r.backend = st.pool->backend(st.backend).id();
-  if (st.owner != core::kNoBackend && st.keyed) r.owner = st.pool->backend(st.owner).id();
-  r.hops = st.hops;
-  r.attempts = st.attempts;
-  r.duration_us = (uv_hrtime() - start_ns_) / 1000;
-  r.outcome = outcome_name(outcome);
-  r.proto = "h2";
-  if (const tls::TlsTransport* t = s_->tls()) {
-    tls::TlsTransport::LogFields f = t->log_fields();
-    r.tls_version = f.version;
-    r.sni = f.sni;
-    r.tls_resumed = f.resumed;
-  }
-  r.stream = static_cast<uint64_t>(id_);
-  r.worker = s_->worker().id();
-  std::string& l = s_->worker().log_line();
-  format_access(r, sink.format(), l);
-  sink.write(l);
+ClientSide Http2Stream::client_side() noexcept {
+  ClientSide c;
+  c.client = s_->client_ip();
+  c.bytes_in = bytes_in_;
+  c.bytes_out = bytes_out_;
+  c.proto = "h2";
+  c.stream = static_cast<uint64_t>(id_);
+  c.tls = s_->tls();
+  c.listener_pool = s_->pool();
+  return c;
 }
 
 }  // namespace rondel::proxy

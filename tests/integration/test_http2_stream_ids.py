@@ -12,10 +12,10 @@ Before 2026-12-04 the first two were silently ignored.
 """
 import unittest
 
+from h2_raw import (END_HEADERS, END_STREAM, HEADERS, connect, frame, goaway_code,
+                    read_frames_until, read_until_closed, request_block)
 from harness import BackendGroup, Rondel, main
-from test_http2_floods import (END_HEADERS, END_STREAM, GOAWAY, HEADERS, connect, frame,
-                               goaway_code, h2c_config, read_frames_until, read_until_closed,
-                               request_block)
+from test_http2_floods import h2c_config
 
 PROTOCOL_ERROR, STREAM_CLOSED = 0x1, 0x5
 
@@ -38,25 +38,25 @@ class Http2StreamIds(unittest.TestCase):
         frames, _ = read_frames_until(s, lambda f: f[2] == sid and f[1] & END_STREAM, limit_s=10)
         self.assertTrue(any(t == HEADERS and sid_ == sid for t, _, sid_, _ in frames), frames)
 
-    def test_headers_on_a_lower_never_opened_stream_is_protocol_error(self):
+    def goaway_after(self, served_sid, late_sid):
+        """The GOAWAY code rondel ends the connection with when, after stream served_sid was
+        served, a HEADERS frame opens late_sid."""
         s = connect(self.port)
         try:
-            self.served(s, 5)
-            s.sendall(frame(HEADERS, END_HEADERS | END_STREAM, 3, request_block("/late")))
+            self.served(s, served_sid)
+            s.sendall(frame(HEADERS, END_HEADERS | END_STREAM, late_sid, request_block("/late")))
             frames = read_until_closed(s, limit_s=10)
         finally:
             s.close()
-        self.assertEqual(goaway_code(frames), PROTOCOL_ERROR, frames)
+        return goaway_code(frames), frames
+
+    def test_headers_on_a_lower_never_opened_stream_is_protocol_error(self):
+        code, frames = self.goaway_after(5, 3)
+        self.assertEqual(code, PROTOCOL_ERROR, frames)
 
     def test_headers_on_a_closed_stream_is_stream_closed(self):
-        s = connect(self.port)
-        try:
-            self.served(s, 1)
-            s.sendall(frame(HEADERS, END_HEADERS | END_STREAM, 1, request_block("/again")))
-            frames = read_until_closed(s, limit_s=10)
-        finally:
-            s.close()
-        self.assertEqual(goaway_code(frames), STREAM_CLOSED, frames)
+        code, frames = self.goaway_after(1, 1)
+        self.assertEqual(code, STREAM_CLOSED, frames)
 
     def test_increasing_ids_with_gaps_are_served(self):
         s = connect(self.port)

@@ -15,9 +15,9 @@ import subprocess
 import time
 import unittest
 
+from h2_raw import (DATA, END_HEADERS, END_STREAM, HEADERS, PREFACE, SETTINGS, frame, literal,
+                    read_frames_until)
 from harness import Backend, Rondel, main, make_config, metric_sum, scrape
-from test_http2_floods import (DATA, END_HEADERS, END_STREAM, HEADERS, PREFACE, SETTINGS, frame,
-                               literal, read_frames_until)
 from test_proxy_protocol import v1, v2, xff
 
 HEADER_TIMEOUT_S = 1.0

@@ -11,14 +11,18 @@ Guards issue 32 items 2, 6, 7 and 8 (all failed on 0676d42):
 - a fragment in `:path` is refused as in an HTTP/1 target;
 - `te: trailers` and `trailer` never reach the HTTP/1.1 backend (hop-by-hop, RFC 9110 7.6.1).
 """
+import os
+import shutil
 import socket
+import tempfile
 import unittest
 
 from hpack import Decoder, Encoder
 
-from harness import BackendGroup, Rondel, main, metric_sum, parse_responses, raw_exchange, scrape
-from test_http2_floods import (DATA, END_HEADERS, END_STREAM, HEADERS, PREFACE, RST_STREAM,
-                               SETTINGS, frame, read_frames_until)
+from h2_raw import (DATA, END_HEADERS, END_STREAM, HEADERS, PREFACE, RST_STREAM, SETTINGS, frame,
+                    read_frames_until)
+from harness import (BackendGroup, Rondel, access_records, main, metric_sum, parse_responses,
+                     raw_exchange, scrape, wait_until)
 
 
 def h2_request(port, fields):
@@ -63,6 +67,8 @@ def echoed_fields(body):
 class RequestRules(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="rondel-it-")
+        cls.access_log = os.path.join(cls.dir, "access.log")
         cls.group = BackendGroup([f"b{i}" for i in range(4)])
         members = "\n".join(f"      - {{ address: {m.address} }}" for m in cls.group.members)
         cls.rondel = Rondel(f"""listeners:
@@ -77,13 +83,15 @@ admin:
   bind: 127.0.0.1:0
 log:
   level: info
-""")
+  access_log: {cls.access_log}
+""", workdir=cls.dir)
         cls.h1_port, cls.h2_port = cls.rondel.ports["h1"], cls.rondel.ports["h2"]
 
     @classmethod
     def tearDownClass(cls):
         code = cls.rondel.stop()
         cls.group.stop()
+        shutil.rmtree(cls.dir, ignore_errors=True)
         assert code == 0, code
 
     def forwarded(self):
@@ -110,8 +118,16 @@ log:
 
     def test_h2_host_that_differs_from_authority_is_refused(self):
         before = self.forwarded()
-        status, _, _ = self.h2(extra=[("host", "evil.example")])
+        status, _, _ = self.h2(path="/_echo?m=mismatch", extra=[("host", "evil.example")])
         self.assert_refused(status, before)
+        # Logged as a refused HTTP/1 request is: one access line, rejected, with its stream.
+        recs = []
+        wait_until(lambda: recs.extend(r for r in access_records(self.access_log)
+                                       if r.get("target") == "/_echo?m=mismatch") or recs,
+                   timeout=5, what="the access-log line of the refused request")
+        self.assertEqual(len(recs), 1, recs)
+        self.assertEqual((recs[0]["status"], recs[0]["outcome"], recs[0]["proto"]),
+                         ("400", "rejected", "h2"))
 
     def test_h2_host_equal_to_authority_is_served_with_that_host(self):
         status, _, body = self.h2(extra=[("host", "good.example")])
