@@ -25,13 +25,10 @@ uint64_t cluster_label(uint64_t prefix, unsigned bits) noexcept {
 Result<SkeletonRendezvous> SkeletonRendezvous::build(const BackendSet& set,
                                                      uint32_t points_per_weight,
                                                      uint32_t max_points) {
-  if (points_per_weight == 0) return fail("points_per_weight must be > 0");
-  if (max_points == 0) return fail("max_points must be > 0");
-  if (set.eligible_count() == 0) return fail("all backend weights are zero");
-  const std::vector<uint64_t> counts = ring_point_counts(set, points_per_weight, max_points);
-  uint64_t total = 0;
-  for (uint64_t c : counts) total += c;
-  if (total > 0xFFFFFFFFull) return fail("skeleton would have more than 4294967295 points");
+  auto checked = checked_point_counts(set, points_per_weight, max_points, "skeleton");
+  if (!checked) return checked.error();
+  const std::vector<uint64_t>& counts = checked->counts;
+  const uint64_t total = checked->total;
 
   SkeletonRendezvous sk;
   std::vector<Point> pts;
