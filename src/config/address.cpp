@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "rondel/config/loader.h"
+#include "rondel/util/ascii.h"
 #include "scalars.h"
 
 namespace rondel::config {
@@ -30,8 +31,7 @@ bool canonical_ipv6(std::string& host) {
 }
 
 bool is_name_char(char c) noexcept {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-         c == '_';
+  return util::is_alnum(c) || c == '-' || c == '_';
 }
 
 // A DNS host name: dot-separated labels of letters, digits, '-' and '_' (the underscore is

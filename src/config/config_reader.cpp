@@ -22,16 +22,6 @@ namespace {
 using std::string_view;
 using namespace schema;  // the key tables, limits and choices (schema.h)
 
-// Listener and pool names appear in logs as key=value and in metric labels: keep them plain.
-bool is_plain_name(string_view s) {
-  if (s.empty()) return false;
-  for (char c : s) {
-    const bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-    if (!alnum && c != '_' && c != '-' && c != '.') return false;
-  }
-  return true;
-}
-
 // Where each cross-checked value of a listener came from (line 0: the value was invalid).
 struct ListenerSpots {
   Position name;

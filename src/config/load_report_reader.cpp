@@ -15,16 +15,6 @@ namespace {
 
 constexpr std::string_view kOrcaHeader = "endpoint-load-metrics";
 
-bool metric_name(std::string_view s) {
-  if (s.empty()) return false;
-  for (char c : s) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '_' || c == '.' || c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 void read_load_report(NodeReader& r, const Field& f, LoadReportConfig& out) {
@@ -33,9 +23,7 @@ void read_load_report(NodeReader& r, const Field& f, LoadReportConfig& out) {
   std::string text;
   if (auto* g = m.get("header"); g && r.read_string(*g, text, false)) {
     if (is_token(text)) {
-      for (char& c : text) {
-        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-      }
+      util::lowercase_in_place(text);
       out.header = text;
     } else {
       r.error(NodeReader::value_position(*g),
@@ -45,7 +33,7 @@ void read_load_report(NodeReader& r, const Field& f, LoadReportConfig& out) {
   out.format = out.header == kOrcaHeader ? core::LoadHeaderFormat::kOrca
                                          : core::LoadHeaderFormat::kPlain;
   if (auto* g = m.get("metric"); g && r.read_string(*g, text, false)) {
-    if (!metric_name(text)) {
+    if (!is_plain_name(text)) {
       r.error(NodeReader::value_position(*g),
               "'metric' must be an ORCA metric name such as named_metrics.in_flight or "
               "cpu_utilization, got " + quote(text));

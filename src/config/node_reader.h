@@ -8,6 +8,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <array>
 #include <span>
 #include <string>
 #include <string_view>
@@ -47,6 +48,14 @@ struct Choice {
   std::string_view name;
   E value;
 };
+
+// The choices of an enum whose values are 0..N-1, from its name table in value order.
+template <class E, size_t N>
+constexpr std::array<Choice<E>, N> choices_of(const std::string_view (&names)[N]) {
+  std::array<Choice<E>, N> out{};
+  for (size_t i = 0; i < N; ++i) out[i] = Choice<E>{names[i], static_cast<E>(i)};
+  return out;
+}
 
 class NodeReader {
  public:

@@ -1,12 +1,13 @@
 // Small helpers shared by the config readers (config_reader.cpp, edge_reader.cpp,
-// health_reader.cpp): quoting a key for an error message, the HTTP token and whitespace checks,
-// and walking the entries of a list field.
+// health_reader.cpp, ...): quoting a key for an error message, the HTTP token, plain-name and
+// whitespace checks, and walking the entries of a list field.
 #pragma once
 
 #include <string>
 #include <string_view>
 
 #include "node_reader.h"
+#include "rondel/util/ascii.h"
 
 namespace rondel::config {
 
@@ -19,8 +20,17 @@ inline bool is_token(std::string_view s) {
   constexpr std::string_view kSpecials = "!#$%&'*+-.^_`|~";
   if (s.empty()) return false;
   for (char c : s) {
-    const bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-    if (!alnum && kSpecials.find(c) == std::string_view::npos) return false;
+    if (!util::is_alnum(c) && kSpecials.find(c) == std::string_view::npos) return false;
+  }
+  return true;
+}
+
+// A plain name: letters, digits, '_', '-' and '.', at least one. Listener and pool names (in
+// logs as key=value and in metric labels), subset labels and ORCA metric names.
+inline bool is_plain_name(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    if (!util::is_alnum(c) && c != '_' && c != '-' && c != '.') return false;
   }
   return true;
 }

@@ -198,15 +198,10 @@ constexpr uint64_t kMaxDnsAttempts = 16;
 
 constexpr Choice<Http2Mode> kHttp2Modes[] = {{"off", Http2Mode::kOff},
                                              {"prior_knowledge", Http2Mode::kPriorKnowledge}};
-constexpr Choice<Algorithm> kAlgorithms[] = {{"ring", Algorithm::kRing},
-                                             {"rendezvous", Algorithm::kRendezvous},
-                                             {"maglev", Algorithm::kMaglev},
-                                             {"skeleton_rendezvous",
-                                              Algorithm::kSkeletonRendezvous}};
-constexpr Choice<ProbeOrder> kProbeOrders[] = {{"clockwise", ProbeOrder::kClockwise},
-                                               {"random", ProbeOrder::kRandom}};
-constexpr Choice<ReplicaChoice> kReplicaChoices[] = {
-    {"least_loaded", ReplicaChoice::kLeastLoaded}, {"round_robin", ReplicaChoice::kRoundRobin}};
+// Core's enums, from core's name tables (core/choices.h).
+constexpr auto kAlgorithms = choices_of<Algorithm>(core::kAlgorithmNames);
+constexpr auto kProbeOrders = choices_of<ProbeOrder>(core::kProbeOrderNames);
+constexpr auto kReplicaChoices = choices_of<ReplicaChoice>(core::kReplicaChoiceNames);
 constexpr Choice<MissingKeyPolicy> kMissingKeyPolicies[] = {
     {"least_in_flight", MissingKeyPolicy::kLeastInFlight},
     {"random", MissingKeyPolicy::kRandom},

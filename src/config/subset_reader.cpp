@@ -15,16 +15,6 @@ using namespace schema;
 
 namespace {
 
-// Labels appear in configuration and the explain API only: letters, digits, '_', '-', '.'.
-bool is_label(std::string_view s) {
-  if (s.empty()) return false;
-  for (char c : s) {
-    const bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-    if (!alnum && c != '_' && c != '-' && c != '.') return false;
-  }
-  return true;
-}
-
 bool contains(const std::vector<std::string>& v, std::string_view s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }
@@ -45,7 +35,7 @@ bool read_label_list(NodeReader& r, const Field& f, std::vector<std::string>& ou
       ok = false;
       continue;
     }
-    if (!is_label(label)) {
+    if (!is_plain_name(label)) {
       r.error(NodeReader::value_position(one),
               "a label may contain only letters, digits, '_', '-' and '.', got " + quote(label));
       ok = false;
@@ -166,7 +156,7 @@ void read_subsets(NodeReader& r, const Field& f, PoolConfig& p,
     rule.name = std::to_string(index);
     bool ok = true;
     if (auto* g = m.get("name"); g && r.read_string(*g, rule.name, false)) {
-      if (!is_label(rule.name)) {
+      if (!is_plain_name(rule.name)) {
         r.error(NodeReader::value_position(*g),
                 "'name' may contain only letters, digits, '_', '-' and '.', got " +
                     quote(rule.name));

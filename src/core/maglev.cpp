@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <string>
 
-#include "rondel/core/bitset.h"
 #include "rondel/core/hash.h"
+#include "rondel/core/rehash_walk.h"
 
 namespace rondel::core {
 
@@ -82,42 +82,7 @@ void Maglev::start(CursorState& state, uint64_t hash) const noexcept {
 }
 
 BackendIndex Maglev::next(CursorState& state, std::span<uint64_t> seen) const noexcept {
-  const size_t n = by_id_.size();
-  if (state.yielded >= n) return kNoBackend;
-  const uint64_t m = table_.size();
-  if (state.phase == 0) {
-    state.phase = 1;
-    const BackendIndex b = table_[state.hash % m];
-    bit_set(seen, b);
-    ++state.yielded;
-    return b;
-  }
-  if (state.phase == 1) {
-    const uint64_t budget = 4 * uint64_t{n};
-    while (state.steps < budget) {
-      ++state.steps;
-      const BackendIndex b = table_[mix64(state.hash, state.steps) % m];
-      if (!bit_test(seen, b)) {
-        bit_set(seen, b);
-        ++state.yielded;
-        return b;
-      }
-    }
-    state.phase = 2;
-    state.pos = 0;
-  }
-  // Deterministic scan of the rest in id order, from slot hash mod N; at most N steps in total.
-  const uint64_t first = state.hash % n;
-  while (state.pos < n) {
-    const BackendIndex b = by_id_[(first + state.pos) % n];
-    ++state.pos;
-    if (!bit_test(seen, b)) {
-      bit_set(seen, b);
-      ++state.yielded;
-      return b;
-    }
-  }
-  return kNoBackend;
+  return rehash_walk_next(state, seen, by_id_, [this](uint64_t h) noexcept { return owner(h); });
 }
 
 size_t Maglev::memory_bytes() const noexcept {

@@ -36,15 +36,24 @@ std::vector<uint64_t> ring_point_counts(const BackendSet& set, uint32_t ppw, uin
   return counts;
 }
 
-Result<Ring> Ring::build(const BackendSet& set, uint32_t points_per_weight, uint32_t max_points) {
-  if (points_per_weight == 0) return fail("points_per_weight must be > 0");
+Result<PointCounts> checked_point_counts(const BackendSet& set, uint32_t ppw, uint32_t max_points,
+                                         std::string_view what) {
+  if (ppw == 0) return fail("points_per_weight must be > 0");
   if (max_points == 0) return fail("max_points must be > 0");
   if (set.eligible_count() == 0) return fail("all backend weights are zero");
+  PointCounts p{ring_point_counts(set, ppw, max_points), 0};
+  for (uint64_t c : p.counts) p.total += c;
+  if (p.total > 0xFFFFFFFFull) {
+    return fail(std::string(what) + " would have more than 4294967295 points");
+  }
+  return p;
+}
 
-  const std::vector<uint64_t> counts = ring_point_counts(set, points_per_weight, max_points);
-  uint64_t total = 0;
-  for (uint64_t c : counts) total += c;
-  if (total > 0xFFFFFFFFull) return fail("ring would have more than 4294967295 points");
+Result<Ring> Ring::build(const BackendSet& set, uint32_t points_per_weight, uint32_t max_points) {
+  auto checked = checked_point_counts(set, points_per_weight, max_points, "ring");
+  if (!checked) return checked.error();
+  const std::vector<uint64_t>& counts = checked->counts;
+  const uint64_t total = checked->total;
 
   // Sort key: position (32 bits) | id rank (16) | index (16): orders by (position, id).
   std::vector<uint64_t> keyed;

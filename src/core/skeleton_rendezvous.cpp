@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "rondel/core/bitset.h"
 #include "rondel/core/hash.h"
+#include "rondel/core/rehash_walk.h"
 #include "rondel/core/ring.h"
 
 namespace rondel::core {
@@ -25,13 +25,10 @@ uint64_t cluster_label(uint64_t prefix, unsigned bits) noexcept {
 Result<SkeletonRendezvous> SkeletonRendezvous::build(const BackendSet& set,
                                                      uint32_t points_per_weight,
                                                      uint32_t max_points) {
-  if (points_per_weight == 0) return fail("points_per_weight must be > 0");
-  if (max_points == 0) return fail("max_points must be > 0");
-  if (set.eligible_count() == 0) return fail("all backend weights are zero");
-  const std::vector<uint64_t> counts = ring_point_counts(set, points_per_weight, max_points);
-  uint64_t total = 0;
-  for (uint64_t c : counts) total += c;
-  if (total > 0xFFFFFFFFull) return fail("skeleton would have more than 4294967295 points");
+  auto checked = checked_point_counts(set, points_per_weight, max_points, "skeleton");
+  if (!checked) return checked.error();
+  const std::vector<uint64_t>& counts = checked->counts;
+  const uint64_t total = checked->total;
 
   SkeletonRendezvous sk;
   std::vector<Point> pts;
@@ -111,40 +108,7 @@ void SkeletonRendezvous::start(CursorState& state, uint64_t hash) const noexcept
 }
 
 BackendIndex SkeletonRendezvous::next(CursorState& state, std::span<uint64_t> seen) const noexcept {
-  const size_t n = by_id_.size();
-  if (state.yielded >= n) return kNoBackend;
-  if (state.phase == 0) {
-    state.phase = 1;
-    const BackendIndex b = owner(state.hash);
-    bit_set(seen, b);
-    ++state.yielded;
-    return b;
-  }
-  if (state.phase == 1) {
-    const uint64_t budget = 4 * uint64_t{n};
-    while (state.steps < budget) {
-      ++state.steps;
-      const BackendIndex b = owner(mix64(state.hash, state.steps));
-      if (!bit_test(seen, b)) {
-        bit_set(seen, b);
-        ++state.yielded;
-        return b;
-      }
-    }
-    state.phase = 2;
-    state.pos = 0;
-  }
-  const uint64_t first = state.hash % n;
-  while (state.pos < n) {
-    const BackendIndex b = by_id_[(first + state.pos) % n];
-    ++state.pos;
-    if (!bit_test(seen, b)) {
-      bit_set(seen, b);
-      ++state.yielded;
-      return b;
-    }
-  }
-  return kNoBackend;
+  return rehash_walk_next(state, seen, by_id_, [this](uint64_t h) noexcept { return owner(h); });
 }
 
 std::vector<double> SkeletonRendezvous::key_shares(size_t backend_count) const {

@@ -3,6 +3,8 @@
 #include <array>
 #include <limits>
 
+#include "rondel/util/ascii.h"
+
 namespace rondel::http::rules {
 
 namespace {
@@ -19,8 +21,7 @@ constexpr std::array<uint8_t, 256> kCharClass = [] {
     for (char c : chars) t[static_cast<unsigned char>(c)] |= bit;
   };
   for (size_t c = 0; c < t.size(); ++c) {
-    const bool alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-    if (alnum) t[c] |= kTchar | kHostChar;
+    if (util::is_alnum(static_cast<char>(c))) t[c] |= kTchar | kHostChar;
     if ((c >= 0x20 && c != 0x7f) || c == '\t') t[c] |= kValueChar;
   }
   add("!#$%&'*+-.^_`|~", kTchar);

@@ -8,6 +8,8 @@
 #include <optional>
 #include <string_view>
 
+#include "rondel/util/ascii.h"
+
 namespace rondel::http::rules {
 
 // Whether c is a tchar (RFC 9110 5.6.2): the characters allowed in field names and tokens.
@@ -20,11 +22,7 @@ bool is_valid_field_name(std::string_view name) noexcept;
 bool is_valid_field_value(std::string_view value) noexcept;
 
 // value without leading and trailing SP/HTAB.
-inline std::string_view trim_ows(std::string_view value) noexcept {
-  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
-  while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
-  return value;
-}
+using util::trim_ows;
 
 // Parses Content-Length as 1*DIGIT with no sign, no list and no overflow of uint64_t.
 std::optional<uint64_t> parse_content_length(std::string_view value) noexcept;

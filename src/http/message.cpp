@@ -6,19 +6,6 @@
 
 namespace rondel::http {
 
-bool iequals(std::string_view a, std::string_view b) noexcept {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const auto x = static_cast<unsigned char>(a[i]);
-    const auto y = static_cast<unsigned char>(b[i]);
-    if (x == y) continue;
-    // Bytes that differ only in bit 0x20 are the same letter in two cases if they are letters.
-    const auto lower = static_cast<unsigned char>(x | 0x20);
-    if (lower != (y | 0x20) || lower < 'a' || lower > 'z') return false;
-  }
-  return true;
-}
-
 namespace {
 
 // The fixed hop-by-hop fields, told apart by length first: at most two compares per name.

@@ -4,20 +4,16 @@
 #include <charconv>
 
 #include "rondel/core/hash.h"
+#include "rondel/util/ascii.h"
 
 namespace rondel::proxy {
 
 namespace {
 
-std::string_view trim(std::string_view s) noexcept {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
+using util::trim_ows;
 
 bool is_scheme_char(char c) noexcept {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '+' ||
-         c == '-' || c == '.';
+  return util::is_alnum(c) || c == '+' || c == '-' || c == '.';
 }
 
 }  // namespace
@@ -46,13 +42,13 @@ std::string_view source_key(std::string_view client_ip) noexcept {
 }
 
 bool range_chunk_index(std::string_view range, uint64_t chunk_size, uint64_t& chunk) noexcept {
-  range = trim(range);
+  range = trim_ows(range);
   const size_t eq = range.find('=');
   if (eq == std::string_view::npos || chunk_size == 0 ||
-      !http::iequals(trim(range.substr(0, eq)), "bytes")) {
+      !http::iequals(trim_ows(range.substr(0, eq)), "bytes")) {
     return false;
   }
-  const std::string_view spec = trim(range.substr(eq + 1));
+  const std::string_view spec = trim_ows(range.substr(eq + 1));
   const size_t dash = spec.find('-');
   if (dash == std::string_view::npos || dash == 0) return false;  // none, or a suffix range
   uint64_t first = 0;
@@ -86,10 +82,10 @@ uint64_t chunk_hash(uint64_t key_hash, uint64_t chunk) noexcept {
 bool find_cookie(std::string_view header, std::string_view name, std::string_view& out) noexcept {
   while (!header.empty()) {
     size_t semi = header.find(';');
-    std::string_view pair = trim(header.substr(0, semi));
+    std::string_view pair = trim_ows(header.substr(0, semi));
     size_t eq = pair.find('=');
-    if (eq != std::string_view::npos && trim(pair.substr(0, eq)) == name) {
-      out = trim(pair.substr(eq + 1));
+    if (eq != std::string_view::npos && trim_ows(pair.substr(0, eq)) == name) {
+      out = trim_ows(pair.substr(eq + 1));
       if (out.size() >= 2 && out.front() == '"' && out.back() == '"') out = out.substr(1, out.size() - 2);
       return true;
     }

@@ -3,33 +3,21 @@
 
 #include <string_view>
 
+#include "rondel/proxy/load_report_parser.h"
 #include "rondel/proxy/pool.h"
+#include "rondel/util/ascii.h"
 
 namespace rondel::proxy {
-
-namespace {
-
-bool name_is(std::string_view name, std::string_view lower) noexcept {
-  if (name.size() != lower.size()) return false;
-  for (size_t i = 0; i < name.size(); ++i) {
-    char c = name[i];
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    if (c != lower[i]) return false;
-  }
-  return true;
-}
-
-}  // namespace
 
 void report_from(const config::LoadReportConfig& cfg, const http::ResponseHead& head,
                  uint64_t now_ms, LoadReportState& st, ReportSource source) noexcept {
   const http::Header* field = nullptr;
   for (const http::Header& h : head.headers) {
-    if (name_is(h.name, cfg.header)) field = &h;
+    if (util::iequals(h.name, cfg.header)) field = &h;
   }
   if (field == nullptr) return;
   const core::ParsedReport r =
-      core::parse_load_report(cfg.format, field->value, cfg.metric, cfg.scale);
+      parse_load_report(cfg.format, field->value, cfg.metric, cfg.scale);
   st.counts[static_cast<size_t>(r.status)].fetch_add(1, std::memory_order_relaxed);
   if (r.status != core::ReportStatus::kOk) return;
   uint32_t local = st.local_in_flight();

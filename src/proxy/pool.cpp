@@ -7,25 +7,11 @@
 #include "rondel/core/hash.h"
 #include "rondel/net/uv_util.h"
 #include "rondel/proxy/hash_key.h"
+#include "rondel/proxy/placement.h"
 
 namespace rondel::proxy {
 
 namespace {
-
-core::ReplicaChoice to_core(config::ReplicaChoice c) {
-  return c == config::ReplicaChoice::kRoundRobin ? core::ReplicaChoice::kRoundRobin
-                                                 : core::ReplicaChoice::kLeastLoaded;
-}
-
-core::Algorithm to_core(config::Algorithm a) {
-  switch (a) {
-    case config::Algorithm::kRing: return core::Algorithm::kRing;
-    case config::Algorithm::kRendezvous: return core::Algorithm::kRendezvous;
-    case config::Algorithm::kMaglev: return core::Algorithm::kMaglev;
-    case config::Algorithm::kSkeletonRendezvous: return core::Algorithm::kSkeletonRendezvous;
-  }
-  return core::Algorithm::kRing;
-}
 
 }  // namespace
 
@@ -48,25 +34,9 @@ std::string_view route_reason_name(core::RouteReason r) noexcept {
 core::Result<std::unique_ptr<Pool>> Pool::build(const config::PoolConfig& cfg,
                                                 BackendRegistry& registry,
                                                 std::shared_ptr<PoolState> state) {
-  std::vector<core::BackendSpec> specs;
-  specs.reserve(cfg.backends.size());
-  for (const auto& b : cfg.backends) {
-    specs.push_back({b.id.empty() ? b.address.to_string() : b.id, b.weight});
-  }
-  // No backend (its names resolved to nothing): placement over a placeholder that is no
-  // backend, so the pool exists and every pick answers kNoBackend.
-  if (specs.empty()) specs.push_back({"(no backend)", 1});
-  auto set = core::BackendSet::create(std::move(specs));
-  if (!set) return core::fail("pool " + cfg.name + ": " + set.error().message);
-  core::SelectorOptions so;
-  so.algorithm = to_core(cfg.algorithm);
-  so.points_per_weight = cfg.points_per_weight;
-  so.max_points = cfg.max_points;
-  so.maglev_table_size = cfg.maglev_table_size;
-  auto sel = core::Selector::build(*set, so);
-  if (!sel) return core::fail("pool " + cfg.name + ": " + sel.error().message);
-
-  std::unique_ptr<Pool> pool(new Pool(std::move(*set), std::move(*sel)));
+  auto placement = build_placement(cfg);  // the reload dry-run builds it the same way
+  if (!placement) return placement.error();
+  std::unique_ptr<Pool> pool(new Pool(std::move(placement->set), std::move(placement->selector)));
   pool->cfg_ = cfg;
   pool->state_ = std::move(state);
   if (cfg.tls.enabled) {
@@ -78,12 +48,10 @@ core::Result<std::unique_ptr<Pool>> Pool::build(const config::PoolConfig& cfg,
   std::shared_ptr<std::atomic<uint32_t>> unusable(pool->state_, &pool->state_->unusable);
   pool->bounded_.balance_factor = cfg.balance_factor;
   pool->bounded_.slack = cfg.capacity_slack;
-  pool->bounded_.probe = cfg.probe_order == config::ProbeOrder::kRandom
-                             ? core::ProbeOrder::kRandom
-                             : core::ProbeOrder::kClockwise;
+  pool->bounded_.probe = cfg.probe_order;
   pool->route_.bounded = pool->bounded_;
   pool->route_.hysteresis = cfg.spill_hysteresis;
-  pool->route_.replica_choice = to_core(cfg.replica_choice);
+  pool->route_.replica_choice = cfg.replica_choice;
   for (size_t i = 0; i < cfg.backends.size(); ++i) {
     const auto& b = cfg.backends[i];
     auto addr = net::to_sockaddr(b.address.host, b.address.port);
@@ -203,12 +171,7 @@ core::Result<std::unique_ptr<Pool::Previous>> Pool::build_previous(const config:
   if (!any) return std::unique_ptr<Previous>();
   auto pset = core::BackendSet::create(std::move(specs));
   if (!pset) return core::fail("pool " + cfg.name + ": previous: " + pset.error().message);
-  core::SelectorOptions so;
-  so.algorithm = to_core(cfg.previous.algorithm);
-  so.points_per_weight = cfg.previous.points_per_weight;
-  so.max_points = cfg.previous.max_points;
-  so.maglev_table_size = cfg.previous.maglev_table_size;
-  auto sel = core::Selector::build(*pset, so);
+  auto sel = core::Selector::build(*pset, selector_options(cfg.previous));
   if (!sel) return core::fail("pool " + cfg.name + ": previous: " + sel.error().message);
   auto prev = std::make_unique<Previous>(std::move(*pset), std::move(*sel));
   for (const core::BackendSpec& b : prev->set.specs()) {

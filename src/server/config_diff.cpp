@@ -3,63 +3,28 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <optional>
 
 #include "rondel/core/backend_set.h"
 #include "rondel/core/selector.h"
+#include "rondel/proxy/placement.h"
 #include "rondel/util/json_writer.h"
 
 namespace rondel::server {
 
 namespace {
 
-std::string placement_id(const config::BackendConfig& b) {
-  return b.id.empty() ? b.address.to_string() : b.id;
-}
-
-std::string_view diff_algorithm_name(config::Algorithm a) noexcept {
-  switch (a) {
-    case config::Algorithm::kRing: return "ring";
-    case config::Algorithm::kRendezvous: return "rendezvous";
-    case config::Algorithm::kMaglev: return "maglev";
-    case config::Algorithm::kSkeletonRendezvous: return "skeleton_rendezvous";
-  }
-  return "?";
-}
-
-core::Algorithm to_core(config::Algorithm a) noexcept {
-  switch (a) {
-    case config::Algorithm::kRing: return core::Algorithm::kRing;
-    case config::Algorithm::kRendezvous: return core::Algorithm::kRendezvous;
-    case config::Algorithm::kMaglev: return core::Algorithm::kMaglev;
-    case config::Algorithm::kSkeletonRendezvous: return core::Algorithm::kSkeletonRendezvous;
-  }
-  return core::Algorithm::kRing;
-}
-
-// One pool's placement, built as Pool::build builds it (ids default to the address).
+// One pool's placement, built by the code Pool::build uses (proxy/placement.h), and the specs
+// of its configured backends (none for a pool without backends, unlike the placeholder set).
 struct Built {
   std::vector<core::BackendSpec> specs;
-  std::optional<core::BackendSet> set;
-  std::optional<core::Selector> sel;
+  proxy::Placement placement;
 };
 
 core::Result<Built> build(const config::PoolConfig& p) {
-  Built b;
-  for (const auto& be : p.backends) b.specs.push_back({placement_id(be), be.weight});
-  std::vector<core::BackendSpec> specs = b.specs;
-  if (specs.empty()) specs.push_back({"(no backend)", 1});
-  auto set = core::BackendSet::create(std::move(specs));
-  if (!set) return core::fail("pool " + p.name + ": " + set.error().message);
-  core::SelectorOptions so;
-  so.algorithm = to_core(p.algorithm);
-  so.points_per_weight = p.points_per_weight;
-  so.max_points = p.max_points;
-  so.maglev_table_size = p.maglev_table_size;
-  b.set.emplace(std::move(*set));
-  auto sel = core::Selector::build(*b.set, so);
-  if (!sel) return core::fail("pool " + p.name + ": " + sel.error().message);
-  b.sel.emplace(std::move(*sel));
+  auto placement = proxy::build_placement(p);
+  if (!placement) return placement.error();
+  Built b{{}, std::move(*placement)};
+  for (const auto& be : p.backends) b.specs.push_back({proxy::placement_id(be), be.weight});
   return b;
 }
 
@@ -69,8 +34,8 @@ std::vector<std::string> describe(const config::PoolConfig& a, const config::Poo
                                   const Built& old_b, std::vector<core::BackendSpec>& ideal_new) {
   std::vector<std::string> notes;
   if (a.algorithm != b.algorithm) {
-    notes.push_back("algorithm " + std::string(diff_algorithm_name(a.algorithm)) + " -> " +
-                    std::string(diff_algorithm_name(b.algorithm)) + ": the placements are unrelated");
+    notes.push_back("algorithm " + std::string(core::name_of(a.algorithm)) + " -> " +
+                    std::string(core::name_of(b.algorithm)) + ": the placements are unrelated");
   }
   if (a.points_per_weight != b.points_per_weight || a.max_points != b.max_points ||
       a.maglev_table_size != b.maglev_table_size) {
@@ -115,7 +80,8 @@ core::Result<std::vector<PoolDiff>> diff_configs(const config::Config& prev,
     if (!ob) return ob.error();
     std::vector<core::BackendSpec> ideal_new = nb->specs;
     pd.notes = describe(*old_it, np, *ob, ideal_new);
-    pd.diff = core::diff_placements(*ob->set, *ob->sel, *nb->set, *nb->sel, samples);
+    pd.diff = core::diff_placements(ob->placement.set, ob->placement.selector, nb->placement.set,
+                                   nb->placement.selector, samples);
     pd.ideal = core::ideal_moved_share(ob->specs, ideal_new);
     if (far_above_ideal(pd.diff, pd.ideal)) {
       char buf[160];

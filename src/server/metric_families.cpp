@@ -142,11 +142,6 @@ constexpr std::array<proxy::Health, 3> kStateHealth = {proxy::Health::kUp, proxy
                                                        proxy::Health::kEjected};
 constexpr std::array<std::string_view, 2> kConnStates = {"idle", "busy"};
 constexpr std::array<std::string_view, 2> kResults = {"ok", "failed"};
-constexpr std::array<std::string_view, 4> kAlgorithms = {"ring", "rendezvous", "maglev",
-                                                         "skeleton_rendezvous"};
-constexpr std::array<config::Algorithm, 4> kAlgorithmValues = {
-    config::Algorithm::kRing, config::Algorithm::kRendezvous, config::Algorithm::kMaglev,
-    config::Algorithm::kSkeletonRendezvous};
 
 constexpr std::array<proxy::AdminState, 3> kAdminStates = {
     proxy::AdminState::kReady, proxy::AdminState::kDrain, proxy::AdminState::kMaint};
@@ -157,7 +152,8 @@ constexpr Variants kClassV{kClasses.size(), [](size_t i) { return kClasses[i]; }
 constexpr Variants kStateV{kStates.size(), [](size_t i) { return kStates[i]; }};
 constexpr Variants kConnStateV{kConnStates.size(), [](size_t i) { return kConnStates[i]; }};
 constexpr Variants kResultV{kResults.size(), [](size_t i) { return kResults[i]; }};
-constexpr Variants kAlgorithmV{kAlgorithms.size(), [](size_t i) { return kAlgorithms[i]; }};
+constexpr Variants kAlgorithmV{std::size(core::kAlgorithmNames),
+                               [](size_t i) { return core::kAlgorithmNames[i]; }};
 constexpr Variants kRejectV{static_cast<size_t>(proxy::Reject::kCount), [](size_t i) {
                               return proxy::reject_name(static_cast<proxy::Reject>(i));
                             }};
@@ -229,11 +225,11 @@ Value health_streak(const Row& r, size_t i) {
 
 // The placement structure's size, under the pool's algorithm only.
 Value ring_points(const Row& r, size_t i) {
-  if (r.pool().config().algorithm != kAlgorithmValues[i]) return std::nullopt;
+  if (r.pool().config().algorithm != static_cast<core::Algorithm>(i)) return std::nullopt;
   return d(r.pool().selector().points());
 }
 Value ring_memory(const Row& r, size_t i) {
-  if (r.pool().config().algorithm != kAlgorithmValues[i]) return std::nullopt;
+  if (r.pool().config().algorithm != static_cast<core::Algorithm>(i)) return std::nullopt;
   return d(r.pool().selector().memory_bytes());
 }
 

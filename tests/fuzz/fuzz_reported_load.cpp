@@ -1,4 +1,4 @@
-// Fuzz target: the load report parsers (core/reported_load.h) over arbitrary header values.
+// Fuzz target: the load report parsers (proxy/load_report_parser.h) over arbitrary header values.
 //
 // Input: 1 byte choosing the metric name and the scale, then the field value. Invariants: every
 // parse returns a known status; an accepted load is at most kMaxReportedLoad, an ignored one is
@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "fuzz_util.h"
-#include "rondel/core/reported_load.h"
+#include "rondel/proxy/load_report_parser.h"
 
 using namespace rondel;
 
@@ -35,11 +35,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view metric = kMetrics[data[0] & 3];
   const uint32_t scale = kScales[(data[0] >> 2) & 3];
   const std::string_view value(reinterpret_cast<const char*>(data + 1), size - 1);
-  const core::ParsedReport orca = core::parse_orca(value, metric, scale);
-  const core::ParsedReport plain = core::parse_plain_load(value, scale);
+  const core::ParsedReport orca = proxy::parse_orca(value, metric, scale);
+  const core::ParsedReport plain = proxy::parse_plain_load(value, scale);
   check(orca);
   check(plain);
-  const core::ParsedReport again = core::parse_orca(value, metric, scale);
+  const core::ParsedReport again = proxy::parse_orca(value, metric, scale);
   FUZZ_CHECK(again.status == orca.status && again.load == orca.load);
   if (value.size() > core::kMaxReportBytes) {
     FUZZ_CHECK(orca.status == core::ReportStatus::kMalformed);
@@ -47,7 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (!value.starts_with("JSON") && orca.status != core::ReportStatus::kOk) {
     const std::string longer = std::string(value) + ", ~bad~";
-    FUZZ_CHECK(core::parse_orca(longer, metric, scale).status != core::ReportStatus::kOk);
+    FUZZ_CHECK(proxy::parse_orca(longer, metric, scale).status != core::ReportStatus::kOk);
   }
   return 0;
 }

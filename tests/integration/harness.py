@@ -92,6 +92,72 @@ class Rondel(daemons.Rondel):
         return last
 
 
+class RondelTestCase(unittest.TestCase):
+    """One rondel daemon and its backends, shared by the tests of a class.
+
+    A class declares what to start; setUpClass starts the backends, then rondel, and
+    tearDownClass stops rondel, then every backend, removes the temporary directory, and last
+    asserts rondel's exit status (so a failed assertion leaves nothing running). Declare:
+      backend_names   names of the Backend processes to start (cls.backends, in that order)
+      backend_args    flags given to each of them (rondel-test-backend --help)
+      start_backends() override for other backends (a BackendGroup, a ScriptedBackend, ...):
+                      returns the list that cls.backends holds and tearDownClass stops
+      config()        override for the config text (default: make_config(cls.backends)); may
+                      use cls.dir and what start_backends() kept on cls
+      rondel_args     flags for the daemon
+      use_dir         cls.dir is a fresh temporary directory (logs, state files, rondel's
+                      config file), removed at the end
+      exit_status     the status tearDownClass asserts (None: not checked)
+      idle_after_each tearDown waits until rondel has nothing in flight (rondel.wait_idle)
+    Then cls.rondel is the daemon and cls.port its first listener's port.
+    """
+
+    backend_names = ()
+    backend_args = ()
+    rondel_args = ()
+    use_dir = False
+    exit_status = 0
+    idle_after_each = False
+
+    @classmethod
+    def start_backends(cls):
+        return [Backend(name, *cls.backend_args) for name in cls.backend_names]
+
+    @classmethod
+    def config(cls):
+        return make_config(cls.backends)
+
+    @classmethod
+    def setUpClass(cls):
+        cls.rondel, cls.backends = None, []
+        cls.dir = tempfile.mkdtemp(prefix="rondel-test-") if cls.use_dir else None
+        try:
+            cls.backends = cls.start_backends()
+            cls.rondel = Rondel(cls.config(), workdir=cls.dir, args=cls.rondel_args)
+        except BaseException:
+            cls.tearDownClass()  # unittest does not call it when setUpClass fails
+            raise
+        cls.port = cls.rondel.port
+
+    @classmethod
+    def tearDownClass(cls):
+        code = None
+        try:
+            if cls.rondel is not None:
+                code = cls.rondel.stop()
+        finally:
+            for b in cls.backends:
+                b.stop()
+            if cls.dir is not None:
+                shutil.rmtree(cls.dir, ignore_errors=True)
+        if cls.rondel is not None and cls.exit_status is not None:
+            assert code == cls.exit_status, code
+
+    def tearDown(self):
+        if self.idle_after_each:
+            self.rondel.wait_idle()
+
+
 def main():
     unittest.main(verbosity=2)
 

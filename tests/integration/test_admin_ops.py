@@ -16,8 +16,8 @@ import tempfile
 import threading
 import unittest
 
-from harness import (RONDEL_BIN, Backend, Rondel, http_get, http_request, main, make_config,
-                     metric_sum, scrape, wait_until)
+from harness import (RONDEL_BIN, Backend, Rondel, RondelTestCase, http_get, http_request, main,
+                     make_config, metric_sum, scrape, wait_until)
 
 TOKEN = "s3cret-token-for-tests"
 
@@ -56,27 +56,19 @@ def keys_owned_by(rondel, backend_id, n, prefix="/k/"):
     return out
 
 
-class Operations(unittest.TestCase):
+class Operations(RondelTestCase):
+    backend_names = [f"b{i}" for i in range(3)]
+    use_dir = True
+
     @classmethod
-    def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="rondel-ops-")
+    def config(cls):
         cls.token_file = os.path.join(cls.dir, "token")
         with open(cls.token_file, "w") as f:
             f.write(TOKEN + "\n")
         cls.state_file = os.path.join(cls.dir, "state.jsonl")
-        cls.backends = [Backend(f"b{i}") for i in range(3)]
         # Two workers: the admin flag set on the daemon's loop must reach the other worker's picks.
-        cls.config = make_config(cls.backends, pool={"hash_key": "path"}, top={"workers": 2},
-                                 admin={"token_file": cls.token_file,
-                                        "state_file": cls.state_file})
-        cls.rondel = Rondel(cls.config, workdir=cls.dir)
-
-    @classmethod
-    def tearDownClass(cls):
-        code = cls.rondel.stop()
-        for b in cls.backends:
-            b.stop()
-        assert code == 0, code
+        return make_config(cls.backends, pool={"hash_key": "path"}, top={"workers": 2},
+                           admin={"token_file": cls.token_file, "state_file": cls.state_file})
 
     def tearDown(self):
         for b in self.backends:  # every test leaves the pool as configured

@@ -6,9 +6,8 @@ by its header, is reused for that client only."""
 import socket
 import struct
 import subprocess
-import unittest
 
-from harness import ConnBackend, Rondel, main, raw_exchange
+from harness import ConnBackend, RondelTestCase, main, raw_exchange
 
 SIG = b"\r\n\r\n\x00\r\nQUIT\n"
 
@@ -83,16 +82,22 @@ def via_proxy(port, client_ip, requests=1):
     return [part.split(b"\r\n\r\n", 1)[1][:60].decode() for part in data.split(b"HTTP/1.1 ")[1:]]
 
 
-class SendProxyProtocol(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.backend = ProxiedBackend()
-        cls.r = Rondel(config(cls.backend))
+class SendProxyProtocol(RondelTestCase):
+    exit_status = None  # not checked here
 
     @classmethod
-    def tearDownClass(cls):
-        cls.r.stop()
-        cls.backend.stop()
+    def start_backends(cls):
+        cls.backend = ProxiedBackend()
+        return [cls.backend]
+
+    @classmethod
+    def config(cls):
+        return config(cls.backend)  # the module's config(), which the other tests use too
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.r = cls.rondel
 
     def test_backend_sees_curl_and_listener_addresses(self):
         port = self.r.ports["web"]

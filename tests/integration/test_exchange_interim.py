@@ -1,9 +1,8 @@
 """1xx interim responses (issue 13, defect 7): never forwarded to an HTTP/1.0 client (RFC 9110
 §15.2: a server must not send 1xx to a 1.0 client), and a backend failure after a forwarded 1xx
 still ends in a final status, since no final head went out yet."""
-import unittest
 
-from harness import HttpConn, Rondel, ScriptedBackend, main, make_config
+from harness import HttpConn, RondelTestCase, ScriptedBackend, main, make_config
 
 
 def handler(method, target, head, body):
@@ -15,16 +14,15 @@ def handler(method, target, head, body):
     return b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n", False
 
 
-class Interim(unittest.TestCase):
+class Interim(RondelTestCase):
     @classmethod
-    def setUpClass(cls):
+    def start_backends(cls):
         cls.backend = ScriptedBackend(handler)
-        cls.rondel = Rondel(make_config([{"address": cls.backend.address}], pool={"retries": 0}))
+        return [cls.backend]
 
     @classmethod
-    def tearDownClass(cls):
-        assert cls.rondel.stop() == 0
-        cls.backend.stop()
+    def config(cls):
+        return make_config([{"address": cls.backend.address}], pool={"retries": 0})
 
     def test_http10_client_gets_no_1xx(self):
         with HttpConn(self.rondel.port) as c:

@@ -7,9 +7,8 @@ because the backend is slow to take the body (backpressure): the client gets the
 408 for the backend's stall."""
 import threading
 import time
-import unittest
 
-from harness import ConnBackend, HttpConn, Rondel, main, make_config
+from harness import ConnBackend, HttpConn, RondelTestCase, main, make_config
 
 
 def read_head(c, buf):
@@ -79,19 +78,18 @@ def serve(c):
             return
 
 
-class BackendIoTimeoutIsInactivity(unittest.TestCase):
+class BackendIoTimeoutIsInactivity(RondelTestCase):
     @classmethod
-    def setUpClass(cls):
+    def start_backends(cls):
         cls.backend = ConnBackend(serve, timeout=20)
-        cls.rondel = Rondel(make_config(
-            [{"address": cls.backend.address}],
-            pool={"backend_io_timeout": IO_TIMEOUT, "response_header_timeout": IO_TIMEOUT,
-                  "retries": 0}))
+        return [cls.backend]
 
     @classmethod
-    def tearDownClass(cls):
-        assert cls.rondel.stop() == 0
-        cls.backend.stop()
+    def config(cls):
+        return make_config(
+            [{"address": cls.backend.address}],
+            pool={"backend_io_timeout": IO_TIMEOUT, "response_header_timeout": IO_TIMEOUT,
+                  "retries": 0})
 
     def test_streamed_download_outlives_io_timeout(self):
         t0 = time.monotonic()
@@ -132,18 +130,16 @@ class BackendIoTimeoutIsInactivity(unittest.TestCase):
         self.assertLess(time.monotonic() - t0, SILENCE - 1.0)
 
 
-class BodyTimeoutPausedByBackpressure(unittest.TestCase):
+class BodyTimeoutPausedByBackpressure(RondelTestCase):
     @classmethod
-    def setUpClass(cls):
+    def start_backends(cls):
         cls.backend = ConnBackend(serve, timeout=20)
-        cls.rondel = Rondel(make_config(
-            [{"address": cls.backend.address}],
-            listener={"body_timeout": "1s"}, pool={"retries": 0}))
+        return [cls.backend]
 
     @classmethod
-    def tearDownClass(cls):
-        assert cls.rondel.stop() == 0
-        cls.backend.stop()
+    def config(cls):
+        return make_config([{"address": cls.backend.address}],
+                           listener={"body_timeout": "1s"}, pool={"retries": 0})
 
     def test_backend_stall_is_not_a_client_408(self):
         size = 32 << 20  # far more than the socket buffers between rondel and the backend hold

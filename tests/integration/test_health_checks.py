@@ -12,7 +12,7 @@ import threading
 import time
 import unittest
 
-from harness import Backend, Rondel, http_get, make_config, main, wait_until
+from harness import Backend, Rondel, RondelTestCase, http_get, make_config, main, wait_until
 
 HEALTH = "{ enabled: true, interval: 200ms, timeout: 500ms, rise: 2, fall: 3 }"
 
@@ -25,18 +25,12 @@ def chosen(rondel, keys):
     return {k: rondel.route("p", k)["chosen"] for k in keys}
 
 
-class ActiveChecks(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.backends = [Backend(f"b{i}") for i in range(4)]
-        cls.rondel = Rondel(make_config(cls.backends, pool={"health_check": HEALTH}))
+class ActiveChecks(RondelTestCase):
+    backend_names = [f"b{i}" for i in range(4)]
 
     @classmethod
-    def tearDownClass(cls):
-        code = cls.rondel.stop()
-        for b in cls.backends:
-            b.stop()
-        assert code == 0, code
+    def config(cls):
+        return make_config(cls.backends, pool={"health_check": HEALTH})
 
     def test_failing_check_marks_down_after_fall_and_up_after_rise_only_its_keys_move(self):
         victim = self.backends[1]

@@ -7,7 +7,7 @@ import subprocess
 import threading
 import unittest
 
-from harness import HttpConn, Rondel, ScriptedBackend, main, make_config, wait_until
+from harness import HttpConn, Rondel, RondelTestCase, ScriptedBackend, main, make_config, wait_until
 
 
 class Recorder:
@@ -33,20 +33,18 @@ class Recorder:
             return [t for _, t, _ in self.seen]
 
 
-class TokenMethods(unittest.TestCase):
+class TokenMethods(RondelTestCase):
+    idle_after_each = True
+
     @classmethod
-    def setUpClass(cls):
+    def start_backends(cls):
         cls.recorder = Recorder("b1")
         cls.backend = ScriptedBackend(cls.recorder)
-        cls.rondel = Rondel(make_config([{"address": cls.backend.address}]))
+        return [cls.backend]
 
     @classmethod
-    def tearDownClass(cls):
-        assert cls.rondel.stop() == 0
-        cls.backend.stop()
-
-    def tearDown(self):
-        self.rondel.wait_idle()
+    def config(cls):
+        return make_config([{"address": cls.backend.address}])
 
     def test_token_methods_reach_the_backend_intact(self):
         cases = [("BAN", "/obj/1", b""), ("QUERY", "/search?x=1", b"select=all"),

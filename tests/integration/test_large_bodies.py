@@ -31,9 +31,8 @@ import os
 import socket
 import threading
 import time
-import unittest
 
-from harness import (HttpConn, Rondel, RssWatch, main, make_config, metric_sum,
+from harness import (HttpConn, Rondel, RondelTestCase, RssWatch, main, make_config, metric_sum,
                      sanitized_build, scrape, wait_until)
 
 SIZE = 256 * 1024 * 1024
@@ -290,12 +289,20 @@ def socket_buffer_bytes():
     return rmem, wmem
 
 
-class LargeBodies(unittest.TestCase):
+class LargeBodies(RondelTestCase):
+    @classmethod
+    def start_backends(cls):
+        cls.backend = StreamBackend(sndbuf=256 * 1024)
+        return [cls.backend]
+
+    @classmethod
+    def config(cls):
+        return make_config([cls.backend])
+
     @classmethod
     def setUpClass(cls):
         cls.sha = stream_sha256(SIZE)
-        cls.backend = StreamBackend(sndbuf=256 * 1024)
-        cls.rondel = Rondel(make_config([cls.backend]))
+        super().setUpClass()
         for _ in range(3):  # warm the buffer pools and paths, then take the baseline
             with HttpConn(cls.rondel.port) as c:
                 c.request("GET", "/warm?size=4000000")
@@ -304,11 +311,6 @@ class LargeBodies(unittest.TestCase):
                 c.read_response()
         cls.rondel.wait_idle()
         cls.baseline = cls.rondel.rss_kib()
-
-    @classmethod
-    def tearDownClass(cls):
-        assert cls.rondel.stop() == 0
-        cls.backend.stop()
 
     def setUp(self):
         self.t0 = time.monotonic()

@@ -13,9 +13,8 @@ import random
 import re
 import threading
 import time
-import unittest
 
-from harness import Backend, Rondel, http_get, make_config, main, wait_until
+from harness import RondelTestCase, http_get, make_config, main, wait_until
 
 SOAK_SECONDS = 20
 SAMPLE_KEYS = 800
@@ -89,20 +88,14 @@ def logged_share(rondel, start):
     return float(re.search(r"share=([0-9.]+)", lines[-1]).group(1))
 
 
-class ReloadUnderLoad(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.backends = [Backend(f"b{i}") for i in range(4)]
-        cls.text_a = make_config(cls.backends[:3])
-        cls.text_b = make_config(cls.backends)
-        cls.rondel = Rondel(cls.text_a)
+class ReloadUnderLoad(RondelTestCase):
+    backend_names = [f"b{i}" for i in range(4)]
 
     @classmethod
-    def tearDownClass(cls):
-        code = cls.rondel.stop()
-        for b in cls.backends:
-            b.stop()
-        assert code == 0, code
+    def config(cls):
+        cls.text_a = make_config(cls.backends[:3])
+        cls.text_b = make_config(cls.backends)
+        return cls.text_a
 
     def setUp(self):
         self.rondel.reload(self.text_a)

@@ -16,12 +16,10 @@ import os
 import select
 import socket
 import subprocess
-import tempfile
 import threading
 import time
-import unittest
 
-from harness import (Backend, HttpConn, Rondel, access_seconds, data_arrived_at, main,
+from harness import (Backend, HttpConn, RondelTestCase, access_seconds, data_arrived_at, main,
                      make_config, metric_sum, percentile, sanitized_build, scrape, timer_on_time,
                      wait_until)
 
@@ -125,21 +123,25 @@ def slow_client(port, head_parts, body_parts, results, idx):
         s.close()
 
 
-class SlowClients(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="rondel-slow-")
-        cls.backend = Backend("slow-b")
-        cls.access = os.path.join(cls.dir, "access.log")
-        cls.r = Rondel(make_config([cls.backend], log={"access_log": cls.access}, listener={
-            "header_timeout": f"{int(HEADER_TIMEOUT * 1000)}ms",
-            "body_timeout": f"{int(BODY_TIMEOUT * 1000)}ms"}))
+class SlowClients(RondelTestCase):
+    use_dir = True
 
     @classmethod
-    def tearDownClass(cls):
-        code = cls.r.stop()
-        cls.backend.stop()
-        assert code == 0, code
+    def start_backends(cls):
+        cls.backend = Backend("slow-b")
+        return [cls.backend]
+
+    @classmethod
+    def config(cls):
+        cls.access = os.path.join(cls.dir, "access.log")
+        return make_config([cls.backend], log={"access_log": cls.access}, listener={
+            "header_timeout": f"{int(HEADER_TIMEOUT * 1000)}ms",
+            "body_timeout": f"{int(BODY_TIMEOUT * 1000)}ms"})
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.r = cls.rondel
 
     def attack(self, mode_flags, name):
         before = client_timeouts(self.r)

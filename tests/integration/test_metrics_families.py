@@ -15,15 +15,13 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 import threading
-import unittest
 
 from test_metrics_scrape import documented_names
 from tls_certs import Certs
 
-from harness import (SOURCE_DIR, Backend, Rondel, access_records, http_get, main, make_config,
-                     metric_sum, raw_exchange, scrape, wait_until)
+from harness import (SOURCE_DIR, Backend, RondelTestCase, access_records, http_get, main,
+                     make_config, metric_sum, raw_exchange, scrape, wait_until)
 
 DOC = os.path.join(SOURCE_DIR, "docs", "metrics.md")
 HEALTH = "{ enabled: true, interval: 200ms, timeout: 500ms, rise: 2, fall: 3 }"
@@ -43,13 +41,17 @@ def families_with_samples(samples, doc):
     return seen
 
 
-class EveryFamilyHasSamples(unittest.TestCase):
+class EveryFamilyHasSamples(RondelTestCase):
+    use_dir = True
+
     @classmethod
-    def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="rondel-it-")
-        cls.access_log = os.path.join(cls.dir, "access.log")
+    def start_backends(cls):
         cls.slow = Backend("slow", "--delay-ms", "300")
-        cls.backends = [cls.slow, Backend("f1"), Backend("f2")]
+        return [cls.slow, Backend("f1"), Backend("f2")]
+
+    @classmethod
+    def config(cls):
+        cls.access_log = os.path.join(cls.dir, "access.log")
         text = make_config(
             cls.backends, log={"access_log": cls.access_log},
             pool={"health_check": HEALTH, "capacity_slack": 0, "spill_memory": 0,
@@ -67,15 +69,7 @@ class EveryFamilyHasSamples(unittest.TestCase):
                             f"address: {cls.slow.address}, labels: [slow]", 1)
         text = text.replace("    backends:\n", "    subsets: [{when: {header: X-Subset, value: s}, "
                             "require: [slow]}]\n    backends:\n", 1)
-        cls.rondel = Rondel(text, workdir=cls.dir)
-
-    @classmethod
-    def tearDownClass(cls):
-        code = cls.rondel.stop()
-        for b in cls.backends:
-            b.stop()
-        shutil.rmtree(cls.dir, ignore_errors=True)
-        assert code == 0, code
+        return text
 
     def test_every_documented_family_has_samples_and_worker_shards_add_up(self):
         doc = documented_families()

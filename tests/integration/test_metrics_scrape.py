@@ -6,11 +6,9 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 import threading
-import unittest
 
-from harness import (SOURCE_DIR, Backend, Rondel, http_get, http_request, main, make_config,
+from harness import (SOURCE_DIR, Backend, RondelTestCase, http_get, http_request, main, make_config,
                      metric_sum, scrape)
 
 DOC = os.path.join(SOURCE_DIR, "docs", "metrics.md")
@@ -27,13 +25,24 @@ def documented_names():
     return names
 
 
-class Scrape(unittest.TestCase):
+class Scrape(RondelTestCase):
+    use_dir = True
+    exit_status = None  # not checked here
+
+    @classmethod
+    def start_backends(cls):
+        return [Backend("b0", "--delay-ms", "300"), Backend("b1"), Backend("b2")]
+
+    @classmethod
+    def config(cls):
+        return make_config(cls.backends, log={"access_log": os.path.join(cls.dir, "access.log")},
+                           pool={"hash_key": "header:X-Key", "points_per_weight": 160,
+                                 "capacity_slack": 0, "spill_memory": 0,
+                                 "hot_keys": "{share: 0}"})
+
     @classmethod
     def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="rondel-it-")
-        cls.backends = [Backend("b0", "--delay-ms", "300"), Backend("b1"), Backend("b2")]
-        cls.rondel = Rondel(make_config(cls.backends, log={"access_log": os.path.join(
-            cls.dir, "access.log")}, pool={"hash_key": "header:X-Key", "points_per_weight": 160, "capacity_slack": 0, "spill_memory": 0, "hot_keys": "{share: 0}"}), workdir=cls.dir)
+        super().setUpClass()
         # Traffic: spread keys, plus a burst on one (UTF-8) key owned by the slow backend, so
         # that it spills and shows up as a hot key.
         for i in range(30):
@@ -54,13 +63,6 @@ class Scrape(unittest.TestCase):
         http_get(cls.rondel.port, "/" + "x" * 200)
         cls.rondel.reload()  # a reload, so the reload families have samples
         cls.text, cls.samples, cls.types = scrape(cls.rondel.admin_port)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.rondel.stop()
-        for b in cls.backends:
-            b.stop()
-        shutil.rmtree(cls.dir, ignore_errors=True)
 
     def test_promtool_check_metrics(self):
         promtool = shutil.which("promtool")

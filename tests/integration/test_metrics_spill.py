@@ -7,30 +7,36 @@ exactly with the access log, and the hot-key list must name that key with the sa
 the owner idle and with the owner at capacity.
 """
 import os
-import tempfile
 import threading
-import unittest
 
-from harness import (Backend, Rondel, access_records, http_get, main, make_config, metric_sum,
-                     scrape, wait_until)
+from harness import (Backend, RondelTestCase, access_records, http_get, main, make_config,
+                     metric_sum, scrape, wait_until)
 
 SLOW_MS = 1500
 POOL = "p"
 
 
-class SpillMetrics(unittest.TestCase):
+class SpillMetrics(RondelTestCase):
+    use_dir = True
+    exit_status = None  # not checked here
+
     @classmethod
-    def setUpClass(cls):
+    def start_backends(cls):
         cls.slow = Backend("slow", "--delay-ms", str(SLOW_MS))
         cls.fast = [Backend(f"fast{i}") for i in range(3)]
-        cls.backends = [cls.slow] + cls.fast
-        cls.by_addr = {b.address: b for b in cls.backends}
-        cls.dir = tempfile.mkdtemp(prefix="rondel-it-")
+        cls.by_addr = {b.address: b for b in [cls.slow] + cls.fast}
+        return [cls.slow] + cls.fast
+
+    @classmethod
+    def config(cls):
         cls.access = os.path.join(cls.dir, "access.log")
         # Plain bounded loads: this test counts the spill of the bare bound (docs/routing.md).
-        cls.rondel = Rondel(make_config(cls.backends, log={"access_log": cls.access},
-                                        pool={"capacity_slack": 0, "spill_memory": 0, "hot_keys": "{share: 0}"}),
-                            workdir=cls.dir)
+        return make_config(cls.backends, log={"access_log": cls.access},
+                           pool={"capacity_slack": 0, "spill_memory": 0, "hot_keys": "{share: 0}"})
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
         # A key whose natural owner is the slow backend.
         cls.key = None
         for i in range(500):
@@ -39,12 +45,6 @@ class SpillMetrics(unittest.TestCase):
                 cls.key = k
                 break
         assert cls.key is not None, "no key owned by the slow backend in 500 tries"
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.rondel.stop()
-        for b in cls.backends:
-            b.stop()
 
     def _concurrent(self, n, path):
         results = []

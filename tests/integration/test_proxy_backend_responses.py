@@ -6,7 +6,7 @@ import threading
 import time
 import unittest
 
-from harness import HttpConn, Rondel, ScriptedBackend, main, make_config
+from harness import HttpConn, Rondel, RondelTestCase, ScriptedBackend, main, make_config
 
 BODY = b"0123456789" * 5000  # 50000 bytes
 
@@ -44,17 +44,15 @@ def handler(method, target, head, body):
     return b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n", False
 
 
-class ProxyBackendResponses(unittest.TestCase):
+class ProxyBackendResponses(RondelTestCase):
     @classmethod
-    def setUpClass(cls):
+    def start_backends(cls):
         cls.backend = ScriptedBackend(handler)
-        cls.rondel = Rondel(make_config([{"address": cls.backend.address}],
-                                        pool={"retries": 2}))
+        return [cls.backend]
 
     @classmethod
-    def tearDownClass(cls):
-        assert cls.rondel.stop() == 0
-        cls.backend.stop()
+    def config(cls):
+        return make_config([{"address": cls.backend.address}], pool={"retries": 2})
 
     def tearDown(self):
         self.rondel.wait_idle()

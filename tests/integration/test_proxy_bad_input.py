@@ -2,12 +2,10 @@
 (400/408/413/414/431/501/505), the connection is closed, and the backend receives nothing:
 neither the bad request nor anything pipelined after it (backend /_stats and --ledger)."""
 import os
-import tempfile
 import time
-import unittest
 
-from harness import (Backend, HttpConn, Rondel, access_records, data_arrived_at, http_get, main,
-                     make_config, read_ledger, timer_on_time, wait_until)
+from harness import (Backend, HttpConn, RondelTestCase, access_records, data_arrived_at, http_get,
+                     main, make_config, read_ledger, timer_on_time, wait_until)
 
 CASES = [
     # (name, raw request bytes, expected status)
@@ -44,24 +42,22 @@ CASES = [
 AFTER = b"GET /smuggled-after HTTP/1.1\r\nHost: t\r\n\r\n"
 
 
-class ProxyBadInput(unittest.TestCase):
+class ProxyBadInput(RondelTestCase):
+    use_dir = True
+
     @classmethod
-    def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="rondel-badin-")
+    def start_backends(cls):
         cls.ledgers = [os.path.join(cls.dir, f"ledger{i}") for i in range(2)]
-        cls.backends = [Backend(f"v{i}", "--ledger", cls.ledgers[i]) for i in range(2)]
+        return [Backend(f"v{i}", "--ledger", cls.ledgers[i]) for i in range(2)]
+
+    @classmethod
+    def config(cls):
         cls.access = os.path.join(cls.dir, "access.log")
-        cls.rondel = Rondel(make_config(
+        return make_config(
             cls.backends, log={"access_log": cls.access},
             listener={"max_body_bytes": "1KiB", "max_request_line": "8KiB",
                       "max_header_bytes": "32KiB", "max_headers": 100,
-                      "header_timeout": "500ms"}))
-
-    @classmethod
-    def tearDownClass(cls):
-        assert cls.rondel.stop() == 0
-        for b in cls.backends:
-            b.stop()
+                      "header_timeout": "500ms"})
 
     def backend_requests(self):
         return sum(b.stats()["requests"] for b in self.backends)

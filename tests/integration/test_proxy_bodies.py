@@ -8,10 +8,9 @@ while 128 MiB streams through: buffering even a sixteenth of one body would exce
 import os
 import threading
 import time
-import unittest
 import zlib
 
-from harness import Backend, HttpConn, Rondel, RssWatch, main, make_config
+from harness import HttpConn, RondelTestCase, RssWatch, main
 
 BIG = 128 * 1024 * 1024
 RSS_GROWTH_KIB = 8 * 1024
@@ -24,11 +23,13 @@ def pattern(n):
     return block, full, rest
 
 
-class ProxyBodies(unittest.TestCase):
+class ProxyBodies(RondelTestCase):
+    backend_names = [f"big{i}" for i in range(2)]
+    backend_args = ("--checksum",)
+
     @classmethod
     def setUpClass(cls):
-        cls.backends = [Backend(f"big{i}", "--checksum") for i in range(2)]
-        cls.rondel = Rondel(make_config(cls.backends))
+        super().setUpClass()
         # Warm up the pools and paths once, then take the baseline.
         for _ in range(3):
             with HttpConn(cls.rondel.port) as c:
@@ -44,11 +45,6 @@ class ProxyBodies(unittest.TestCase):
             crc = zlib.crc32(cls.block, crc)
         cls.crc = zlib.crc32(cls.block[:cls.rest], crc)
 
-    @classmethod
-    def tearDownClass(cls):
-        assert cls.rondel.stop() == 0
-        for b in cls.backends:
-            b.stop()
 
     def tearDown(self):
         self.rondel.wait_idle()

@@ -9,27 +9,21 @@ import time
 import unittest
 import zlib
 
-from harness import (Backend, HttpConn, Rondel, ScriptedBackend, access_records, data_arrived_at,
-                     http_get, main, make_config, raw_exchange, parse_responses,
+from harness import (Backend, HttpConn, Rondel, RondelTestCase, ScriptedBackend, access_records,
+                     data_arrived_at, http_get, main, make_config, raw_exchange, parse_responses,
                      segment_arrived_at, wait_until)
 
 
-class ProxyHttp(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.backends = [Backend(f"h{i}", "--checksum") for i in range(3)]
-        cls.access = os.path.join(tempfile.mkdtemp(prefix="rondel-http-"), "access.log")
-        cls.rondel = Rondel(make_config(cls.backends, log={"access_log": cls.access}))
-        cls.port = cls.rondel.port
+class ProxyHttp(RondelTestCase):
+    backend_names = [f"h{i}" for i in range(3)]
+    backend_args = ("--checksum",)
+    use_dir = True
+    idle_after_each = True
 
     @classmethod
-    def tearDownClass(cls):
-        assert cls.rondel.stop() == 0
-        for b in cls.backends:
-            b.stop()
-
-    def tearDown(self):
-        self.rondel.wait_idle()
+    def config(cls):
+        cls.access = os.path.join(cls.dir, "access.log")
+        return make_config(cls.backends, log={"access_log": cls.access})
 
     def by_name(self, name):
         return [b for b in self.backends if b.name == name][0]
@@ -294,22 +288,21 @@ class ProxyForwardedHeadersOff(unittest.TestCase):
             backend.stop()
 
 
-class ProxyTimeoutsAndLimits(unittest.TestCase):
+class ProxyTimeoutsAndLimits(RondelTestCase):
     """Idle timeouts on both sides and the per-backend connection limit."""
 
     @classmethod
-    def setUpClass(cls):
+    def start_backends(cls):
         cls.backend = Backend("lim", "--delay-ms", "300")
-        cls.rondel = Rondel(make_config(
+        return [cls.backend]
+
+    @classmethod
+    def config(cls):
+        return make_config(
             [cls.backend],
             listener={"idle_timeout": "400ms"},
             pool={"backend_idle_timeout": "400ms", "max_connections_per_backend": 2,
-                  "max_idle_per_backend": 2}))
-
-    @classmethod
-    def tearDownClass(cls):
-        assert cls.rondel.stop() == 0
-        cls.backend.stop()
+                  "max_idle_per_backend": 2})
 
     def test_client_idle_timeout(self):
         with HttpConn(self.rondel.port) as c:

@@ -13,15 +13,12 @@
 """
 import os
 import select
-import shutil
 import socket
 import struct
 import subprocess
-import tempfile
 import time
-import unittest
 
-from harness import (Backend, Rondel, access_records, main, make_config, metric_sum,
+from harness import (RondelTestCase, access_records, main, make_config, metric_sum,
                      parse_responses, scrape, wait_until)
 
 V2_SIG = b"\r\n\r\n\x00\r\nQUIT\n"
@@ -83,12 +80,19 @@ def xff(echo_body):
     return None
 
 
-class ProxyProtocol(unittest.TestCase):
+class ProxyProtocol(RondelTestCase):
+    backend_names = [f"b{i}" for i in range(3)]
+    use_dir = True
+
     @classmethod
     def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="rondel-it-")
+        super().setUpClass()
+        cls.port = cls.rondel.ports["web"]
+        cls.by_address = {b.address: b.name for b in cls.backends}
+
+    @classmethod
+    def config(cls):
         cls.access_log = os.path.join(cls.dir, "access.log")
-        cls.backends = [Backend(f"b{i}") for i in range(3)]
         text = make_config(
             cls.backends, log={"access_log": cls.access_log},
             listener={"proxy_protocol": "{ trusted: [127.0.0.0/8, '::1/128'] }",
@@ -97,17 +101,7 @@ class ProxyProtocol(unittest.TestCase):
         # A listener that trusts nobody on loopback.
         text = text.replace("pools:\n", "  - { name: far, bind: 127.0.0.1:0, pool: p, "
                             "proxy_protocol: { trusted: [10.0.0.0/8] } }\npools:\n", 1)
-        cls.rondel = Rondel(text, workdir=cls.dir)
-        cls.port = cls.rondel.ports["web"]
-        cls.by_address = {b.address: b.name for b in cls.backends}
-
-    @classmethod
-    def tearDownClass(cls):
-        code = cls.rondel.stop()
-        for b in cls.backends:
-            b.stop()
-        shutil.rmtree(cls.dir, ignore_errors=True)
-        assert code == 0, code
+        return text
 
     def rejects(self, reason, listener="web"):
         _, samples, _ = scrape(self.rondel.admin_port)

@@ -1,20 +1,9 @@
 """Smoke test: rondel proxies to four backends, a key sticks to one backend, counts return to 0."""
-import unittest
-
-from harness import Backend, Rondel, http_get, make_config, main
+from harness import RondelTestCase, http_get, main
 
 
-class Smoke(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.backends = [Backend(f"b{i}") for i in range(4)]
-        cls.rondel = Rondel(make_config(cls.backends))
-
-    @classmethod
-    def tearDownClass(cls):
-        assert cls.rondel.stop() == 0
-        for b in cls.backends:
-            b.stop()
+class Smoke(RondelTestCase):
+    backend_names = [f"b{i}" for i in range(4)]
 
     def test_same_key_same_backend(self):
         seen = set()

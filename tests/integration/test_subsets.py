@@ -5,10 +5,9 @@ key spills to another member, never to a non-member); no member up: 503 no_subse
 counted per subset; /api/route shows the subset used."""
 import json
 import socket
-import unittest
 from urllib.parse import quote
 
-from harness import (BackendGroup, HttpConn, Rondel, http_get, main, metric_sum, scrape,
+from harness import (BackendGroup, HttpConn, RondelTestCase, http_get, main, metric_sum, scrape,
                      wait_until)
 
 KEYS = [f"/s/{i}" for i in range(200)]
@@ -70,16 +69,17 @@ def served(port, targets, headers=""):
     return out
 
 
-class Subsets(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.group = BackendGroup(NAMES)
-        cls.rondel = Rondel(config_text(cls.group.members))
+class Subsets(RondelTestCase):
+    exit_status = None  # not checked here
 
     @classmethod
-    def tearDownClass(cls):
-        cls.rondel.stop()
-        cls.group.stop()
+    def start_backends(cls):
+        cls.group = BackendGroup(NAMES)
+        return [cls.group]
+
+    @classmethod
+    def config(cls):
+        return config_text(cls.group.members)
 
     def route(self, pool, key, extra=""):
         return json.loads(http_get(self.rondel.admin_port,

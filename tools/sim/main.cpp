@@ -388,7 +388,7 @@ int run(const SimOptions& o) {
     }
     const ReplayReport& r = *res;
     checks = replay_checks(o, r);
-    const char* probe = o.probe == core::ProbeOrder::kClockwise ? "clockwise" : "random";
+    const char* probe = core::name_of(o.probe).data();
     j.field("mode", "replay");
     j.begin("replay");
     j.field("balance_factor", o.balance_factor);

@@ -107,15 +107,20 @@ std::string usage() {
          "                      moving between old backends, any cap violation in a replay)\n";
 }
 
-const char* algo_name(AlgoChoice algo) noexcept {
+core::Algorithm selector_algorithm(AlgoChoice algo) noexcept {
   switch (algo) {
-    case AlgoChoice::kRing: return "ring";
-    case AlgoChoice::kRendezvous: return "rendezvous";
-    case AlgoChoice::kMaglev: return "maglev";
-    case AlgoChoice::kSkeletonRendezvous: return "skeleton_rendezvous";
-    case AlgoChoice::kJump: return "jump";
+    case AlgoChoice::kRing: return core::Algorithm::kRing;
+    case AlgoChoice::kRendezvous: return core::Algorithm::kRendezvous;
+    case AlgoChoice::kSkeletonRendezvous: return core::Algorithm::kSkeletonRendezvous;
+    case AlgoChoice::kMaglev:
+    case AlgoChoice::kJump: break;
   }
-  return "?";
+  return core::Algorithm::kMaglev;
+}
+
+// The Selector algorithms by core's names (string literals, so .data() ends in a NUL).
+const char* algo_name(AlgoChoice algo) noexcept {
+  return algo == AlgoChoice::kJump ? "jump" : core::name_of(selector_algorithm(algo)).data();
 }
 
 core::Result<SimOptions> parse_options(int argc, char** argv) {
@@ -189,9 +194,12 @@ core::Result<SimOptions> parse_options(int argc, char** argv) {
       ok = parse_u64(v, 0, 100000, n) && (n == 0 || n >= 100);
       o.balance_factor = static_cast<uint32_t>(n);
     } else if (flag == "--probe") {
-      if (v == "clockwise") o.probe = core::ProbeOrder::kClockwise;
-      else if (v == "random") o.probe = core::ProbeOrder::kRandom;
-      else ok = false;
+      ok = false;
+      for (size_t i = 0; i < std::size(core::kProbeOrderNames); ++i) {
+        if (v != core::kProbeOrderNames[i]) continue;
+        o.probe = static_cast<core::ProbeOrder>(i);
+        ok = true;
+      }
     } else if (flag == "--requests") {
       ok = parse_u64(v, 1, 1ull << 34, o.requests);
     } else if (flag == "--arrival-rate") {

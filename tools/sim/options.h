@@ -84,5 +84,7 @@ core::Result<SimOptions> parse_options(int argc, char** argv);
 
 // Returns the printable name of an algorithm choice ("ring", "rendezvous", ...).
 const char* algo_name(AlgoChoice algo) noexcept;
+// The Selector algorithm of a choice other than kJump (which has none).
+core::Algorithm selector_algorithm(AlgoChoice algo) noexcept;
 
 }  // namespace rondel::sim

@@ -16,10 +16,7 @@ SimBackend make_backend(uint32_t g, uint32_t weight) {
 
 core::SelectorOptions selector_options(AlgoChoice algo, const SimOptions& opt) {
   core::SelectorOptions so;
-  so.algorithm = algo == AlgoChoice::kRing         ? core::Algorithm::kRing
-                 : algo == AlgoChoice::kRendezvous ? core::Algorithm::kRendezvous
-                 : algo == AlgoChoice::kSkeletonRendezvous ? core::Algorithm::kSkeletonRendezvous
-                                                   : core::Algorithm::kMaglev;
+  so.algorithm = selector_algorithm(algo);
   so.points_per_weight = opt.points;
   so.maglev_table_size = opt.maglev_table;
   return so;

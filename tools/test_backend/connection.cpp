@@ -1,8 +1,6 @@
 // Connection: request parsing, response queueing and in-order writing for one client.
 #include "connection.h"
 
-#include <strings.h>
-
 #include <algorithm>
 #include <new>
 #include <utility>
@@ -10,6 +8,7 @@
 #include "backend.h"
 #include "crc32.h"
 #include "range.h"
+#include "rondel/util/ascii.h"
 
 namespace rondel::test_backend {
 
@@ -22,9 +21,7 @@ constexpr size_t kMaxHeaderValue = 1024;   // Longest X-Request-Id / Expect valu
 constexpr uint64_t kLingerMs = 2000;       // Wait this long for the client's FIN after ours.
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 
-bool iequals(std::string_view a, std::string_view b) noexcept {
-  return a.size() == b.size() && strncasecmp(a.data(), b.data(), a.size()) == 0;
-}
+using util::iequals;
 
 }  // namespace
 

@@ -3,15 +3,14 @@
 
 #include <charconv>
 
+#include "rondel/util/ascii.h"
+
 namespace rondel::test_backend {
 
 namespace {
 
-std::string_view trim(std::string_view s) noexcept {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
+using util::iequals;
+using util::trim_ows;
 
 bool parse_number(std::string_view s, uint64_t& out) noexcept {
   if (s.empty()) return false;
@@ -19,23 +18,14 @@ bool parse_number(std::string_view s, uint64_t& out) noexcept {
   return ec == std::errc{} && end == s.data() + s.size();
 }
 
-bool unit_is_bytes(std::string_view s) noexcept {
-  constexpr std::string_view kBytes = "bytes";
-  if (s.size() != kBytes.size()) return false;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if ((s[i] | 0x20) != kBytes[i]) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 ByteRange parse_range(std::string_view value, uint64_t size) noexcept {
   ByteRange r;
-  value = trim(value);
+  value = trim_ows(value);
   const size_t eq = value.find('=');
-  if (eq == std::string_view::npos || !unit_is_bytes(trim(value.substr(0, eq)))) return r;
-  const std::string_view spec = trim(value.substr(eq + 1));
+  if (eq == std::string_view::npos || !iequals(trim_ows(value.substr(0, eq)), "bytes")) return r;
+  const std::string_view spec = trim_ows(value.substr(eq + 1));
   const size_t dash = spec.find('-');
   if (dash == std::string_view::npos || spec.find(',') != std::string_view::npos) return r;
   const std::string_view a = spec.substr(0, dash);

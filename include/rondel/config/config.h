@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "rondel/core/choices.h"
 #include "rondel/core/cidr.h"
 #include "rondel/core/reported_load.h"
 
@@ -29,13 +30,13 @@ struct Address {
   std::string to_string() const;  // "127.0.0.1:80", "[::1]:80", "cache.example:80"
 };
 
-enum class Algorithm : uint8_t { kRing, kRendezvous, kMaglev, kSkeletonRendezvous };
-enum class ProbeOrder : uint8_t { kClockwise, kRandom };
+// Placement and pick choices: core's enums themselves (core/choices.h, with their names).
+using core::Algorithm;
+using core::ProbeOrder;
+using core::ReplicaChoice;
 enum class HashKeyKind : uint8_t { kUri, kPath, kHeader, kCookie, kQuery, kSrc };
 // What to do with a request whose hash key is absent (no such header/cookie/query parameter).
 enum class MissingKeyPolicy : uint8_t { kLeastInFlight, kRandom, kHashUri, kReject };
-// Which of a hot key's R replicas serves a request (core::ReplicaChoice).
-enum class ReplicaChoice : uint8_t { kLeastLoaded, kRoundRobin };
 
 struct HashKey {
   HashKeyKind kind = HashKeyKind::kUri;

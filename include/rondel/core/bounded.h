@@ -15,12 +15,11 @@
 #include <span>
 
 #include "rondel/core/backend_set.h"
+#include "rondel/core/choices.h"
 #include "rondel/core/selector.h"
 #include "rondel/core/spill_memory.h"
 
 namespace rondel::core {
-
-enum class ProbeOrder : uint8_t { kClockwise, kRandom };
 
 struct BoundedOptions {
   uint32_t balance_factor = 125;  // c as a percentage (125 = 1.25); 0 = unbounded
@@ -101,8 +100,6 @@ PickResult bounded_pick(const Selector& sel, uint64_t hash, const PickInput& in,
 //   in the order, so home first) or the one at sequence % R (round robin), then overflowing along
 //   the preference order. Replica keys never touch the SpillMemory.
 // ---------------------------------------------------------------------------------------------
-
-enum class ReplicaChoice : uint8_t { kLeastLoaded, kRoundRobin };
 
 struct RouteOptions {
   BoundedOptions bounded;  // factor, slack, probe: as bounded_pick

@@ -22,7 +22,8 @@
 // this draws backends in proportion to their table share, so fallbacks are weighted and keyed.
 // After 4 * N probes in total (N = eligible backends) the walk switches to a deterministic scan
 // of the remaining backends in id order starting at slot hash mod N. A full walk therefore costs
-// at most 5 * N steps; the first fallbacks are almost always found by rehashing.
+// at most 5 * N steps; the first fallbacks are almost always found by rehashing. The walk is
+// rehash_walk_next (rehash_walk.h), shared with SkeletonRendezvous.
 #pragma once
 
 #include <cstddef>
@@ -50,6 +51,7 @@ class Maglev {
 
   BackendIndex owner(uint64_t hash) const noexcept { return table_[hash % table_.size()]; }
   void start(CursorState& state, uint64_t hash) const noexcept;
+  // rehash_walk_next over owner(); `seen` as there.
   BackendIndex next(CursorState& state, std::span<uint64_t> seen) const noexcept;
 
   size_t points() const noexcept { return table_.size(); }

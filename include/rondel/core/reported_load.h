@@ -1,7 +1,7 @@
-// Backend-reported load: parsing the load a backend reports in a response header (the ORCA
-// `endpoint-load-metrics` header or a plain named header with a number) and the effective load
-// the bounded-load pick compares while a report is fresh. Pure: no I/O, no clock, no
-// allocation. docs/algorithms.md ("Reported load") defines the bound that uses it.
+// Backend-reported load, the model: how a report is written and why it was accepted or ignored,
+// its bounds, and the effective load the bounded-load pick compares while a report is fresh.
+// Pure: no I/O, no clock, no allocation. The header parsers are proxy/load_report_parser.h;
+// docs/algorithms.md ("Reported load") defines the bound that uses it.
 #pragma once
 
 #include <cstddef>
@@ -35,35 +35,11 @@ inline constexpr double kMaxReportedLoad = 1'000'000.0;
 // Longest field value a parser looks at; a longer one is malformed.
 inline constexpr size_t kMaxReportBytes = 4096;
 
+// What a parser made of one field value.
 struct ParsedReport {
   ReportStatus status = ReportStatus::kMalformed;
   uint32_t load = 0;  // kOk: round(value * scale), at most kMaxReportedLoad
 };
-
-// Parses an ORCA endpoint-load-metrics value and returns `metric` (e.g. "cpu_utilization",
-// "named_metrics.in_flight", "utilization.gpu") times `scale`.
-//  * TEXT form: `TEXT name=value, name=value` (Envoy's, the prefix and '=');
-//  * colon form: `name:value, name:value` (no prefix);
-//  * JSON form: `JSON {...}`: an object whose values are numbers or objects of numbers (one
-//    level: named_metrics, utilization, request_cost); "a.b" names key b of object a (or a
-//    top-level key spelled "a.b"). Strict
-//    subset: no escapes in strings, no arrays, true/false/null, duplicate keys or trailing
-//    commas; at most 64 members in all.
-// Names are [A-Za-z0-9_.-]+, whitespace around items is optional; a name may repeat in the
-// text forms (the last wins). Numbers are JSON numbers (-?digits[.digits][e[+-]digits]); nan,
-// inf and infinity (any case, with a sign) are kNotFinite. A value whose syntax is wrong
-// anywhere is kMalformed even when `metric` itself is well formed. O(size), no allocation.
-ParsedReport parse_orca(std::string_view value, std::string_view metric, uint32_t scale) noexcept;
-
-// Parses a plain header value: one number (optional surrounding whitespace) times `scale`.
-ParsedReport parse_plain_load(std::string_view value, uint32_t scale) noexcept;
-
-// Either parser, by format.
-inline ParsedReport parse_load_report(LoadHeaderFormat f, std::string_view value,
-                                      std::string_view metric, uint32_t scale) noexcept {
-  return f == LoadHeaderFormat::kOrca ? parse_orca(value, metric, scale)
-                                      : parse_plain_load(value, scale);
-}
 
 // What the pick knows of one backend's report.
 struct ReportView {

@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "rondel/core/backend_set.h"
@@ -39,6 +40,16 @@ namespace rondel::core {
 // Virtual points per backend index (0 for weight 0): w * ppw, or max(1, floor(w * max / W))
 // when the total would exceed max_points. Shared by the ring and the skeleton rendezvous.
 std::vector<uint64_t> ring_point_counts(const BackendSet& set, uint32_t ppw, uint32_t max_points);
+
+// ring_point_counts with the checks both placements make first, and the total. Errors:
+// "points_per_weight must be > 0", "max_points must be > 0", "all backend weights are zero",
+// "<what> would have more than 4294967295 points" (what: "ring", "skeleton").
+struct PointCounts {
+  std::vector<uint64_t> counts;  // by backend index
+  uint64_t total = 0;
+};
+Result<PointCounts> checked_point_counts(const BackendSet& set, uint32_t ppw, uint32_t max_points,
+                                         std::string_view what);
 
 class Ring {
  public:

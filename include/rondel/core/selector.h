@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "rondel/core/backend_set.h"
+#include "rondel/core/choices.h"
 #include "rondel/core/cursor_state.h"
 #include "rondel/core/maglev.h"
 #include "rondel/core/rendezvous.h"
@@ -23,8 +24,6 @@
 #include "rondel/core/skeleton_rendezvous.h"
 
 namespace rondel::core {
-
-enum class Algorithm : uint8_t { kRing, kRendezvous, kMaglev, kSkeletonRendezvous };
 
 struct SelectorOptions {
   Algorithm algorithm = Algorithm::kRing;

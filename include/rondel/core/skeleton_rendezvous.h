@@ -26,10 +26,10 @@
 //
 // Costs: owner visits ~log16(P) + 1 clusters and scores at most 16 children in each (one mix64
 // per child, no log()). Memory: 12 bytes per child entry and 8 per cluster, about 1.2 entries
-// per point. Walk (preference order beyond the owner): as Maglev's, rehash the key and take
-// owner(mix64(hash, attempt)) for attempt = 1, 2, ..., skipping backends already yielded, which
-// draws fallbacks in proportion to their share; after 4 * N probes a deterministic scan of the
-// rest in id order from slot hash mod N. A full walk costs at most 5 * N steps.
+// per point. Walk (preference order beyond the owner): Maglev's (rehash_walk.h), rehash the key and
+// take owner(mix64(hash, attempt)) for attempt = 1, 2, ..., skipping backends already yielded,
+// which draws fallbacks in proportion to their share; after 4 * N probes a deterministic scan of
+// the rest in id order from slot hash mod N. A full walk costs at most 5 * N steps.
 #pragma once
 
 #include <cstddef>
@@ -58,7 +58,7 @@ class SkeletonRendezvous {
   // The owner of `hash`: O(log16 P) clusters, at most 16 mixes each; never allocates.
   BackendIndex owner(uint64_t hash) const noexcept;
   void start(CursorState& state, uint64_t hash) const noexcept;
-  // Next backend of the preference order (see the header comment); `seen` is the caller's
+  // Next backend of the preference order: rehash_walk_next over owner(); `seen` is the caller's
   // bitset of backend_count bits, cleared before start.
   BackendIndex next(CursorState& state, std::span<uint64_t> seen) const noexcept;
 
@@ -84,9 +84,9 @@ class SkeletonRendezvous {
   // Cluster c's children are entries [first_[c], first_[c] + count_[c]).
   std::vector<uint32_t> first_;
   std::vector<uint32_t> count_;
-  std::vector<uint64_t> label_;   // per child entry: mix64_prepare(label), scored against the key
-  std::vector<uint32_t> child_;   // per child entry: cluster index or kLeaf | backend
-  uint32_t root_ = 0;             // child reference of the whole tree
+  std::vector<uint64_t> label_;  // per child entry: mix64_prepare(label), scored against the key
+  std::vector<uint32_t> child_;  // per child entry: cluster index or kLeaf | backend
+  uint32_t root_ = 0;            // child reference of the whole tree
   size_t points_ = 0;
   std::vector<BackendIndex> by_id_;  // eligible backends in id order (the walk's final scan)
 };

@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "rondel/util/ascii.h"
+
 namespace rondel::http {
 
 struct Header {
@@ -80,7 +82,7 @@ class HopByHopMarker {
   uint64_t slot_mask_ = 0;
 };
 
-// Case-insensitive ASCII comparison of header names and tokens.
-bool iequals(std::string_view a, std::string_view b) noexcept;
+// Case-insensitive ASCII comparison of header names and tokens (inline, util/ascii.h).
+using util::iequals;
 
 }  // namespace rondel::http

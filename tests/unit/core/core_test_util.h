@@ -17,19 +17,7 @@ inline constexpr Algorithm kAllAlgorithms[] = {Algorithm::kRing, Algorithm::kRen
                                                Algorithm::kMaglev,
                                                Algorithm::kSkeletonRendezvous};
 
-inline std::string name(Algorithm a) {
-  switch (a) {
-    case Algorithm::kRing:
-      return "ring";
-    case Algorithm::kRendezvous:
-      return "rendezvous";
-    case Algorithm::kMaglev:
-      return "maglev";
-    case Algorithm::kSkeletonRendezvous:
-      return "skeleton_rendezvous";
-  }
-  return "?";
-}
+inline std::string name(Algorithm a) { return std::string(name_of(a)); }
 
 inline BackendSet make_set(std::vector<BackendSpec> specs) {
   auto r = BackendSet::create(std::move(specs));

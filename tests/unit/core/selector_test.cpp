@@ -272,6 +272,35 @@ TEST_CASE("Removing a key's owner promotes its second choice (ring, rendezvous)"
   }
 }
 
+// The whole preference order of keys 0..1999, folded into one number (FNV-1a over the indices).
+uint64_t order_digest(const Selector& sel) {
+  uint64_t d = 0xcbf29ce484222325u;
+  for (uint64_t k = 0; k < 2000; ++k) {
+    for (BackendIndex b : full_order(sel, test::key_hash(k))) d = (d ^ b) * 0x100000001b3u;
+  }
+  return d;
+}
+
+TEST_CASE("Maglev and skeleton walks: pinned preference orders (owner, probes, final scan)") {
+  // A refactor of the shared rehash walk (rehash_walk.h) must not move a fallback: the first
+  // order in full, and a digest of 2000 whole orders. Maglev with M = 11 over 10 backends
+  // leaves backends to the final scan (weights 1 and 2 share 11 entries).
+  const BackendSet set = make_set(test::specs(10, {1, 2}));
+  SelectorOptions tiny;
+  tiny.maglev_table_size = 11;
+  const Selector cases[] = {make_selector(set, Algorithm::kMaglev),
+                            make_selector(set, Algorithm::kMaglev, tiny),
+                            make_selector(set, Algorithm::kSkeletonRendezvous)};
+  const char* first[] = {"6 1 7 4 3 5 8 9 0 2 ", "1 9 3 2 5 0 7 4 6 8 ", "1 5 6 3 9 7 4 0 8 2 "};
+  const uint64_t digest[] = {17162568509171586425u, 5171813913798494893u, 2335809235250192409u};
+  for (size_t i = 0; i < 3; ++i) {
+    std::string got;
+    for (BackendIndex b : full_order(cases[i], test::key_hash(0))) got += std::to_string(b) + " ";
+    CHECK(got == first[i]);
+    CHECK(order_digest(cases[i]) == digest[i]);
+  }
+}
+
 TEST_CASE("Selector reports its size") {
   const BackendSet set = make_set(test::specs(100));
   const Selector ring = make_selector(set, Algorithm::kRing);
