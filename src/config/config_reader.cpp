@@ -487,6 +487,7 @@ class ConfigReader {
     if (auto* g = m.get("jitter")) read_percent(*g, d.jitter_percent);
     if (auto* g = m.get("timeout")) r_.read_duration(*g, d.timeout_ms, 1);
     if (auto* g = m.get("attempts")) r_.read_unsigned(*g, d.attempts, 1, kMaxDnsAttempts);
+    if (auto* g = m.get("hold")) r_.read_duration(*g, d.hold_ms, 0);
   }
 
   // "10%" or a bare integer, 0..100.

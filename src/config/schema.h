@@ -141,7 +141,7 @@ constexpr string_view kBackendTlsKeys[] = {"verify", "ca",   "sni",  "min_versio
 constexpr Choice<SendProxyProtocol> kSendProxyProtocols[] = {{"off", SendProxyProtocol::kOff},
                                                             {"v2", SendProxyProtocol::kV2}};
 constexpr string_view kAdminKeys[] = {"enabled", "bind", "hot_keys", "token_file", "state_file"};
-constexpr string_view kDnsKeys[] = {"nameservers", "ttl", "jitter", "timeout", "attempts"};
+constexpr string_view kDnsKeys[] = {"nameservers", "ttl", "jitter", "timeout", "attempts", "hold"};
 // Re-resolving more often than this only loads the nameserver.
 constexpr uint64_t kMinDnsTtlMs = 100;
 constexpr uint64_t kMaxDnsAttempts = 16;

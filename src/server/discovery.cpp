@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "rondel/core/hash.h"
@@ -142,6 +143,7 @@ class Resolver final : public net::HandleCloser {
   void update_settings(const config::DnsConfig& d) noexcept {
     dns_.ttl_ms = d.ttl_ms;
     dns_.jitter_percent = d.jitter_percent;
+    dns_.hold_ms = d.hold_ms;
   }
 
   void query() noexcept {
@@ -163,11 +165,12 @@ class Resolver final : public net::HandleCloser {
   bool drop(const std::string& id) {
     auto it = std::find_if(found_.begin(), found_.end(), [&](const Found& f) { return f.id == id; });
     if (it == found_.end()) return false;
-    // Held out of the answers until the next regular re-resolution (one TTL less the jitter):
+    // Kept out of the answers until the next regular re-resolution (one TTL less the jitter):
     // the name may still list it (a stale record, a backend that died), and taking it straight
-    // back would only fail again.
-    held_.emplace_back(id, uv_now(owner_.loop_) + dns_.ttl_ms * (100 - dns_.jitter_percent) / 100);
+    // back would only fail again. Dropped at once: the DNS hold is for answers, not failures.
+    excluded_.emplace_back(id, uv_now(owner_.loop_) + dns_.ttl_ms * (100 - dns_.jitter_percent) / 100);
     found_.erase(it);
+    last_seen_.erase(id);
     owner_.log_.log(proxy::Level::kWarn, "dns_address_dropped",
                     "pool=" + pool_ + " name=" + host_ + " backend=" + id +
                         " reason=connect_failed left=" + std::to_string(found_.size()));
@@ -194,8 +197,9 @@ class Resolver final : public net::HandleCloser {
  private:
   void on_all_closed() noexcept override { delete this; }
 
-  // Next query in ttl ± jitter (or the retry delay after a failure).
-  void schedule(uint64_t base_ms) noexcept {
+  // Next query in ttl ± jitter (or the retry delay after a failure), or in `at_most_ms` when
+  // that is sooner (a held address's hold ends: the query then removes it or renews it).
+  void schedule(uint64_t base_ms, uint64_t at_most_ms = UINT64_MAX) noexcept {
     uint64_t j = dns_.jitter_percent;
     uint64_t ms = base_ms;
     if (j > 0) {
@@ -203,6 +207,7 @@ class Resolver final : public net::HandleCloser {
       uint64_t pct = 100 - j + owner_.seed_ % (2 * j + 1);  // 100-j .. 100+j
       ms = base_ms * pct / 100;
     }
+    ms = std::min(ms, at_most_ms);
     uv_timer_start(&ttl_timer_, &on_ttl, std::max<uint64_t>(ms, 1), 0);
   }
 
@@ -230,16 +235,19 @@ class Resolver final : public net::HandleCloser {
     return status == ARES_SUCCESS || status == ARES_ENOTFOUND || status == ARES_ENODATA;
   }
 
-  // The end of one resolution round: `next` (any order) becomes the cached set, less the held
-  // ids; logged when it changed (and on the first answer), owner notified.
+  // The end of one resolution round: `next` (any order) becomes the cached set, less the
+  // excluded ids, plus the cached ones it lacks that are still within their hold; logged when it
+  // changed (and on the first answer), owner notified.
   void settle(std::vector<Found> next, int status) noexcept {
     querying_ = false;
     answered_ = true;
     const uint64_t now = uv_now(owner_.loop_);
-    std::erase_if(held_, [now](const auto& h) { return h.second <= now; });
+    std::erase_if(excluded_, [now](const auto& h) { return h.second <= now; });
     std::erase_if(next, [this](const Found& f) {
-      return std::any_of(held_.begin(), held_.end(), [&](const auto& h) { return h.first == f.id; });
+      return std::any_of(excluded_.begin(), excluded_.end(),
+                         [&](const auto& h) { return h.first == f.id; });
     });
+    uint64_t next_expiry = hold(next, now);
     std::sort(next.begin(), next.end(), [](const Found& x, const Found& y) { return x.id < y.id; });
     next.erase(std::unique(next.begin(), next.end(),
                            [](const Found& x, const Found& y) { return x.id == y.id; }),
@@ -265,7 +273,36 @@ class Resolver final : public net::HandleCloser {
       }
     }
     first_ = false;
-    schedule(dns_.ttl_ms);
+    schedule(dns_.ttl_ms, next_expiry - now);
+  }
+
+  // The DNS hold (HAProxy's `hold nx` / `hold obsolete`): a cached backend missing from `next`
+  // (an NXDOMAIN, an empty answer, or an answer without it) stays in `next` until `hold_ms`
+  // after the last answer that listed it, so one glitch cannot empty a pool. Records when each
+  // id of `next` was last seen; returns the loop time at which the first held one expires
+  // (UINT64_MAX: none held).
+  uint64_t hold(std::vector<Found>& next, uint64_t now) {
+    for (const Found& f : next) last_seen_[f.id] = Seen{now, false};
+    uint64_t expiry = UINT64_MAX;
+    for (const Found& f : found_) {
+      if (std::any_of(next.begin(), next.end(), [&](const Found& n) { return n.id == f.id; })) {
+        continue;
+      }
+      auto it = last_seen_.find(f.id);
+      if (it == last_seen_.end() || it->second.at + dns_.hold_ms <= now) {
+        if (it != last_seen_.end()) last_seen_.erase(it);
+        continue;  // its hold is over: removed now
+      }
+      next.push_back(f);
+      expiry = std::min(expiry, it->second.at + dns_.hold_ms);
+      if (!it->second.missing) {
+        it->second.missing = true;
+        owner_.log_.log(proxy::Level::kInfo, "dns_address_held",
+                        "pool=" + pool_ + " name=" + host_ + " backend=" + f.id +
+                            " hold_ms=" + std::to_string(dns_.hold_ms));
+      }
+    }
+    return expiry;
   }
 
   void fail(int status) noexcept {
@@ -414,7 +451,14 @@ class Resolver final : public net::HandleCloser {
   std::vector<Found> found_;  // sorted by id
   // Backends (ids) dropped after a connect failure and the loop time until which answers skip
   // them.
-  std::vector<std::pair<std::string, uint64_t>> held_;
+  std::vector<std::pair<std::string, uint64_t>> excluded_;
+  // Per cached id: the loop time of the last answer that listed it, and whether it is missing
+  // from the answers now (held; logged once per disappearance).
+  struct Seen {
+    uint64_t at = 0;
+    bool missing = false;
+  };
+  std::map<std::string, Seen> last_seen_;
   std::vector<Found> srv_next_;  // SRV: the targets resolved so far in this round
   size_t srv_pending_ = 0;       // SRV: target lookups still running in this round
   bool querying_ = false;

@@ -119,6 +119,7 @@ struct DnsConfig {
   uint32_t jitter_percent = 10;      // each interval is drawn from ttl ± this percent
   uint64_t timeout_ms = 2000;        // one query attempt to one nameserver
   uint32_t attempts = 2;             // query attempts per nameserver before giving up
+  uint64_t hold_ms = 30000;          // an address missing from answers stays this long; 0 = none
 };
 
 // Hot-key replicas (docs/routing.md): keys whose share of the requests over `window_ms` makes

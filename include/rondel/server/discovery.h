@@ -4,8 +4,9 @@
 // TARGET:PORT, the record's port and weight, and the target's address.
 //
 // One Resolver per (pool, NAME:PORT or SRV NAME, nameservers, query settings). Each re-resolves its name every
-// `ttl` ± `jitter` and caches the last answer; an authoritative "no such name / no address"
-// answer empties the set, a timeout or server failure keeps the last one (and retries sooner).
+// `ttl` ± `jitter` and caches the last answer; an address the answers stop listing (an
+// authoritative "no such name / no address", or simply absent) stays for `hold` after the last
+// answer that listed it; a timeout or server failure keeps the last set (and retries sooner).
 // When a cached set changes, the owner's `on_change` runs from a fresh loop callback (never from
 // inside c-ares). c-ares sockets are watched with uv_poll handles created from c-ares's socket
 // state callback; c-ares's own timeouts run on a uv_timer. Loop thread only; never throws.

@@ -355,6 +355,7 @@ TEST_CASE("defaults apply when keys are absent") {
   CHECK(c.dns.jitter_percent == 10);
   CHECK(c.dns.timeout_ms == 2000);
   CHECK(c.dns.attempts == 2);
+  CHECK(c.dns.hold_ms == 30000);
   CHECK(p.dns.nameservers.empty());
   CHECK(p.dns.ttl_ms == 60000);
   CHECK(p.dns.jitter_percent == 10);
@@ -505,12 +506,12 @@ admin:
 
 TEST_CASE("a pool's dns settings start from the top-level ones and override them key by key") {
   constexpr std::string_view kDns = R"(
-dns: { nameservers: [127.0.0.1:5353, "[::1]:53"], ttl: 30s, jitter: 5% }
+dns: { nameservers: [127.0.0.1:5353, "[::1]:53"], ttl: 30s, jitter: 5%, hold: 10s }
 listeners:
   - { name: web, bind: 127.0.0.1:8080, pool: a }
 pools:
   - name: a
-    dns: { ttl: 1s, jitter: 0 }
+    dns: { ttl: 1s, jitter: 0, hold: 0s }
     backends: [{ address: cache.internal:80, weight: 2 }]
   - name: b
     backends: [{ address: 127.0.0.1:9001 }]
@@ -527,11 +528,13 @@ pools:
   CHECK(a.dns.nameservers.size() == 2);
   CHECK(a.dns.ttl_ms == 1000);
   CHECK(a.dns.jitter_percent == 0);
+  CHECK(a.dns.hold_ms == 0);
   CHECK(a.backends.at(0).address.is_name);
   CHECK(a.backends.at(0).weight == 2);
   const PoolConfig& b = c.pools.at(1);
   CHECK(b.dns.ttl_ms == 30000);
   CHECK(b.dns.jitter_percent == 5);
+  CHECK(b.dns.hold_ms == 10000);
 }
 
 TEST_CASE("deployment keys: access_format, config_watch and srv backends") {
