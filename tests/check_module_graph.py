@@ -43,6 +43,7 @@ LIBRARY_HEADERS = {
     "prometheus-cpp::core": ("prometheus/",),
     "benchmark::benchmark": ("benchmark/",),
     "doctest::doctest": ("doctest/",),
+    "Boost::json": ("boost/",),
 }
 
 

@@ -10,6 +10,7 @@
 #include "edge_reader.h"
 #include "upstream_reader.h"
 #include "health_reader.h"
+#include "discovery_reader.h"
 #include "load_report_reader.h"
 #include "reader_util.h"
 #include "scalars.h"
@@ -202,7 +203,12 @@ class ConfigReader {
     if (auto* g = m.get("send_proxy_protocol")) {
       r_.read_choice<SendProxyProtocol>(*g, kSendProxyProtocols, p.send_proxy_protocol);
     }
-    if (auto* g = r_.require(m, "backends")) read_backends(*g, p);
+    const Field* discovery = m.get("discovery");
+    if (discovery != nullptr) read_discovery(r_, *discovery, p.discovery);
+    // With a discovery source the list is optional: the source may bring every backend.
+    if (auto* g = discovery == nullptr ? r_.require(m, "backends") : m.get("backends")) {
+      read_backends(*g, p);
+    }
     if (auto* g = m.get("range_chunk")) read_range_chunk(*g, p);
     if (auto* g = m.get("seed")) r_.read_u64(*g, p.seed, 0, UINT64_MAX);
     if (auto* g = m.get("previous")) read_previous(*g, p);

@@ -98,6 +98,7 @@ constexpr string_view kPoolKeys[] = {"name",
                                      "health_check",
                                      "passive_health",
                                      "dns",
+                                     "discovery",
                                      "backends",
                                      "range_chunk",
                                      "seed",
@@ -108,6 +109,12 @@ constexpr string_view kPoolKeys[] = {"name",
                                      "tls",
                                      "send_proxy_protocol"};
 // Backend-reported load (docs/algorithms.md): `load_report` of a pool.
+// A pool's `discovery` section (discovery_reader.cpp): one source, etcd or kubernetes.
+constexpr string_view kDiscoveryKeys[] = {"etcd", "kubernetes", "allow_empty", "timeout", "retry"};
+constexpr string_view kEtcdKeys[] = {"endpoints", "prefix", "ca"};
+constexpr string_view kKubernetesKeys[] = {"service", "namespace", "port", "server", "token_file",
+                                           "ca"};
+constexpr uint64_t kMinDiscoveryRetryMs = 10;
 constexpr string_view kLoadReportKeys[] = {"header", "metric", "max_age", "scale"};
 constexpr uint32_t kMaxLoadReportScale = 1'000'000;
 // Gradual migration (docs/routing.md): the placement keys move from, under `previous`.

@@ -162,7 +162,9 @@ core::Result<std::shared_ptr<const proxy::Snapshot>> Daemon::build_snapshot(
     // At start-up a pool with nothing to serve is a configuration error (exit 2). Once running,
     // one name that resolves to nothing must not block every reload and every other pool's DNS
     // update: that pool is built empty and answers 503 until its names resolve again.
-    if (p.backends.empty() && !started_) {
+    // A pool with a discovery source may start empty (its source down or not yet listing
+    // anything): it answers 503 until the source lists a backend.
+    if (p.backends.empty() && !started_ && p.discovery.kind == config::DiscoveryKind::kNone) {
       return core::fail("pool " + p.name + ": no backend (its host names resolved to no address)");
     }
   }

@@ -12,6 +12,7 @@
 
 #include "rondel/core/hash.h"
 #include "rondel/net/uv_util.h"
+#include "discovery_source.h"
 
 namespace rondel::server {
 
@@ -483,6 +484,8 @@ Discovery::~Discovery() {
 void Discovery::stop() noexcept {
   for (Resolver* r : resolvers_) r->stop();
   resolvers_.clear();
+  for (DiscoverySource* s : sources_) s->stop();
+  sources_.clear();
   if (notify_ != nullptr) {
     uv_timer_stop(notify_);
     uv_close(reinterpret_cast<uv_handle_t*>(notify_),
@@ -513,6 +516,7 @@ void Discovery::add(const config::Config& cfg) {
       r->query();
     }
   }
+  add_sources(cfg);
 }
 
 void Discovery::retain(const config::Config& cfg) {
@@ -531,6 +535,7 @@ void Discovery::retain(const config::Config& cfg) {
       it = resolvers_.erase(it);
     }
   }
+  retain_sources(cfg);
 }
 
 bool Discovery::settled(const config::Config& cfg) const {
@@ -541,7 +546,7 @@ bool Discovery::settled(const config::Config& cfg) const {
       if (r == nullptr || !r->answered()) return false;
     }
   }
-  return true;
+  return sources_settled(cfg);
 }
 
 config::Config Discovery::expand(const config::Config& cfg) const {
@@ -550,7 +555,7 @@ config::Config Discovery::expand(const config::Config& cfg) const {
     const config::PoolConfig& pool = cfg.pools[pi];
     bool any_name = false;
     for (const auto& b : pool.backends) any_name |= b.address.is_name;
-    if (!any_name) continue;
+    if (!any_name && pool.discovery.kind == config::DiscoveryKind::kNone) continue;
     std::vector<config::BackendConfig> list;
     std::set<std::string> ids;
     // Literal backends first, so a resolved address equal to a listed one is the listed one.
@@ -574,6 +579,7 @@ config::Config Discovery::expand(const config::Config& cfg) const {
         if (ids.insert(e.id).second) list.push_back(std::move(e));
       }
     }
+    expand_sources(pool, list, ids);
     out.pools[pi].backends = std::move(list);
   }
   return out;

@@ -11,6 +11,7 @@
 #include <optional>
 #include <span>
 
+#include "discovery_source.h"
 #include "metrics_shards.h"
 #include "rondel/core/bounded.h"
 #include "rondel/core/reported_load.h"
@@ -18,6 +19,7 @@
 #include "rondel/server/admin_states.h"
 #include "rondel/net/proxy_protocol.h"
 #include "rondel/server/daemon.h"
+#include "rondel/server/discovery.h"
 #include "rondel/server/metrics.h"
 #include "rondel/tls/client_context.h"
 #include "rondel/tls/tls_stats.h"
@@ -312,6 +314,22 @@ void placement_fingerprints(const Scrape& s, FamilyOut& o) {
 
 void moved_shares(const Scrape& s, FamilyOut& o) {
   for (const auto& [pool, share] : s.daemon.reload_stats().last_moved) o.sample({pool}, share);
+}
+
+void discovery_up(const Scrape& s, FamilyOut& o) {
+  if (s.daemon.discovery() == nullptr) return;
+  for (const DiscoverySource* src : s.daemon.discovery()->sources()) {
+    o.sample({src->pool(), src->kind()}, src->up() ? 1.0 : 0.0);
+  }
+}
+
+void discovery_errors(const Scrape& s, FamilyOut& o) {
+  if (s.daemon.discovery() == nullptr) return;
+  for (const DiscoverySource* src : s.daemon.discovery()->sources()) {
+    for (size_t i = 0; i < kSourceErrorNames.size(); ++i) {
+      o.sample({src->pool(), src->kind(), kSourceErrorNames[i]}, d(src->errors(i)));
+    }
+  }
 }
 
 void durations(const Scrape& s, FamilyOut& o) {

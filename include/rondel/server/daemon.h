@@ -67,6 +67,8 @@ class Daemon {
   }
   bool draining() const noexcept { return draining_; }
   Metrics* metrics() noexcept { return metrics_.get(); }  // null when admin is off
+  // DNS and the watched sources (etcd, Kubernetes) of the pools' backends. Loop thread.
+  const Discovery* discovery() const noexcept { return discovery_.get(); }
 
   // Runtime operations (the admin API's PUT on a backend). The bearer token read from
   // `admin.token_file` at start and on each reload; empty when none is configured (the admin
