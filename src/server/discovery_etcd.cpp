@@ -4,8 +4,6 @@
 //   {"address": "10.0.0.7:8080", "id": "cache-7", "weight": 2, "labels": ["z1"], "state": "up"}
 // (id defaults to the address; weight to 1; state up | drain (weight 0: no new keys) | down
 // (left out)).
-#include <boost/json.hpp>
-
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -14,12 +12,15 @@
 #include <string_view>
 
 #include "api_client.h"
+#include "discovery_json.h"
 #include "discovery_source.h"
 #include "rondel/config/loader.h"
 
 namespace rondel::server {
 
 namespace json = boost::json;
+using djson::at;
+using djson::str;
 
 namespace {
 
@@ -75,16 +76,6 @@ std::string prefix_end(std::string prefix) {
   return std::string(1, '\0');
 }
 
-std::string_view str(const json::value* v) {
-  const json::string* s = v != nullptr ? v->if_string() : nullptr;
-  return s != nullptr ? std::string_view(*s) : std::string_view();
-}
-
-const json::value* at(const json::value& v, std::string_view key) {
-  const json::object* o = v.if_object();
-  return o != nullptr ? o->if_contains(key) : nullptr;
-}
-
 // etcd's int64 fields arrive as JSON strings ("42"); 0 when absent or not a number.
 int64_t int_field(const json::value& v, std::string_view key) {
   const json::value* f = at(v, key);
@@ -105,9 +96,8 @@ int64_t int_field(const json::value& v, std::string_view key) {
 // purpose: state down).
 core::Result<SourceBackend> parse_etcd_backend(std::string_view text, bool& left_out) {
   left_out = false;
-  boost::system::error_code ec;
-  json::value v = json::parse(json::string_view(text.data(), text.size()), ec);
-  if (ec || !v.is_object()) return core::fail("not a JSON object");
+  const json::value v = djson::parse(text);
+  if (!v.is_object()) return core::fail("not a JSON object");
   SourceBackend b;
   std::string_view address = str(at(v, "address"));
   if (!config::parse_address(address, false, b.address) || b.address.port == 0) {
@@ -170,10 +160,6 @@ class EtcdSource final : public DiscoverySource {
  private:
   void on_retry() noexcept override { range(); }
 
-  void cancel_calls() noexcept override {
-    if (call_ != nullptr) std::exchange(call_, nullptr)->cancel();
-  }
-
   const config::ApiUrl& endpoint() const { return cfg_.endpoints[endpoint_ % cfg_.endpoints.size()]; }
 
   // A failed request: the next endpoint, after the back-off.
@@ -183,34 +169,20 @@ class EtcdSource final : public DiscoverySource {
     retry_in(backoff_ms());
   }
 
-  ApiCall* post(std::string path, std::string body, uint64_t idle_ms,
-                std::function<void(std::string_view)> on_data,
-                std::function<void(std::string_view)> on_end) {
+  void post(std::string path, std::string body, OnBytes on_data, OnBytes on_end) {
     ApiRequest req;
     req.method = "POST";
     req.path = std::move(path);
     req.body = std::move(body);
-    req.timeout_ms = cfg_.timeout_ms;
-    req.idle_ms = idle_ms;
-    status_ = 0;
-    body_.clear();
-    ApiHandlers h;
-    h.on_head = [this](uint16_t status) { status_ = status; };
-    h.on_data = std::move(on_data);
-    h.on_end = std::move(on_end);
-    return ApiCall::start(loop(), endpoint(), tls_, std::move(req), std::move(h));
+    request(endpoint(), std::move(req), std::move(on_data), std::move(on_end));
   }
 
   void range() noexcept {
     json::object body;
     body["key"] = base64(cfg_.prefix);
     body["range_end"] = base64(prefix_end(cfg_.prefix));
-    call_ = post("/v3/kv/range", json::serialize(body), 0,
-                 [this](std::string_view b) { body_.append(b); },
-                 [this](std::string_view error) {
-                   call_ = nullptr;
-                   ranged(error);
-                 });
+    post("/v3/kv/range", json::serialize(body), nullptr,
+         [this](std::string_view error) { ranged(error); });
   }
 
   void ranged(std::string_view error) {
@@ -219,9 +191,8 @@ class EtcdSource final : public DiscoverySource {
       return retry(SourceError::kStatus, "range: HTTP " + std::to_string(status_) + " " +
                                              body_.substr(0, 200));
     }
-    boost::system::error_code ec;
-    json::value v = json::parse(body_, ec);
-    if (ec || !v.is_object()) return retry(SourceError::kParse, "range: not a JSON object");
+    const json::value v = djson::parse(body_);
+    if (!v.is_object()) return retry(SourceError::kParse, "range: not a JSON object");
     std::map<std::string, SourceBackend> next;
     if (const json::value* kvs = at(v, "kvs")) {
       const json::array* a = kvs->if_array();
@@ -272,18 +243,16 @@ class EtcdSource final : public DiscoverySource {
     create["progress_notify"] = true;
     json::object body;
     body["create_request"] = std::move(create);
-    line_.clear();
-    call_ = post("/v3/watch", json::serialize(body), 0,
-                 [this](std::string_view b) { watch_data(b); },
-                 [this](std::string_view error) {
-                   call_ = nullptr;
-                   if (!error.empty()) return retry(SourceError::kConnect, "watch: " + std::string(error));
-                   if (status_ != 200) {
-                     return retry(SourceError::kStatus, "watch: HTTP " + std::to_string(status_) +
-                                                            " " + body_.substr(0, 200));
-                   }
-                   retry(SourceError::kConnect, "watch: ended by the server");
-                 });
+    lines_.clear();
+    post("/v3/watch", json::serialize(body), [this](std::string_view b) { watch_data(b); },
+         [this](std::string_view error) {
+           if (!error.empty()) return retry(SourceError::kConnect, "watch: " + std::string(error));
+           if (status_ != 200) {
+             return retry(SourceError::kStatus,
+                          "watch: HTTP " + std::to_string(status_) + " " + body_.substr(0, 200));
+           }
+           retry(SourceError::kConnect, "watch: ended by the server");
+         });
   }
 
   // The watch body is one JSON object per line (grpc-gateway's stream).
@@ -292,24 +261,14 @@ class EtcdSource final : public DiscoverySource {
       body_.append(b);
       return;
     }
-    line_.append(b);
-    size_t start = 0;
-    for (size_t nl; (nl = line_.find('\n', start)) != std::string::npos; start = nl + 1) {
-      if (!watch_message(std::string_view(line_).substr(start, nl - start))) {
-        line_.clear();
-        return;
-      }
-    }
-    line_.erase(0, start);
+    lines_.feed(b, [this](std::string_view line) { return watch_message(line); });
   }
 
   // One watch response; false when the watch is over (compacted, cancelled, broken): the call
   // is cancelled and the source reads again.
   bool watch_message(std::string_view text) {
-    if (text.empty()) return true;
-    boost::system::error_code ec;
-    json::value v = json::parse(json::string_view(text.data(), text.size()), ec);
-    const json::value* result = ec ? nullptr : at(v, "result");
+    const json::value v = djson::parse(text);
+    const json::value* result = at(v, "result");
     if (result == nullptr) return restart(SourceError::kParse, "watch: " + std::string(text.substr(0, 200)));
     if (int_field(*result, "compact_revision") > 0) {
       log(proxy::Level::kInfo, "discovery_compacted",
@@ -346,12 +305,8 @@ class EtcdSource final : public DiscoverySource {
     return false;
   }
 
-  std::shared_ptr<const tls::ClientContext> tls_;
-  ApiCall* call_ = nullptr;
   size_t endpoint_ = 0;
-  uint16_t status_ = 0;
-  std::string body_;
-  std::string line_;
+  djson::Lines lines_;
   int64_t revision_ = 0;
   std::map<std::string, SourceBackend> keys_;  // etcd key -> its backend
 };

@@ -2,6 +2,7 @@
 #include "discovery_source.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "rondel/core/hash.h"
 #include "rondel/server/discovery.h"
@@ -46,11 +47,7 @@ void DiscoverySource::publish(std::vector<SourceBackend> next) {
              next.end());
   const bool first = !settled_;
   settled_ = true;
-  failures_ = 0;
-  if (!up_) {
-    up_ = true;
-    log(proxy::Level::kInfo, "discovery_up", "pool=" + pool_ + " source=" + name());
-  }
+  mark_up();
   if (next.empty() && !cfg_.allow_empty && !backends_.empty()) {
     ++errors_[static_cast<size_t>(SourceError::kEmpty)];
     log(proxy::Level::kWarn, "discovery_empty",
@@ -74,6 +71,13 @@ void DiscoverySource::publish(std::vector<SourceBackend> next) {
   }
 }
 
+void DiscoverySource::mark_up() {
+  failures_ = 0;
+  if (up_) return;
+  up_ = true;
+  log(proxy::Level::kInfo, "discovery_up", "pool=" + pool_ + " source=" + name());
+}
+
 void DiscoverySource::failed(SourceError why, const std::string& detail, bool down) {
   ++errors_[static_cast<size_t>(why)];
   bool warn = true;
@@ -86,6 +90,29 @@ void DiscoverySource::failed(SourceError why, const std::string& detail, bool do
   log(warn ? proxy::Level::kWarn : proxy::Level::kDebug, "discovery_failed",
       "pool=" + pool_ + " reason=" + std::string(kSourceErrorNames[static_cast<size_t>(why)]) +
           " error=\"" + name() + ": " + detail + "\" keeping=" + std::to_string(backends_.size()));
+}
+
+void DiscoverySource::request(const config::ApiUrl& url, ApiRequest req, OnBytes on_data,
+                              OnBytes on_end) {
+  req.timeout_ms = cfg_.timeout_ms;
+  status_ = 0;
+  body_.clear();
+  ApiHandlers h;
+  h.on_head = [this](uint16_t status) {
+    status_ = status;
+    // A watch that opens is a source that answers again, before any event comes.
+    if (status == 200 && settled_) mark_up();
+  };
+  h.on_data = on_data ? std::move(on_data) : [this](std::string_view b) { body_.append(b); };
+  h.on_end = [this, on_end = std::move(on_end)](std::string_view error) {
+    call_ = nullptr;
+    on_end(error);
+  };
+  call_ = ApiCall::start(loop(), url, tls_, std::move(req), std::move(h));
+}
+
+void DiscoverySource::cancel_calls() noexcept {
+  if (call_ != nullptr) std::exchange(call_, nullptr)->cancel();
 }
 
 uint64_t DiscoverySource::backoff_ms() noexcept {

@@ -10,10 +10,13 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "api_client.h"
 #include "rondel/config/config.h"
 #include "rondel/net/uv_util.h"
 #include "rondel/proxy/log.h"
@@ -75,6 +78,8 @@ class DiscoverySource : public net::HandleCloser {
   // kept unless it is empty without allow_empty (then the last one stays, counted as kEmpty).
   // The owner is told when it changed.
   void publish(std::vector<SourceBackend> next);
+  // The source answers: marked up (logged when it was down), the back-off reset.
+  void mark_up();
   // A failure: counted, logged as `SOURCE: reason`, its membership kept. `down` (a request
   // failed): the source is marked down and the log line is a warning once per streak, then
   // debug; else (one bad entry in a good answer) a warning each time.
@@ -85,14 +90,23 @@ class DiscoverySource : public net::HandleCloser {
   // Runs on_retry() after `ms` (one timer per source).
   void retry_in(uint64_t ms) noexcept;
   virtual void on_retry() noexcept = 0;
-  // Cancels the source's requests (stop()).
-  virtual void cancel_calls() noexcept = 0;
+  // Starts `req` to `url` (TLS with tls_) as the source's one request (none may be running):
+  // status_ is set from the response head, the body goes to on_data (null: into body_), and
+  // on_end(error) runs last, after call_ is cleared.
+  using OnBytes = std::function<void(std::string_view)>;
+  void request(const config::ApiUrl& url, ApiRequest req, OnBytes on_data, OnBytes on_end);
+  // Cancels the running request, if any (no handler of it runs any more).
+  void cancel_calls() noexcept;
   uv_loop_t* loop() const noexcept;
   void log(proxy::Level level, std::string_view event, const std::string& detail) const;
 
   Discovery& owner_;
   config::DiscoveryConfig cfg_;
   bool stopping_ = false;
+  std::shared_ptr<const tls::ClientContext> tls_;  // https endpoints
+  ApiCall* call_ = nullptr;                        // the running request
+  uint16_t status_ = 0;                            // its response status (0: none yet)
+  std::string body_;                               // its body, when on_data was null
 
  private:
   void on_all_closed() noexcept override { delete this; }
