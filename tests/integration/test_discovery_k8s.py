@@ -14,6 +14,7 @@ keys, drains a terminating endpoint and drops one that stops serving.
 import json
 import os
 import queue
+import ssl
 import tempfile
 import threading
 import time
@@ -21,8 +22,9 @@ import unittest
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
-from harness import Rondel, http_get, main, metric_sum, scrape, wait_until
+from harness import Backend, Rondel, http_get, main, metric_sum, scrape, wait_until
 from test_dns_discovery import backends_on_one_port
+from tls_certs import Certs
 
 IPS = ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"]
 NS, SERVICE = "shop", "cache"
@@ -44,7 +46,7 @@ class FakeApiServer:
     token. Tests change slices (each change is a watch event with a new resourceVersion), send
     bookmarks, cut watches, expire the next watch (410) or fail every request (500)."""
 
-    def __init__(self, port, token):
+    def __init__(self, port, token, tls=None):
         self.port, self.token = port, token
         self.rv = 100
         self.slices = {}
@@ -69,6 +71,9 @@ class FakeApiServer:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.httpd.daemon_threads = True
+        if tls is not None:  # an ssl.SSLContext: https, handshake on the handler's thread
+            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True,
+                                                do_handshake_on_connect=False)
         self.port = self.httpd.server_address[1]
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
@@ -370,6 +375,64 @@ class K8sDiscovery(unittest.TestCase):
         self.assertEqual(self.api.tokens_seen[n], "Bearer token-2")
         self.write_token("token-1")
         self.api.token = "token-1"
+
+
+class K8sOverTls(unittest.TestCase):
+    """An https API server: its CA verifies (the watch streams over TLS); another CA does not,
+    and the pool stays as it was (empty at start) with the reason logged."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="rondel-it-k8s-tls-")
+        self.certs = Certs()
+        cert, key = self.certs.leaf("api", ["kubernetes.default.svc"], ips=["127.0.0.1"])
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(cert, key)
+        self.api = FakeApiServer(0, "t", tls=ctx)
+        self.backend = Backend("kt")
+        self.api.set_slice("cache-tls", [endpoint("127.0.0.1", "cache-0")],
+                           port=self.backend.port)
+        with open(os.path.join(self.dir, "token"), "w") as f:
+            f.write("t\n")
+
+    def tearDown(self):
+        self.api.stop()
+        self.backend.stop()
+
+    def config(self, ca):
+        return ("listeners:\n  - { name: web, bind: 127.0.0.1:0, pool: p }\n"
+                "pools:\n  - name: p\n"
+                "    discovery:\n"
+                f"      kubernetes: {{ service: {SERVICE}, namespace: {NS}, port: http, "
+                f"server: https://127.0.0.1:{self.api.port}, "
+                f"token_file: {os.path.join(self.dir, 'token')}, ca: {ca} }}\n"
+                "      retry: 200ms\n"
+                "admin: { bind: 127.0.0.1:0 }\nlog: { level: info }\n")
+
+    def test_https_with_the_right_ca_lists_and_watches(self):
+        r = Rondel(self.config(self.certs.ca), workdir=self.dir)
+        try:
+            ids = lambda: [b["id"] for b in r.pools()["pools"][0]["backends"]]  # noqa: E731
+            self.assertEqual(ids(), ["cache-0"])
+            self.assertEqual(http_get(r.port, "/x")[0], 200)
+            wait_until(lambda: self.api.watching() == 1, timeout=5, what="a watch over TLS")
+            self.api.set_slice("cache-tls", [endpoint("127.0.0.1", "cache-9")],
+                               port=self.backend.port)
+            wait_until(lambda: ids() == ["cache-9"], timeout=5, interval=0.02,
+                       what="a watch event over TLS")
+        finally:
+            self.assertEqual(r.stop(), 0)
+
+    def test_another_ca_is_refused_and_logged(self):
+        other = Certs()
+        r = Rondel(self.config(other.ca), workdir=self.dir)
+        try:
+            r.out.wait_for(r"warn discovery_failed pool=p reason=connect error=\"kubernetes:"
+                           r"shop/cache: https://127\.0\.0\.1:\d+: list: tls: verify",
+                           timeout=5)
+            self.assertEqual(r.pools()["pools"][0]["backends"], [])
+            self.assertEqual(http_get(r.port, "/x")[0], 503)
+        finally:
+            self.assertEqual(r.stop(), 0)
 
 
 if __name__ == "__main__":
