@@ -59,6 +59,8 @@ std::string read_file(const std::string& path) {
 
 }  // namespace
 
+namespace {
+
 // The backends of one EndpointSlice for Service port `port` (a name, or a number as text).
 std::vector<SourceBackend> slice_backends(const json::value& slice, std::string_view port) {
   std::vector<SourceBackend> out;
@@ -105,6 +107,13 @@ std::vector<SourceBackend> slice_backends(const json::value& slice, std::string_
     out.push_back(std::move(b));
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<SourceBackend> endpoint_slice_backends(std::string_view slice_json,
+                                                   std::string_view port) {
+  return slice_backends(djson::parse(slice_json), port);
 }
 
 namespace {

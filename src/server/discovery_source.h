@@ -126,6 +126,14 @@ class DiscoverySource : public net::HandleCloser {
 
 namespace rondel::server {
 
+// One etcd value as a backend (discovery_etcd.cpp): the error says what is wrong with it;
+// `left_out` is set for `state: down` (valid, but not a backend now).
+core::Result<SourceBackend> parse_etcd_backend(std::string_view text, bool& left_out);
+// The backends of one EndpointSlice (its JSON text) for Service port `port`, a name or a number
+// (discovery_k8s.cpp).
+std::vector<SourceBackend> endpoint_slice_backends(std::string_view slice_json,
+                                                   std::string_view port);
+
 // The sources, by kind (discovery_etcd.cpp, discovery_k8s.cpp). Not started.
 DiscoverySource* make_etcd_source(Discovery& owner, std::string pool, std::string key,
                                   const config::DiscoveryConfig& cfg);
