@@ -14,7 +14,9 @@ keys, drains a terminating endpoint and drops one that stops serving.
 import json
 import os
 import queue
+import socket
 import ssl
+import subprocess
 import tempfile
 import threading
 import time
@@ -22,7 +24,7 @@ import unittest
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
-from harness import Backend, Rondel, http_get, main, metric_sum, scrape, wait_until
+from harness import RONDEL_BIN, Backend, Rondel, http_get, main, metric_sum, scrape, wait_until
 from test_dns_discovery import backends_on_one_port
 from tls_certs import Certs
 
@@ -375,6 +377,40 @@ class K8sDiscovery(unittest.TestCase):
         self.assertEqual(self.api.tokens_seen[n], "Bearer token-2")
         self.write_token("token-1")
         self.api.token = "token-1"
+
+
+class CheckOnly(unittest.TestCase):
+    """`rondel -c` checks discovery settings without contacting the source."""
+
+    def test_check_contacts_no_source(self):
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)  # a server that would see any connection attempt
+        port = listener.getsockname()[1]
+        listener.settimeout(0.5)
+        workdir = tempfile.mkdtemp(prefix="rondel-it-k8s-check-")
+        good = os.path.join(workdir, "good.yaml")
+        with open(good, "w") as f:
+            f.write("listeners:\n  - { name: web, bind: 127.0.0.1:0, pool: p }\n"
+                    "pools:\n  - name: p\n    discovery:\n"
+                    f"      kubernetes: {{ service: cache, port: http, server: http://127.0.0.1:{port} }}\n"
+                    "  - name: q\n"
+                    f"    discovery: {{ etcd: {{ endpoints: [http://127.0.0.1:{port}], prefix: /q/ }} }}\n")
+        p = subprocess.run([RONDEL_BIN, "-c", "-f", good], capture_output=True, text=True,
+                           timeout=10)
+        self.assertEqual((p.returncode, p.stdout.strip()), (0, "OK"), p.stderr)
+        with self.assertRaises(socket.timeout):
+            listener.accept()
+        listener.close()
+        bad = os.path.join(workdir, "bad.yaml")
+        with open(bad, "w") as f:
+            f.write("listeners:\n  - { name: web, bind: 127.0.0.1:0, pool: p }\n"
+                    "pools:\n  - name: p\n"
+                    "    discovery: { kubernetes: { service: Cache, port: http } }\n")
+        p = subprocess.run([RONDEL_BIN, "-c", "-f", bad], capture_output=True, text=True,
+                           timeout=10)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(f"{bad}:5:41: 'service' must be a Service name", p.stderr)
 
 
 class K8sOverTls(unittest.TestCase):
