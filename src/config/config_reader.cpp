@@ -57,6 +57,7 @@ class ConfigReader {
     if (auto* f = r_.require(top, "listeners")) read_listeners(*f, c);
     if (auto* f = r_.require(top, "pools")) read_pools(*f, c);
     if (auto* f = top.get("admin")) read_admin(*f, c.admin);
+    if (auto* f = top.get("fleet")) read_fleet(r_, *f, c.fleet);
     if (auto* f = top.get("config_watch")) read_config_watch(*f, c.config_watch);
     check_listeners(c);
     return c;

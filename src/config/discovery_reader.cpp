@@ -113,4 +113,27 @@ void read_discovery(NodeReader& r, const Field& f, DiscoveryConfig& out) {
   if (auto* g = m.get("retry")) r.read_duration(*g, out.retry_ms, kMinDiscoveryRetryMs);
 }
 
+void read_fleet(NodeReader& r, const Field& f, FleetConfig& out) {
+  MapFields m = r.map(f.value, quote(f.key), NodeReader::value_position(f), kFleetKeys);
+  if (!m.is_map()) return;
+  out.enabled = true;
+  out.position = m.position();
+  out.etcd.kind = DiscoveryKind::kEtcd;
+  out.etcd.position = m.position();
+  if (auto* g = r.require(m, "etcd")) read_etcd(r, *g, out.etcd);
+  if (auto* g = m.get("id"); g && r.read_string(*g, out.id, false)) {
+    if (has_space_or_control(out.id) || out.id.find('/') != std::string::npos) {
+      r.error(NodeReader::value_position(*g),
+              "'id' must have no spaces, control characters or '/', got " + quote(out.id));
+    }
+  }
+  if (auto* g = m.get("ttl"); g && r.read_duration(*g, out.ttl_ms, kMinFleetTtlMs)) {
+    if (out.ttl_ms % 1000 != 0) {
+      r.error(NodeReader::value_position(*g), "'ttl' must be whole seconds (an etcd lease)");
+    }
+  }
+  if (auto* g = m.get("timeout")) r.read_duration(*g, out.etcd.timeout_ms, 1);
+  if (auto* g = m.get("retry")) r.read_duration(*g, out.etcd.retry_ms, kMinDiscoveryRetryMs);
+}
+
 }  // namespace rondel::config

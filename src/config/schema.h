@@ -51,7 +51,7 @@ constexpr string_view kSubsetWhenKeys[] = {"listener", "header", "value", "path_
 
 constexpr string_view kRootKeys[] = {"workers", "drain_timeout", "log",  "listeners",
                                      "pools",   "admin",         "dns",
-                                     "config_watch"};
+                                     "config_watch", "fleet"};
 constexpr string_view kConfigWatchKeys[] = {"enabled", "debounce"};
 constexpr string_view kLogKeys[] = {"access_log", "error_log", "level", "access_format"};
 constexpr string_view kListenerKeys[] = {"name",
@@ -115,6 +115,9 @@ constexpr string_view kEtcdKeys[] = {"endpoints", "prefix", "ca"};
 constexpr string_view kKubernetesKeys[] = {"service", "namespace", "port", "server", "token_file",
                                            "ca"};
 constexpr uint64_t kMinDiscoveryRetryMs = 10;
+constexpr string_view kFleetKeys[] = {"etcd", "id", "ttl", "timeout", "retry"};
+// etcd leases are whole seconds, and a keep-alive goes every third of the TTL.
+constexpr uint64_t kMinFleetTtlMs = 2000;
 constexpr string_view kLoadReportKeys[] = {"header", "metric", "max_age", "scale"};
 constexpr uint32_t kMaxLoadReportScale = 1'000'000;
 // Gradual migration (docs/routing.md): the placement keys move from, under `previous`.

@@ -2,9 +2,11 @@
 #include "rondel/server/daemon.h"
 
 #include <chrono>
+#include <cinttypes>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
+#include <map>
 #include <unordered_set>
 
 #include "rondel/config/loader.h"
@@ -14,6 +16,7 @@
 #include "rondel/server/discovery.h"
 #include "rondel/server/metrics.h"
 #include "config_watch.h"
+#include "fleet.h"
 #include "systemd_notify.h"
 
 namespace rondel::server {
@@ -56,6 +59,7 @@ Daemon::~Daemon() {
   admin_.reset();
   watch_.reset();
   health_.reset();
+  fleet_.reset();
   discovery_.reset();
   worker_.reset();
   uv_run(&loop_, UV_RUN_NOWAIT);
@@ -96,6 +100,7 @@ bool Daemon::start(config::Config cfg) {
     log_.log(proxy::Level::kError, "config_invalid", snap.error().message);
     return false;
   }
+  configure_fleet(cfg);
   publish(*snap);
   after_publish(nullptr);
   if (!apply_listeners(cfg, true)) return false;
@@ -221,6 +226,28 @@ void Daemon::after_publish(const std::shared_ptr<const proxy::Snapshot>& prev) {
   }
   health_->sync(*snap, now);
   refresh_pools();
+  if (fleet_) {
+    std::map<std::string, std::string> fingerprints;
+    for (const auto& p : snap->pools()) {
+      char hex[24];
+      std::snprintf(hex, sizeof hex, "%016" PRIx64, p->placement_fingerprint());
+      fingerprints[p->name()] = hex;
+    }
+    fleet_->set_placement(std::move(fingerprints));
+  }
+}
+
+void Daemon::configure_fleet(const config::Config& cfg) {
+  auto key = [](const config::FleetConfig& f) {
+    std::string k = f.enabled ? "1" : "0";
+    for (const auto& e : f.etcd.endpoints) k += "\0" + e.text;
+    return k + "\0" + f.etcd.prefix + "\0" + f.etcd.ca + "\0" + f.id + "\0" +
+           std::to_string(f.ttl_ms) + "/" + std::to_string(f.etcd.timeout_ms) + "/" +
+           std::to_string(f.etcd.retry_ms);
+  };
+  if (fleet_ && key(fleet_->config()) == key(cfg.fleet)) return;
+  fleet_.reset();
+  if (cfg.fleet.enabled) fleet_ = std::make_unique<Fleet>(*discovery_, cfg.fleet);
 }
 
 void Daemon::refresh_pools() noexcept {
@@ -392,6 +419,7 @@ bool Daemon::finish_reload(config::Config cfg) {
              "configured=" + std::to_string(cfg.workers) + " running=" +
                  std::to_string(workers_) + " reason=needs_restart");
   }
+  configure_fleet(cfg);
   publish(*snap);
   base_cfg_ = std::move(cfg);
   discovery_->retain(base_cfg_);
@@ -545,6 +573,7 @@ void Daemon::finish_shutdown() noexcept {
   stopped_ = true;
   pending_.reset();
   health_->stop();
+  if (fleet_) fleet_->stop();
   discovery_->stop();
   if (watch_) watch_->stop();
   worker_->close_all();

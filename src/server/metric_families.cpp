@@ -12,6 +12,7 @@
 #include <span>
 
 #include "discovery_source.h"
+#include "fleet.h"
 #include "metrics_shards.h"
 #include "rondel/core/bounded.h"
 #include "rondel/core/reported_load.h"
@@ -329,6 +330,30 @@ void discovery_errors(const Scrape& s, FamilyOut& o) {
     for (size_t i = 0; i < kSourceErrorNames.size(); ++i) {
       o.sample({src->pool(), src->kind(), kSourceErrorNames[i]}, d(src->errors(i)));
     }
+  }
+}
+
+void fleet_instances(const Scrape& s, FamilyOut& o) {
+  if (const Fleet* f = s.daemon.fleet()) o.sample({}, d(f->members().size()));
+}
+
+void fleet_registered(const Scrape& s, FamilyOut& o) {
+  if (const Fleet* f = s.daemon.fleet()) o.sample({}, f->registered() ? 1.0 : 0.0);
+}
+
+void fleet_fingerprints(const Scrape& s, FamilyOut& o) {
+  const Fleet* f = s.daemon.fleet();
+  if (f == nullptr) return;
+  for (const auto& [id, m] : f->members()) {
+    for (const auto& [pool, fp] : m.fingerprints) o.sample({pool, id, fp}, 1);
+  }
+}
+
+void fleet_disagrees(const Scrape& s, FamilyOut& o) {
+  const Fleet* f = s.daemon.fleet();
+  if (f == nullptr) return;
+  for (const auto& p : s.pools) {
+    o.sample({p.pool->name()}, f->disagrees(p.pool->name()) ? 1.0 : 0.0);
   }
 }
 

@@ -158,6 +158,17 @@ struct DiscoveryConfig {
   Position position;
 };
 
+// Self-registration (`fleet`, docs/configuration.md): each instance keeps one key under the
+// etcd prefix, under a lease it keeps alive, with its pools' placement fingerprints; watching
+// the prefix tells every instance how many they are and whether they agree.
+struct FleetConfig {
+  bool enabled = false;
+  DiscoveryConfig etcd;     // kind kEtcd: endpoints, prefix, ca; timeout and retry
+  std::string id;           // this instance's key under the prefix; "" = the host name
+  uint64_t ttl_ms = 10000;  // the lease: a silent instance leaves the fleet this long after
+  Position position;
+};
+
 // Hot-key replicas (docs/routing.md): keys whose share of the requests over `window_ms` makes
 // them hot are spread over their first R distinct successors; cold keys stay home.
 struct HotKeysConfig {
@@ -341,6 +352,7 @@ struct Config {
   AdminConfig admin;
   LogConfig log;
   ConfigWatchConfig config_watch;
+  FleetConfig fleet;
 };
 
 }  // namespace rondel::config
