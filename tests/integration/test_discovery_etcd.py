@@ -98,6 +98,17 @@ class Etcd:
             self.proc.wait(timeout=10)
 
 
+def served_by(rondel, n, prefix):
+    """The backends (x-backend) that answer n requests PREFIXi through `rondel`, all 200."""
+    seen = set()
+    for i in range(n):
+        status, headers, _ = http_get(rondel.port, f"{prefix}{i}")
+        if status != 200:
+            raise AssertionError(f"{prefix}{i}: status {status}")
+        seen.add(headers["x-backend"])
+    return seen
+
+
 def entry(backend, **extra):
     return dict({"address": backend.address, "id": backend.name}, **extra)
 
@@ -147,12 +158,7 @@ class EtcdDiscovery(unittest.TestCase):
         return {b["id"]: b["weight"] for b in self.rondel.pools()["pools"][0]["backends"]}
 
     def served_by(self, n=60, prefix="/o/"):
-        seen = set()
-        for i in range(n):
-            status, headers, _ = http_get(self.rondel.port, f"{prefix}{i}")
-            self.assertEqual(status, 200)
-            seen.add(headers["x-backend"])
-        return seen
+        return served_by(self.rondel, n, prefix)
 
     def follow(self, change, want, what):
         """Runs `change`, then waits for the membership `want`; returns the seconds it took."""

@@ -25,6 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
 from harness import RONDEL_BIN, Backend, Rondel, http_get, main, metric_sum, scrape, wait_until
+from test_discovery_etcd import served_by
 from test_dns_discovery import backends_on_one_port
 from tls_certs import Certs
 
@@ -265,12 +266,7 @@ class K8sDiscovery(unittest.TestCase):
         return {i: b["weight"] for i, b in self.view().items()}
 
     def served_by(self, n=60, prefix="/o/"):
-        seen = set()
-        for i in range(n):
-            status, headers, _ = http_get(self.rondel.port, f"{prefix}{i}")
-            self.assertEqual(status, 200)
-            seen.add(headers["x-backend"])
-        return seen
+        return served_by(self.rondel, n, prefix)
 
     def test_list_then_watch_ids_zones_and_an_added_pod_within_1s(self):
         v = self.view()
