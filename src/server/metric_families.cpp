@@ -317,16 +317,28 @@ void moved_shares(const Scrape& s, FamilyOut& o) {
   for (const auto& [pool, share] : s.daemon.reload_stats().last_moved) o.sample({pool}, share);
 }
 
-void discovery_up(const Scrape& s, FamilyOut& o) {
-  if (s.daemon.discovery() == nullptr) return;
+// One source per pool: while a reload that changes a pool's source waits for the new one's
+// first answer, both run; the one serving (the first started) is shown.
+std::vector<const DiscoverySource*> pool_sources(const Scrape& s) {
+  std::vector<const DiscoverySource*> out;
+  if (s.daemon.discovery() == nullptr) return out;
   for (const DiscoverySource* src : s.daemon.discovery()->sources()) {
+    if (std::none_of(out.begin(), out.end(),
+                     [src](const DiscoverySource* o) { return o->pool() == src->pool(); })) {
+      out.push_back(src);
+    }
+  }
+  return out;
+}
+
+void discovery_up(const Scrape& s, FamilyOut& o) {
+  for (const DiscoverySource* src : pool_sources(s)) {
     o.sample({src->pool(), src->kind()}, src->up() ? 1.0 : 0.0);
   }
 }
 
 void discovery_errors(const Scrape& s, FamilyOut& o) {
-  if (s.daemon.discovery() == nullptr) return;
-  for (const DiscoverySource* src : s.daemon.discovery()->sources()) {
+  for (const DiscoverySource* src : pool_sources(s)) {
     for (size_t i = 0; i < kSourceErrorNames.size(); ++i) {
       o.sample({src->pool(), src->kind(), kSourceErrorNames[i]}, d(src->errors(i)));
     }

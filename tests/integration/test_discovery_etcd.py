@@ -124,14 +124,17 @@ class EtcdDiscovery(unittest.TestCase):
         with open(cls.token_file, "w") as f:
             f.write(TOKEN + "\n")
         cls.reset_keys()
-        text = ("listeners:\n  - { name: web, bind: 127.0.0.1:0, pool: p }\n"
+        cls.rondel = Rondel(cls.config(PREFIX), workdir=cls.dir)
+
+    @classmethod
+    def config(cls, prefix):
+        return ("listeners:\n  - { name: web, bind: 127.0.0.1:0, pool: p }\n"
                 "pools:\n  - name: p\n"
                 "    passive_health: { consecutive_failures: 0 }\n"
-                f"    discovery: {{ etcd: {{ endpoints: [{cls.etcd.url}], prefix: {PREFIX} }},"
+                f"    discovery: {{ etcd: {{ endpoints: [{cls.etcd.url}], prefix: {prefix} }},"
                 " retry: 200ms }\n"
                 f"admin: {{ bind: 127.0.0.1:0, token_file: {cls.token_file} }}\n"
                 "log: { level: info }\n")
-        cls.rondel = Rondel(text, workdir=cls.dir)
 
     @classmethod
     def reset_keys(cls):
@@ -228,6 +231,26 @@ class EtcdDiscovery(unittest.TestCase):
         self.rondel.out.wait_for(r"warn discovery_empty pool=p ", timeout=5, start=start)
         self.assertEqual(self.members(), {"e1": 1, "e2": 1, "e3": 1})
         self.assertEqual(self.served_by(30), {"e1", "e2", "e3"})
+
+    def test_a_reload_keeps_the_source_or_switches_to_a_new_prefix(self):
+        time.sleep(0.3)  # the log lines of setUp's key edits are flushed (every 200 ms)
+        start = self.rondel.out.count()
+        self.rondel.reload(self.config(PREFIX))  # unchanged: the same source, no new read
+        self.assertEqual(self.members(), {"e1": 1, "e2": 1, "e3": 1})
+        time.sleep(0.3)
+        self.assertFalse([l for l in self.rondel.lines()[start:] if "discovery_update" in l])
+        other = "/rondel/pools/other/"
+        self.etcd.ctl("put", other + "x", json.dumps(entry(self.backends["e4"])))
+        try:
+            self.rondel.reload(self.config(other))  # switches once the new prefix is read
+            self.assertEqual(self.members(), {"e4": 1})
+            self.assertEqual(self.served_by(20, "/other/"), {"e4"})
+            self.etcd.put("e1", entry(self.backends["e1"], weight=5))  # the old prefix: ignored
+            time.sleep(0.3)
+            self.assertEqual(self.members(), {"e4": 1})
+        finally:
+            self.rondel.reload(self.config(PREFIX))
+            self.etcd.ctl("del", "--prefix", other)
 
     def test_runtime_operations_apply_by_the_stable_id(self):
         path = "/api/pools/p/backends/e3"
