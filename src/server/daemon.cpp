@@ -2,11 +2,9 @@
 #include "rondel/server/daemon.h"
 
 #include <chrono>
-#include <cinttypes>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
-#include <map>
 #include <unordered_set>
 
 #include "rondel/config/loader.h"
@@ -226,26 +224,11 @@ void Daemon::after_publish(const std::shared_ptr<const proxy::Snapshot>& prev) {
   }
   health_->sync(*snap, now);
   refresh_pools();
-  if (fleet_) {
-    std::map<std::string, std::string> fingerprints;
-    for (const auto& p : snap->pools()) {
-      char hex[24];
-      std::snprintf(hex, sizeof hex, "%016" PRIx64, p->placement_fingerprint());
-      fingerprints[p->name()] = hex;
-    }
-    fleet_->set_placement(std::move(fingerprints));
-  }
+  if (fleet_) fleet_->set_placement(*snap);
 }
 
 void Daemon::configure_fleet(const config::Config& cfg) {
-  auto key = [](const config::FleetConfig& f) {
-    std::string k = f.enabled ? "1" : "0";
-    for (const auto& e : f.etcd.endpoints) k += "\0" + e.text;
-    return k + "\0" + f.etcd.prefix + "\0" + f.etcd.ca + "\0" + f.id + "\0" +
-           std::to_string(f.ttl_ms) + "/" + std::to_string(f.etcd.timeout_ms) + "/" +
-           std::to_string(f.etcd.retry_ms);
-  };
-  if (fleet_ && key(fleet_->config()) == key(cfg.fleet)) return;
+  if (fleet_ && Fleet::same_settings(fleet_->config(), cfg.fleet)) return;
   fleet_.reset();
   if (cfg.fleet.enabled) fleet_ = std::make_unique<Fleet>(*discovery_, cfg.fleet);
 }

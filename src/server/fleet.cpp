@@ -4,7 +4,9 @@
 #include <uv.h>
 
 #include <algorithm>
+#include <cinttypes>
 #include <cstdint>
+#include <cstdio>
 #include <utility>
 
 #include "etcd_client.h"
@@ -196,8 +198,24 @@ void Fleet::stop() noexcept {
   if (watcher_ != nullptr) std::exchange(watcher_, nullptr)->stop();
 }
 
-void Fleet::set_placement(std::map<std::string, std::string> fingerprints) {
-  placement_ = std::move(fingerprints);
+bool Fleet::same_settings(const config::FleetConfig& a, const config::FleetConfig& b) {
+  auto key = [](const config::FleetConfig& f) {
+    std::string k = f.enabled ? "1" : "0";
+    for (const auto& e : f.etcd.endpoints) k += '\0' + e.text;
+    return k + '\0' + f.etcd.prefix + '\0' + f.etcd.ca + '\0' + f.id + '\0' +
+           std::to_string(f.ttl_ms) + "/" + std::to_string(f.etcd.timeout_ms) + "/" +
+           std::to_string(f.etcd.retry_ms);
+  };
+  return key(a) == key(b);
+}
+
+void Fleet::set_placement(const proxy::Snapshot& snap) {
+  placement_.clear();
+  for (const auto& p : snap.pools()) {
+    char hex[24];
+    std::snprintf(hex, sizeof hex, "%016" PRIx64, p->placement_fingerprint());
+    placement_[p->name()] = hex;
+  }
   if (registrar_ != nullptr) registrar_->set_record(placement_);
 }
 

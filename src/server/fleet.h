@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "rondel/config/config.h"
+#include "rondel/proxy/snapshot.h"
 
 namespace rondel::server {
 
@@ -39,9 +40,11 @@ class Fleet {
   // The settings it runs with (a reload that changes them makes a new Fleet).
   const config::FleetConfig& config() const noexcept { return cfg_; }
   const std::string& id() const noexcept { return id_; }
-  // This instance's fingerprints (pool -> 16 hex digits) after a snapshot is published: the key
-  // is written again when they changed.
-  void set_placement(std::map<std::string, std::string> fingerprints);
+  // Whether a reload keeps the running Fleet (same settings) or makes a new one.
+  static bool same_settings(const config::FleetConfig& a, const config::FleetConfig& b);
+  // This instance's fingerprint per pool of `snap`, the published snapshot: the key is written
+  // again when they changed.
+  void set_placement(const proxy::Snapshot& snap);
   void stop() noexcept;
 
   // The live instances by id (this one included once its key is read back); N is their count.
