@@ -96,7 +96,6 @@ void ApiCall::on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res) noex
 void ApiCall::connect(const sockaddr* sa) noexcept {
   int r = uv_tcp_connect(&connect_req_, &tcp_, sa, &on_connect);
   if (r != 0) return end(std::string("connect: ") + uv_strerror(r));
-  tcp_open_ = true;
 }
 
 void ApiCall::on_connect(uv_connect_t* req, int status) noexcept {

@@ -85,7 +85,6 @@ class ApiCall final : public net::HandleCloser {
   uv_getaddrinfo_t resolve_{};
   uv_connect_t connect_req_{};
   bool resolving_ = false;
-  bool tcp_open_ = false;
   bool handshaking_ = false;
   bool head_seen_ = false;
   bool ended_ = false;

@@ -30,6 +30,9 @@ constexpr std::string_view kAccountDir = "/var/run/secrets/kubernetes.io/service
 // A watch is asked to end after this long (the API server's own limit is similar); it is then
 // resumed from the last resourceVersion without listing again.
 constexpr int kWatchSeconds = 300;
+// A watch silent well past its own end (bookmarks come about every minute) is a server or a
+// network that hangs: it is counted as broken and resumed.
+constexpr uint64_t kK8sWatchIdleMs = (kWatchSeconds + 60) * 1000;
 
 // A condition: absent (null) means `absent_means`.
 bool flag(const json::value* conditions, std::string_view key, bool absent_means) {
@@ -161,9 +164,10 @@ class K8sSource final : public DiscoverySource {
            "/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3D" + cfg_.service;
   }
 
-  void get(std::string target, OnBytes on_data, OnBytes on_end) {
+  void get(std::string target, OnBytes on_data, OnBytes on_end, uint64_t idle_ms = 0) {
     ApiRequest req;
     req.path = std::move(target);
+    req.idle_ms = idle_ms;
     // Re-read for every request: a projected service-account token is rotated in place.
     if (!token_file_.empty()) {
       const std::string token = read_file(token_file_);
@@ -213,7 +217,7 @@ class K8sSource final : public DiscoverySource {
     get(path() + "&watch=1&allowWatchBookmarks=true&timeoutSeconds=" +
             std::to_string(kWatchSeconds) + "&resourceVersion=" + rv_,
         [this](std::string_view b) { watch_data(b); },
-        [this](std::string_view error) { watch_ended(error); });
+        [this](std::string_view error) { watch_ended(error); }, kK8sWatchIdleMs);
   }
 
   void watch_ended(std::string_view error) {

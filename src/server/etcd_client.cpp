@@ -12,6 +12,11 @@ using djson::str;
 
 namespace {
 
+// The watch asks for progress notifications, which etcd sends every 10 minutes by default
+// (--experimental-watch-progress-notify-interval): a watch silent longer is a hung server or
+// network, counted as broken and read again.
+constexpr uint64_t kEtcdWatchIdleMs = 11 * 60 * 1000;
+
 constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 }  // namespace
@@ -99,8 +104,10 @@ void EtcdClient::retry(SourceError why, const std::string& detail) {
   retry_in(backoff_ms());
 }
 
-void EtcdClient::post(std::string path, std::string body, OnBytes on_data, OnBytes on_end) {
+void EtcdClient::post(std::string path, std::string body, OnBytes on_data, OnBytes on_end,
+                      uint64_t idle_ms) {
   ApiRequest req;
+  req.idle_ms = idle_ms;
   req.method = "POST";
   req.path = std::move(path);
   req.body = std::move(body);
@@ -182,7 +189,8 @@ void EtcdPrefix::watch() noexcept {
        [this](std::string_view error) {
          json::value v;
          if (answer("watch", error, v)) retry(SourceError::kConnect, "watch: ended by the server");
-       });
+       },
+       kEtcdWatchIdleMs);
 }
 
 // One watch response; false when the watch is over (compacted, cancelled, broken): the call is

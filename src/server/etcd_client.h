@@ -35,8 +35,9 @@ class EtcdClient : public DiscoverySource {
   const config::ApiUrl& endpoint() const { return cfg_.endpoints[endpoint_ % cfg_.endpoints.size()]; }
   // A failed request: counted and logged with the endpoint; the next endpoint after the back-off.
   void retry(SourceError why, const std::string& detail);
-  // POST `body` (JSON) to `path` of the current endpoint.
-  void post(std::string path, std::string body, OnBytes on_data, OnBytes on_end);
+  // POST `body` (JSON) to `path` of the current endpoint; `idle_ms` as ApiRequest's.
+  void post(std::string path, std::string body, OnBytes on_data, OnBytes on_end,
+            uint64_t idle_ms = 0);
   // The response so far as JSON, or the reason it is not a 200 JSON object (error = the call's).
   bool answer(std::string_view what, std::string_view error, boost::json::value& out);
 
