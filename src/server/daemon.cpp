@@ -426,6 +426,8 @@ void Daemon::notify_reload_failed() noexcept {
 
 void Daemon::on_dns_change() {
   if (!started_ || stopped_) return;
+  // Named after what changed: a watched source only (discovery_*), or DNS answers (dns_*).
+  const std::string kind = discovery_->take_source_only() ? "discovery" : "dns";
   if (pending_ && discovery_->settled(*pending_)) {
     config::Config cfg = std::move(*pending_);
     pending_.reset();
@@ -435,18 +437,18 @@ void Daemon::on_dns_change() {
   auto old = worker_->snapshot();
   auto snap = build_snapshot(base_cfg_, generation_ + 1);
   if (!snap) {
-    log_.log(proxy::Level::kError, "dns_update_failed",
+    log_.log(proxy::Level::kError, kind + "_update_failed",
              "error=\"" + snap.error().message + "\" keeping=generation:" +
                  std::to_string(old->generation()));
     return;
   }
   ++generation_;
-  report_moved(*old, **snap, "dns_moved");
+  report_moved(*old, **snap, kind + "_moved");
   publish(*snap);
   after_publish(old);
   old.reset();
   registry_.prune();
-  log_.log(proxy::Level::kInfo, "dns_update", "generation=" + std::to_string(generation_));
+  log_.log(proxy::Level::kInfo, kind + "_update", "generation=" + std::to_string(generation_));
 }
 
 void Daemon::watch_connect_failures() {

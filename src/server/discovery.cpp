@@ -145,7 +145,14 @@ bool Discovery::drop(const std::string& pool, const std::string& id) {
   return dropped;
 }
 
-void Discovery::changed() noexcept {
+bool Discovery::take_source_only() noexcept {
+  const bool only = source_changed_ && !dns_changed_;
+  source_changed_ = dns_changed_ = false;
+  return only;
+}
+
+void Discovery::changed(bool from_source) noexcept {
+  (from_source ? source_changed_ : dns_changed_) = true;
   if (notify_ != nullptr && !uv_is_active(reinterpret_cast<uv_handle_t*>(notify_))) {
     uv_timer_start(notify_, &on_notify, 0, 0);
   }

@@ -62,12 +62,12 @@ void DiscoverySource::publish(std::vector<SourceBackend> next) {
     list += list.empty() ? "" : ",";
     list += b.id + "=" + b.address.to_string() + "/w" + std::to_string(b.weight);
   }
-  log(proxy::Level::kInfo, "discovery_update",
+  log(proxy::Level::kInfo, "discovery_members",
       "pool=" + pool_ + " source=" + name() + " backends=" + std::to_string(next.size()) + " [" +
           list + "]");
   if (next != backends_) {
     backends_ = std::move(next);
-    owner_.changed();
+    owner_.changed(true);
   }
 }
 

@@ -69,8 +69,12 @@ class Discovery {
 
   uv_loop_t* loop() const noexcept { return loop_; }
   proxy::Logger& log() const noexcept { return log_; }
-  // A cached set or a source's membership changed: schedules on_change (from a clean stack).
-  void changed() noexcept;
+  // A cached DNS set (`from_source` false) or a source's membership changed: schedules
+  // on_change (from a clean stack).
+  void changed(bool from_source = false) noexcept;
+  // Whether only watched sources (no DNS answer) changed since the last call; clears the marks.
+  // The daemon names its log lines after it (discovery_update or dns_update).
+  bool take_source_only() noexcept;
 
  private:
   friend class Resolver;
@@ -91,6 +95,8 @@ class Discovery {
   std::vector<Resolver*> resolvers_;  // each deletes itself once stopped and closed
   std::vector<DiscoverySource*> sources_;  // likewise
   uv_timer_t* notify_ = nullptr;      // 0 ms timer that calls on_change_ from a clean stack
+  bool dns_changed_ = false;          // marks since take_source_only()
+  bool source_changed_ = false;
   uint64_t seed_ = 0x243f6a8885a308d3ull;
 };
 
