@@ -8,6 +8,7 @@ parse keeps the key's last good backend, `state: drain` takes a backend's keys a
 operations apply to a discovered backend by its stable id, and etcd killed and restarted under
 load leaves the membership and every client request untouched, catching up within 2 s.
 """
+import base64
 import json
 import os
 import shutil
@@ -18,6 +19,7 @@ import tempfile
 import threading
 import time
 import unittest
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from harness import (Backend, Rondel, _processes, http_get, http_request, main, metric_sum,
                      scrape, wait_until)
@@ -315,6 +317,88 @@ class EtcdDiscovery(unittest.TestCase):
         self.assertLess(caught_up, 2.0)
         _, m, _ = scrape(self.rondel.admin_port)
         self.assertEqual(metric_sum(m, "rondel_discovery_up", pool="p", source="etcd"), 1)
+
+
+class CompactingGateway:
+    """A stand-in for etcd's JSON gateway that answers the first watch the way etcd does when
+    the revision asked for was compacted ({"result": {"compact_revision", "canceled": true}})
+    and counts the range reads; real etcd cannot be made to compact between rondel's range and
+    its watch on demand."""
+
+    def __init__(self, value):
+        self.ranges, self.watches, self.value = 0, [], value
+        gw = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if self.path == "/v3/kv/range":
+                    gw.ranges += 1
+                    rev = 10 * gw.ranges
+                    kv = {"key": base64.b64encode(f"{PREFIX}a".encode()).decode(),
+                          "value": base64.b64encode(json.dumps(gw.value).encode()).decode(),
+                          "mod_revision": str(rev)}
+                    return self.send(json.dumps({"header": {"revision": str(rev)},
+                                                 "kvs": [kv], "count": "1"}).encode() + b"\n")
+                gw.watches.append(body["create_request"]["start_revision"])
+                header = {"revision": "100"}
+                if len(gw.watches) == 1:
+                    lines = [{"result": {"header": header, "created": True}},
+                             {"result": {"header": header, "compact_revision": "50",
+                                         "canceled": True}}]
+                else:
+                    lines = [{"result": {"header": header, "created": True}}]
+                self.send(b"".join(json.dumps(x).encode() + b"\n" for x in lines),
+                          keep_open=len(gw.watches) > 1)
+
+            def send(self, data, keep_open=False):
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                if keep_open:  # a watch that stays open, briefly (the test ends first)
+                    time.sleep(3)
+                self.wfile.write(b"0\r\n\r\n")
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class Compaction(unittest.TestCase):
+    def test_a_compacted_watch_reads_the_prefix_again(self):
+        backend = Backend("c1")
+        gw = CompactingGateway({"address": backend.address, "id": "c1"})
+        text = ("listeners:\n  - { name: web, bind: 127.0.0.1:0, pool: p }\n"
+                "pools:\n  - name: p\n"
+                f"    discovery: {{ etcd: {{ endpoints: [http://127.0.0.1:{gw.port}], "
+                f"prefix: {PREFIX} }}, retry: 200ms }}\n"
+                "admin: { bind: 127.0.0.1:0 }\nlog: { level: info }\n")
+        r = Rondel(text)
+        try:
+            r.out.wait_for(r"info discovery_compacted pool=p source=etcd:/rondel/pools/p/ "
+                           r"revision=10 compacted=50", timeout=5)
+            wait_until(lambda: gw.ranges >= 2 and len(gw.watches) >= 2, timeout=5,
+                       what="a second range read, then a watch from it")
+            # The first watch starts after the first read; the second after the second read.
+            self.assertEqual(gw.watches[:2], ["11", "21"])
+            self.assertEqual([b["id"] for b in r.pools()["pools"][0]["backends"]], ["c1"])
+            self.assertFalse(r.lines(r"discovery_failed"))
+        finally:
+            self.assertEqual(r.stop(), 0)
+            gw.stop()
+            backend.stop()
 
 
 if __name__ == "__main__":
