@@ -1,4 +1,7 @@
 // Discovery: the watched sources' share of add, retain, settled and expand.
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "discovery_source.h"
@@ -32,6 +35,47 @@ std::string source_key(const config::PoolConfig& pool) {
 }
 
 }  // namespace
+
+namespace {
+
+// The CA of `d`'s https endpoints and its token file; "FILE: reason" per problem.
+bool check_files(const std::string& what, const config::DiscoveryConfig& d, std::FILE* err) {
+  bool ok = true;
+  std::vector<config::ApiUrl> urls = d.endpoints;
+  if (d.kind == config::DiscoveryKind::kKubernetes && !d.server.host.empty()) urls = {d.server};
+  for (const auto& u : urls) {
+    if (!u.tls) continue;
+    if (auto ctx = api_tls_context(what, u, d.ca); !ctx) {
+      std::fprintf(err, "%s: %s\n", what.c_str(), ctx.error().message.c_str());
+      ok = false;
+    }
+    break;  // one context serves every endpoint
+  }
+  if (!d.token_file.empty()) {
+    std::FILE* f = std::fopen(d.token_file.c_str(), "r");
+    if (f == nullptr) {
+      std::fprintf(err, "%s: %s: cannot read the token file: %s\n", what.c_str(),
+                   d.token_file.c_str(), std::strerror(errno));
+      ok = false;
+    } else {
+      std::fclose(f);
+    }
+  }
+  return ok;
+}
+
+}  // namespace
+
+bool check_discovery_files(const config::Config& cfg, std::FILE* err) {
+  bool ok = true;
+  for (const auto& pool : cfg.pools) {
+    if (pool.discovery.kind != config::DiscoveryKind::kNone) {
+      ok &= check_files("pool " + pool.name + " discovery", pool.discovery, err);
+    }
+  }
+  if (cfg.fleet.enabled) ok &= check_files("fleet", cfg.fleet.etcd, err);
+  return ok;
+}
 
 DiscoverySource* Discovery::find_source(const config::PoolConfig& pool) const {
   if (pool.discovery.kind == config::DiscoveryKind::kNone) return nullptr;

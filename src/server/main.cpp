@@ -11,6 +11,7 @@
 #include "rondel/server/config_diff.h"
 #include "rondel/server/daemon.h"
 #include "rondel/tls/server_context.h"
+#include "rondel/server/discovery.h"
 
 #ifndef RONDEL_VERSION
 #define RONDEL_VERSION "unknown"
@@ -95,6 +96,8 @@ int main(int argc, char** argv) {
   if (check) {
     // TLS certificates are loaded as a start would load them (match, expiry), each reported.
     if (!rondel::tls::check_certificates(lr.config, stdout, stderr)) return 1;
+    // Discovery and fleet files (CA bundles, tokens), read as a start would; no source is asked.
+    if (!rondel::server::check_discovery_files(lr.config, stderr)) return 1;
     std::puts("OK");
     return 0;
   }

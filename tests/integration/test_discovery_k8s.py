@@ -407,6 +407,21 @@ class CheckOnly(unittest.TestCase):
                            timeout=10)
         self.assertEqual(p.returncode, 1)
         self.assertIn(f"{bad}:5:41: 'service' must be a Service name", p.stderr)
+        # Files a start would read are read (CA bundle, token): each problem as FILE: reason.
+        files = os.path.join(workdir, "files.yaml")
+        missing = os.path.join(workdir, "missing")
+        with open(files, "w") as f:
+            f.write("listeners:\n  - { name: web, bind: 127.0.0.1:0, pool: p }\n"
+                    "pools:\n  - name: p\n    discovery:\n"
+                    f"      kubernetes: {{ service: c, port: http, server: https://127.0.0.1:{port}, "
+                    f"ca: {missing}/ca.pem, token_file: {missing}/token }}\n")
+        p = subprocess.run([RONDEL_BIN, "-c", "-f", files], capture_output=True, text=True,
+                           timeout=10)
+        self.assertEqual(p.returncode, 1)
+        self.assertEqual(p.stderr.splitlines(), [
+            f"pool p discovery: {missing}/ca.pem: cannot open: No such file or directory",
+            f"pool p discovery: {missing}/token: cannot read the token file: No such file or "
+            "directory"])
 
 
 class K8sOverTls(unittest.TestCase):

@@ -19,6 +19,7 @@
 #include <uv.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <set>
@@ -32,6 +33,11 @@ namespace rondel::server {
 
 class Resolver;
 class DiscoverySource;
+
+// `rondel -c`: reads the files the discovery sources and the fleet of `cfg` would read at start
+// (a CA bundle for https endpoints, a token file) and reports each problem to `err` as
+// "FILE: reason"; contacts no source. True when all are readable.
+bool check_discovery_files(const config::Config& cfg, std::FILE* err);
 
 class Discovery {
  public:
