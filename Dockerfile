@@ -23,7 +23,7 @@ FROM debian:bookworm-slim AS runtime
 # setup-deps.sh installs for the build.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends libuv1 libyaml-cpp0.7 libxxhash0 \
-      libprometheus-cpp-core1.0 libc-ares2 libsystemd0 curl ca-certificates \
+      libprometheus-cpp-core1.0 libc-ares2 libsystemd0 libboost-json1.81.0 curl ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin rondel
 COPY --from=build /build/src/server/rondel /usr/local/bin/rondel

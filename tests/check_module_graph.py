@@ -41,9 +41,9 @@ LIBRARY_HEADERS = {
     "PkgConfig::OPENSSL": ("openssl/",),
     "yaml-cpp": ("yaml-cpp/",),
     "prometheus-cpp::core": ("prometheus/",),
+    "Boost::json": ("boost/json.hpp", "boost/json/"),
     "benchmark::benchmark": ("benchmark/",),
     "doctest::doctest": ("doctest/",),
-    "Boost::json": ("boost/",),
 }
 
 

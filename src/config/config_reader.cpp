@@ -109,26 +109,10 @@ class ConfigReader {
       if (auto* g = r_.require(m, "pool"); g && r_.read_string(*g, l.pool, false)) {
         spots.pool = NodeReader::value_position(*g);
       }
-      if (auto* g = m.get("max_connections")) r_.read_unsigned(*g, l.max_connections, 1, kU32Max);
-      if (auto* g = m.get("header_timeout")) r_.read_duration(*g, l.header_timeout_ms, 1);
-      if (auto* g = m.get("body_timeout")) r_.read_duration(*g, l.body_timeout_ms, 1);
-      if (auto* g = m.get("idle_timeout")) r_.read_duration(*g, l.idle_timeout_ms, 1);
-      if (auto* g = m.get("max_request_line")) r_.read_size(*g, l.max_request_line, 1);
-      if (auto* g = m.get("max_header_bytes")) r_.read_size(*g, l.max_header_bytes, 1);
-      if (auto* g = m.get("max_headers")) r_.read_unsigned(*g, l.max_headers, 1, kU32Max);
-      if (auto* g = m.get("max_body_bytes")) r_.read_size(*g, l.max_body_bytes, 0);
-      if (auto* g = m.get("forwarded_headers")) r_.read_bool(*g, l.forwarded_headers);
+      read_scalars<ListenerConfig>(r_, m, kListenerScalars, l);
       if (auto* g = m.get("proxy_protocol")) read_proxy_protocol(r_, *g, l.proxy_protocol);
       if (auto* g = m.get("tls")) read_tls(r_, *g, l.tls);
       if (auto* g = m.get("http2")) r_.read_choice<Http2Mode>(*g, kHttp2Modes, l.http2);
-      if (auto* g = m.get("h2_max_concurrent_streams")) {
-        r_.read_unsigned(*g, l.h2_max_concurrent_streams, 1, kU32Max);
-      }
-      if (auto* g = m.get("h2_max_header_list_size")) r_.read_size(*g, l.h2_max_header_list_size, 1);
-      if (auto* g = m.get("h2_hpack_table_size")) r_.read_size(*g, l.h2_hpack_table_size, 0);
-      if (auto* g = m.get("h2_max_resets_per_second")) {
-        r_.read_unsigned(*g, l.h2_max_resets_per_second, 1, kU32Max);
-      }
       c.listeners.push_back(std::move(l));
       listener_spots_.push_back(spots);
     });
@@ -159,44 +143,22 @@ class ConfigReader {
   }
 
   void read_pool_fields(const MapFields& m, PoolConfig& p) {
+    read_scalars<PoolConfig>(r_, m, kPoolScalars, p);
     if (auto* g = m.get("algorithm")) r_.read_choice<Algorithm>(*g, kAlgorithms, p.algorithm);
     if (auto* g = m.get("hash_key")) read_hash_key(*g, p.hash_key);
     if (auto* g = m.get("missing_key")) {
       r_.read_choice<MissingKeyPolicy>(*g, kMissingKeyPolicies, p.missing_key);
     }
     if (auto* g = m.get("balance_factor")) read_balance_factor(*g, p.balance_factor);
-    if (auto* g = m.get("capacity_slack")) r_.read_unsigned(*g, p.capacity_slack, 0, kU32Max);
     if (auto* g = m.get("probe_order")) r_.read_choice<ProbeOrder>(*g, kProbeOrders, p.probe_order);
-    if (auto* g = m.get("spill_memory")) {
-      r_.read_unsigned(*g, p.spill_memory, 0, kMaxSpillMemory);
-    }
-    if (auto* g = m.get("spill_hysteresis")) r_.read_unsigned(*g, p.spill_hysteresis, 0, kU32Max);
     if (auto* g = m.get("hot_keys")) read_hot_keys(r_, *g, p.hot_keys);
     if (auto* g = m.get("load_report")) read_load_report(r_, *g, p.load_report);
     if (auto* g = m.get("replica_choice")) {
       r_.read_choice<ReplicaChoice>(*g, kReplicaChoices, p.replica_choice);
     }
-    if (auto* g = m.get("points_per_weight")) {
-      r_.read_unsigned(*g, p.points_per_weight, 1, kMaxPointsPerWeight);
-    }
-    if (auto* g = m.get("max_points")) r_.read_unsigned(*g, p.max_points, 1, kMaxRingPoints);
     const Field* table = m.get("maglev_table_size");
     bool table_ok = false;
     if (table) table_ok = read_table_size(*table, p.maglev_table_size);
-    if (auto* g = m.get("retries")) r_.read_unsigned(*g, p.retries, 0, kU32Max);
-    if (auto* g = m.get("connect_timeout")) r_.read_duration(*g, p.connect_timeout_ms, 1);
-    if (auto* g = m.get("response_header_timeout")) {
-      r_.read_duration(*g, p.response_header_timeout_ms, 1);
-    }
-    if (auto* g = m.get("backend_idle_timeout")) r_.read_duration(*g, p.backend_idle_timeout_ms, 1);
-    if (auto* g = m.get("backend_io_timeout")) r_.read_duration(*g, p.backend_io_timeout_ms, 1);
-    if (auto* g = m.get("max_idle_per_backend")) {
-      r_.read_unsigned(*g, p.max_idle_per_backend, 0, kU32Max);
-    }
-    if (auto* g = m.get("max_connections_per_backend")) {
-      r_.read_unsigned(*g, p.max_connections_per_backend, 0, kU32Max);
-    }
-    if (auto* g = m.get("slow_start")) r_.read_duration(*g, p.slow_start_ms, 0);
     if (auto* g = m.get("health_check")) read_health(r_, *g, p.health);
     if (auto* g = m.get("passive_health")) read_passive(r_, *g, p.passive);
     if (auto* g = m.get("dns")) read_dns(*g, p.dns);
@@ -211,7 +173,6 @@ class ConfigReader {
       read_backends(*g, p);
     }
     if (auto* g = m.get("range_chunk")) read_range_chunk(*g, p);
-    if (auto* g = m.get("seed")) r_.read_u64(*g, p.seed, 0, UINT64_MAX);
     if (auto* g = m.get("previous")) read_previous(*g, p);
     if (auto* g = m.get("migrate_percent")) {
       if (r_.read_unsigned(*g, p.migrate_percent, 0, 100) && !p.previous.present) {
@@ -523,7 +484,7 @@ class ConfigReader {
     const Field* bind = a.enabled ? r_.require(m, "bind") : m.get("bind");
     if (bind && r_.read_address(*bind, a.bind, false, true))
       admin_bind_ = NodeReader::value_position(*bind);
-    if (auto* g = m.get("hot_keys")) r_.read_unsigned(*g, a.hot_keys, 0, kMaxHotKeys);
+    read_scalars<AdminConfig>(r_, m, kAdminScalars, a);
     if (auto* g = m.get("token_file")) r_.read_string(*g, a.token_file, false);
     if (auto* g = m.get("state_file")) r_.read_string(*g, a.state_file, false);
   }

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "node_reader.h"
+#include "scalar_keys.h"
 #include "rondel/config/config.h"
 #include "rondel/core/backend_set.h"
 #include "rondel/core/maglev.h"
@@ -72,6 +73,23 @@ constexpr string_view kListenerKeys[] = {"name",
                                          "h2_max_header_list_size",
                                          "h2_hpack_table_size",
                                          "h2_max_resets_per_second"};
+// The listener's scalar keys, one row each (scalar_keys.h).
+using L = ListenerConfig;
+constexpr ScalarKey<L> kListenerScalars[] = {
+    count("max_connections", &L::max_connections, 1, kU32Max),
+    duration("header_timeout", &L::header_timeout_ms, 1),
+    duration("body_timeout", &L::body_timeout_ms, 1),
+    duration("idle_timeout", &L::idle_timeout_ms, 1),
+    size("max_request_line", &L::max_request_line, 1),
+    size("max_header_bytes", &L::max_header_bytes, 1),
+    count("max_headers", &L::max_headers, 1, kU32Max),
+    size("max_body_bytes", &L::max_body_bytes, 0),
+    flag("forwarded_headers", &L::forwarded_headers),
+    count("h2_max_concurrent_streams", &L::h2_max_concurrent_streams, 1, kU32Max),
+    size("h2_max_header_list_size", &L::h2_max_header_list_size, 1),
+    size("h2_hpack_table_size", &L::h2_hpack_table_size, 0),
+    count("h2_max_resets_per_second", &L::h2_max_resets_per_second, 1, kU32Max),
+};
 constexpr string_view kProxyProtocolKeys[] = {"trusted"};
 constexpr string_view kPoolKeys[] = {"name",
                                      "algorithm",
@@ -108,6 +126,25 @@ constexpr string_view kPoolKeys[] = {"name",
                                      "subsets",
                                      "tls",
                                      "send_proxy_protocol"};
+// The pool's scalar keys, one row each (scalar_keys.h); keys with checks across fields
+// (maglev_table_size, range_chunk, migrate_percent, balance_factor) are read in code.
+using P = PoolConfig;
+constexpr ScalarKey<P> kPoolScalars[] = {
+    count("capacity_slack", &P::capacity_slack, 0, kU32Max),
+    count("spill_memory", &P::spill_memory, 0, kMaxSpillMemory),
+    count("spill_hysteresis", &P::spill_hysteresis, 0, kU32Max),
+    count("points_per_weight", &P::points_per_weight, 1, kMaxPointsPerWeight),
+    count("max_points", &P::max_points, 1, kMaxRingPoints),
+    count("retries", &P::retries, 0, kU32Max),
+    duration("connect_timeout", &P::connect_timeout_ms, 1),
+    duration("response_header_timeout", &P::response_header_timeout_ms, 1),
+    duration("backend_idle_timeout", &P::backend_idle_timeout_ms, 1),
+    duration("backend_io_timeout", &P::backend_io_timeout_ms, 1),
+    count("max_idle_per_backend", &P::max_idle_per_backend, 0, kU32Max),
+    count("max_connections_per_backend", &P::max_connections_per_backend, 0, kU32Max),
+    duration("slow_start", &P::slow_start_ms, 0),
+    count64("seed", &P::seed, 0, UINT64_MAX),
+};
 // Backend-reported load (docs/algorithms.md): `load_report` of a pool.
 // A pool's `discovery` section (discovery_reader.cpp): one source, etcd or kubernetes.
 constexpr string_view kDiscoveryKeys[] = {"etcd", "kubernetes", "allow_empty", "timeout", "retry"};
@@ -150,7 +187,20 @@ constexpr string_view kBackendTlsKeys[] = {"verify", "ca",   "sni",  "min_versio
                                            "max_version", "cert", "key", "session_reuse"};
 constexpr Choice<SendProxyProtocol> kSendProxyProtocols[] = {{"off", SendProxyProtocol::kOff},
                                                             {"v2", SendProxyProtocol::kV2}};
-constexpr string_view kAdminKeys[] = {"enabled", "bind", "hot_keys", "token_file", "state_file"};
+constexpr string_view kAdminKeys[] = {"enabled",         "bind",           "hot_keys",
+                                      "token_file",      "state_file",     "max_connections",
+                                      "header_timeout",  "idle_timeout"};
+// A cap on admin connections beyond this is a typo (each holds a descriptor; the daemon also
+// keeps it under 1/16 of the descriptor limit).
+constexpr uint64_t kMaxAdminConnections = 65535;
+// The admin section's scalar keys, one row each (scalar_keys.h).
+using A = AdminConfig;
+constexpr ScalarKey<A> kAdminScalars[] = {
+    count("hot_keys", &A::hot_keys, 0, kMaxHotKeys),
+    count("max_connections", &A::max_connections, 1, kMaxAdminConnections),
+    duration("header_timeout", &A::header_timeout_ms, 1),
+    duration("idle_timeout", &A::idle_timeout_ms, 1),
+};
 constexpr string_view kDnsKeys[] = {"nameservers", "ttl", "jitter", "timeout", "attempts", "hold"};
 // Re-resolving more often than this only loads the nameserver.
 constexpr uint64_t kMinDnsTtlMs = 100;

@@ -1,5 +1,7 @@
 #include "message_engine.h"
 
+#include "rondel/http/request_rules.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -65,7 +67,6 @@ struct EngineCallbacks {
     return 0;
   }
   static int on_method_complete(llhttp_t* p) noexcept { return self(p).on_method_complete(); }
-  static int on_url_complete(llhttp_t* p) noexcept { return self(p).on_url_complete(); }
   static int on_version_complete(llhttp_t* p) noexcept { return self(p).on_version_complete(); }
   static int on_header_field(llhttp_t* p, const char* at, size_t len) noexcept {
     return self(p).on_header_field(at, len);
@@ -97,7 +98,6 @@ MessageEngine::MessageEngine(llhttp_type_t type, const Limits& limits)
   settings_.on_url = &EngineCallbacks::on_url;
   settings_.on_status = &EngineCallbacks::on_status;
   settings_.on_method_complete = &EngineCallbacks::on_method_complete;
-  settings_.on_url_complete = &EngineCallbacks::on_url_complete;
   settings_.on_version_complete = &EngineCallbacks::on_version_complete;
   settings_.on_header_field = &EngineCallbacks::on_header_field;
   settings_.on_header_field_complete = &EngineCallbacks::on_header_field_complete;
@@ -333,16 +333,11 @@ int MessageEngine::on_method_complete() noexcept {
   return 0;
 }
 
-int MessageEngine::on_url_complete() noexcept {
-  const std::string_view target = view(target_);
-  if (target.find('#') != std::string_view::npos) return reject(400, "fragment_in_target");
-  if (rules::target_has_userinfo(target)) return reject(400, "userinfo_in_target");
-  return 0;
-}
-
 int MessageEngine::on_version_complete() noexcept {
-  if (!version_supported(parser_)) return reject(505, "bad_version");
-  return 0;
+  if (!version_supported(parser_)) return reject(505, "bad_version");  // the h2 preface too
+  if (!is_request()) return 0;
+  const RuleVerdict v = check_target(view(method_), view(target_), TargetForms::kHttp1);
+  return v ? reject(v.status, v.reason) : 0;
 }
 
 int MessageEngine::on_header_field(const char* at, size_t len) noexcept {
@@ -384,10 +379,8 @@ int MessageEngine::on_header_field_complete() noexcept {
       transfer_encoding_index_ = index;
       break;
     case FieldKind::kHost:
-      if (is_request()) {
-        if (host_index_ >= 0) return reject(400, "duplicate_host");
-        host_index_ = index;
-      }
+      // Checked with the authority rule (resolve_authority) once the head is whole.
+      if (is_request() && host_index_ < 0) host_index_ = index;
       break;
     case FieldKind::kUpgrade:
       if (is_request()) return reject(501, "upgrade_refused");
@@ -424,12 +417,10 @@ int MessageEngine::on_header_value_complete() noexcept {
     case FieldKind::kTransferEncoding:
       if (!iequals(value, "chunked")) return reject(400, "bad_transfer_encoding");
       break;
-    case FieldKind::kHost:
-      if (is_request() && !rules::is_valid_host(value)) return reject(400, "bad_host");
-      break;
     case FieldKind::kExpect:
       if (iequals(value, "100-continue")) expect_continue_ = true;
       break;
+    case FieldKind::kHost:
     case FieldKind::kUpgrade:
     case FieldKind::kOther:
       break;
@@ -471,7 +462,9 @@ int MessageEngine::finish_request_head() noexcept {
   h.version_major = parser_.http_major;
   h.version_minor = parser_.http_minor;
   h.headers = headers_;
-  if (host_index_ >= 0) h.host = headers_[static_cast<size_t>(host_index_)].value;
+  if (const RuleVerdict v = resolve_authority(h, headers_, {}, false)) {
+    return reject(v.status, v.reason);
+  }
   if (transfer_encoding_index_ >= 0) {
     h.framing = Framing::kChunked;
   } else if (content_length_index_ >= 0) {

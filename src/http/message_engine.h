@@ -86,7 +86,6 @@ class MessageEngine {
   // Returns false on a rejection (error set, off at the offending byte).
   bool read_method(const char* data, size_t len, size_t& off) noexcept;
   int on_method_complete() noexcept;
-  int on_url_complete() noexcept;
   int on_version_complete() noexcept;
   int on_header_field(const char* at, size_t len) noexcept;
   int on_header_field_complete() noexcept;

@@ -59,7 +59,8 @@ void write_request_head(const RequestHead& head, const ForwardRequest& fwd, std:
     if (iequals(h.name, "Host")) has_host = true;
     append_field(out, h.name, h.value);
   }
-  if (!has_host) append_field(out, "Host", fwd.default_host);
+  // No Host field: the authority of the target (head.host), else the configured default.
+  if (!has_host) append_field(out, "Host", head.host.empty() ? fwd.default_host : head.host);
   if (fwd.forwarded) append_forwarded(head, fwd, out);
 
   if (head.framing == Framing::kLength) {

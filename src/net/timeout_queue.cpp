@@ -6,10 +6,7 @@
 namespace rondel::net {
 
 TimeoutQueue::~TimeoutQueue() {
-  // Owners normally outlive nothing here (they are closed first); leave none pointing at a lane.
-  for (auto& l : lanes_) {
-    while (l->head.next_ != &l->head) l->head.next_->unlink();
-  }
+  // Owners normally outlive nothing here (they are closed first); the lanes unlink any left.
   if (timer_ != nullptr && !closed_) close();
 }
 
@@ -22,7 +19,6 @@ TimeoutQueue::Lane* TimeoutQueue::lane(uint64_t ms) noexcept {
   auto l = std::unique_ptr<Lane>(new (std::nothrow) Lane);
   if (l == nullptr) return nullptr;
   l->ms = ms;
-  l->head.prev_ = l->head.next_ = &l->head;
   try {
     lanes_.push_back(std::move(l));
   } catch (...) {
@@ -32,7 +28,7 @@ TimeoutQueue::Lane* TimeoutQueue::lane(uint64_t ms) noexcept {
 }
 
 bool TimeoutQueue::set(Timeout& t, uint64_t ms) noexcept {
-  t.unlink();
+  clear(t);
   if (ms == 0 || closed_) return true;  // after close() nothing fires any more
   if (timer_ == nullptr) {
     timer_ = new (std::nothrow) uv_timer_t;
@@ -45,10 +41,7 @@ bool TimeoutQueue::set(Timeout& t, uint64_t ms) noexcept {
   if (l == nullptr) return false;
   t.due_ = uv_now(loop_) + ms;
   // Append: the lane stays sorted because loop time does not go back.
-  t.prev_ = l->head.prev_;
-  t.next_ = &l->head;
-  l->head.prev_->next_ = &t;
-  l->head.prev_ = &t;
+  l->list.push_back(t);
   arm(t.due_);
   return true;
 }
@@ -75,18 +68,17 @@ void TimeoutQueue::expire() noexcept {
   for (;;) {
     Timeout* first = nullptr;
     for (auto& l : lanes_) {
-      Timeout* t = l->head.next_;
-      if (t != &l->head && t->due_ <= now && (first == nullptr || t->due_ < first->due_)) first = t;
+      Timeout* t = l->list.front();
+      if (t != nullptr && t->due_ <= now && (first == nullptr || t->due_ < first->due_)) first = t;
     }
     if (first == nullptr) break;
-    first->unlink();
+    clear(*first);
     cb_(first);
   }
   uint64_t next = 0;
   for (auto& l : lanes_) {
-    if (l->head.next_ != &l->head && (next == 0 || l->head.next_->due_ < next)) {
-      next = l->head.next_->due_;
-    }
+    const Timeout* t = l->list.front();
+    if (t != nullptr && (next == 0 || t->due_ < next)) next = t->due_;
   }
   if (next != 0) arm(next);
 }

@@ -5,7 +5,6 @@
 
 #include "rondel/net/proxy_header_writer.h"
 #include "rondel/proxy/backend_state.h"
-#include "rondel/proxy/exchange.h"
 #include "rondel/proxy/worker.h"
 #include "rondel/tls/client_tls.h"
 
@@ -16,7 +15,7 @@ BackendConn::BackendConn(Worker& worker, BackendState& state) : worker_(worker),
 BackendConn::~BackendConn() = default;
 
 BackendConn* BackendConn::connect(Worker& worker, BackendState& state, const Target& target,
-                                  Exchange* owner, int* err) {
+                                  BackendEvents* owner, int* err) {
   auto* c = new BackendConn(worker, state);
   c->reuse_key_ = target.reuse_key;
   static_assert(sizeof(ProxyOut::bytes) >= net::kProxyV2MaxBytes);
@@ -61,7 +60,7 @@ BackendConn* BackendConn::connect(Worker& worker, BackendState& state, const Tar
 void BackendConn::on_connect(uv_connect_t* req, int status) noexcept {
   auto* c = static_cast<BackendConn*>(req->data);
   if (c->closing()) return;  // status is UV_ECANCELED after close()
-  Exchange* owner = c->owner_;
+  BackendEvents* owner = c->owner_;
   if (status == 0 && c->proxy_out_) c->write_proxy_header();  // ahead of TLS and the request
   if (status == 0 && c->tls_) c->handshaking_ = true;
   if (status == 0) c->resume_reading();
@@ -84,7 +83,7 @@ void BackendConn::write_proxy_header() noexcept {
   uv_write(&proxy_out_->req, stream(), &b, 1, [](uv_write_t*, int) noexcept {});
 }
 
-void BackendConn::attach(Exchange* owner) noexcept {
+void BackendConn::attach(BackendEvents* owner) noexcept {
   owner_ = owner;
   ++exchanges_;
   done_ = false;

@@ -8,7 +8,6 @@
 
 #include "rondel/proxy/backend_conn.h"
 #include "rondel/proxy/backend_state.h"
-#include "rondel/proxy/exchange.h"
 #include "rondel/proxy/worker.h"
 #include "rondel/tls/client_tls.h"
 
@@ -66,7 +65,7 @@ void BackendConn::tls_handshake() noexcept {
   tls::BackendHandshake result = tls_->result();
   if (step == tls::ClientTls::Step::kMore) result = tls::BackendHandshake::kEof;
   tls::backend_tls_stats().count(result);
-  Exchange* owner = owner_;
+  BackendEvents* owner = owner_;
   if (tls::handshake_ok(result)) {
     if (owner != nullptr) owner->on_backend_connected(this, 0);
     return;

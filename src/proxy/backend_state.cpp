@@ -79,13 +79,14 @@ void BackendState::close_idle(uint32_t w) noexcept {
 }
 
 BackendConn* BackendState::pop_idle(uint32_t w) noexcept {
-  BackendConn* c = idle_[w].head;
+  BackendConn* c = idle_[w].list.front();
   if (c != nullptr) remove_idle(c);
   return c;
 }
 
 BackendConn* BackendState::pop_idle_matching(uint32_t w, uint64_t key) noexcept {
-  for (BackendConn* c = idle_[w].head; c != nullptr; c = c->idle_next_) {
+  util::IntrusiveList<BackendConn, BackendIdleTag>& l = idle_[w].list;
+  for (BackendConn* c = l.front(); c != nullptr; c = l.next(*c)) {
     if (c->reuse_key() == key) {
       remove_idle(c);
       return c;
@@ -96,25 +97,17 @@ BackendConn* BackendState::pop_idle_matching(uint32_t w, uint64_t key) noexcept 
 
 void BackendState::push_idle(uint32_t w, BackendConn* c) noexcept {
   IdleList& l = idle_[w];
-  c->idle_prev_ = nullptr;
-  c->idle_next_ = l.head;
-  if (l.head != nullptr) l.head->idle_prev_ = c;
-  l.head = c;
-  c->in_idle_list_ = true;
+  l.list.push_front(*c);
   c->idle_worker_ = w;
   ++l.count;
   idle_total_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void BackendState::remove_idle(BackendConn* c) noexcept {
-  if (!c->in_idle_list_) return;
-  IdleList& l = idle_[c->idle_worker_];
-  if (c->idle_prev_ != nullptr) c->idle_prev_->idle_next_ = c->idle_next_;
-  else l.head = c->idle_next_;
-  if (c->idle_next_ != nullptr) c->idle_next_->idle_prev_ = c->idle_prev_;
-  c->idle_prev_ = c->idle_next_ = nullptr;
-  c->in_idle_list_ = false;
-  --l.count;
+  auto& node = static_cast<util::ListNode<BackendIdleTag>&>(*c);
+  if (!node.linked()) return;
+  node.unlink();
+  --idle_[c->idle_worker_].count;
   idle_total_.fetch_sub(1, std::memory_order_relaxed);
 }
 

@@ -80,23 +80,6 @@ Exchange::Start Exchange::start(const ExchangeRequest& rq) noexcept {
   return Start::kStarted;
 }
 
-ExchangeRecord Exchange::record(uint64_t bytes_in, uint64_t bytes_out) const noexcept {
-  ExchangeRecord rec;
-  rec.pool = st_.pool;
-  rec.backend = st_.backend;
-  rec.owner = st_.owner;
-  rec.status = st_.status;
-  rec.hops = st_.hops;
-  rec.duration_us = (uv_hrtime() - st_.start_ns) / 1000;
-  rec.bytes_in = bytes_in;
-  rec.bytes_out = bytes_out;
-  rec.key = st_.key;
-  rec.hash = st_.hash;
-  rec.keyed = st_.keyed;
-  rec.reason = st_.reason;
-  return rec;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Attempts
 
@@ -124,9 +107,9 @@ void Exchange::start_attempt() noexcept {
   if (b == core::kNoBackend) {
     ++st_.attempts;
     if (st_.subset != Pool::kNoSubset) {
-      fail(503, Reject::kNoSubsetMember, Outcome::kNoSubsetMember);  // the subset's 503
+      fail(Failure::no_subset_member());  // the subset's 503
     } else {
-      fail(503, Reject::kNoBackend, Outcome::kRejected);
+      fail(Failure::no_backend());
     }
     return;
   }
@@ -174,7 +157,7 @@ void Exchange::begin_attempt(core::BackendIndex b, ConnSource source) noexcept {
   if (st_.conn == nullptr) {
     worker_.log().log_limited(Level::kError, worker_.now_ms(), "backend_socket_failed",
                               uv_err_name(err));
-    attempt_failed(AttemptEnd::kConnectFailed, Reject::kBackendError, 502);
+    attempt_failed(AttemptEnd::kConnectFailed, Failure::backend_error());
     return;
   }
   st_.conn->arm_timer(st_.pool->config().connect_timeout_ms);
@@ -228,7 +211,7 @@ void Exchange::on_backend_connected(BackendConn* conn, int status) noexcept {
     worker_.log().log_limited(Level::kWarn, worker_.now_ms(), "backend_connect_failed",
                               "backend=" + st_.pool->backend(st_.backend).id() + " error=" +
                                   uv_err_name(status));
-    attempt_failed(AttemptEnd::kConnectFailed, Reject::kBackendError, 502);
+    attempt_failed(AttemptEnd::kConnectFailed, Failure::backend_error());
     return;
   }
   backend_ready();
@@ -249,7 +232,7 @@ void Exchange::backend_ready() noexcept {
   pump_body();
 }
 
-void Exchange::attempt_failed(AttemptEnd end, Reject reason, uint16_t status) noexcept {
+void Exchange::attempt_failed(AttemptEnd end, const Failure& f) noexcept {
   end = classify_failure(st_, head(), end, st_.conn != nullptr && st_.conn->reused());
   end_attempt(end);
   to_backend_.clear();
@@ -277,7 +260,7 @@ void Exchange::attempt_failed(AttemptEnd end, Reject reason, uint16_t status) no
     start_attempt();
     return;
   }
-  fail(status, reason, reason == Reject::kTimeout ? Outcome::kTimeout : Outcome::kBackendError);
+  fail(f);
 }
 
 void Exchange::on_backend_timeout(BackendConn* conn) noexcept {
@@ -287,8 +270,8 @@ void Exchange::on_backend_timeout(BackendConn* conn) noexcept {
                             connecting ? "backend_connect_timeout" : "backend_timeout",
                             "backend=" + st_.pool->backend(st_.backend).id());
   // After the response head, the client's connection closes (fail).
-  attempt_failed(connecting ? AttemptEnd::kConnectFailed : AttemptEnd::kTimedOut, Reject::kTimeout,
-                 504);
+  attempt_failed(connecting ? AttemptEnd::kConnectFailed : AttemptEnd::kTimedOut,
+                 Failure::backend_timeout());
 }
 
 void Exchange::backend_progress() noexcept {
@@ -299,9 +282,10 @@ void Exchange::backend_progress() noexcept {
   }
 }
 
-void Exchange::fail(uint16_t status, Reject reason, Outcome outcome) noexcept {
+void Exchange::fail(const Failure& f) noexcept {
   if (!running_) return;
-  worker_.stats().rejected[static_cast<size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
+  const uint16_t status = f.status;
+  worker_.stats().rejected[static_cast<size_t>(f.reject)].fetch_add(1, std::memory_order_relaxed);
   st_.backend_reusable = false;
   if (!st_.resp_started() && !rq_.sink->sink_busy()) {
     st_.status = status;
@@ -311,7 +295,7 @@ void Exchange::fail(uint16_t status, Reject reason, Outcome outcome) noexcept {
     // Part of the response already went out: the owner's only honest signal left is closing.
     st_.status = status;
   }
-  finish(outcome);
+  finish(f.outcome);
 }
 
 void Exchange::drop_backend(bool reusable) noexcept {
@@ -347,6 +331,8 @@ void Exchange::finish(Outcome outcome) noexcept {
   running_ = false;
   attempt_ = Attempt::kNone;
   worker_.exchange_ended();
+  // The one end of the request: access log and metrics, from st_.start_ns.
+  record_request_end(worker_, st_, rq_.head, rq_.owner->client_side(), outcome, true);
   rq_.owner->on_exchange_done(*this, outcome);
 }
 
@@ -379,7 +365,7 @@ void Exchange::pump_body() noexcept {
         // The body broke its own framing: the backend got a partial request. Abort it.
         const BodyFailure f = rq_.body->failure();
         worker_.log().log_limited(Level::kWarn, worker_.now_ms(), "request_body_rejected", f.why);
-        fail(f.status, reject_for_status(f.status), Outcome::kRejected);
+        fail(Failure::refused(f.status));
         return;
       }
     }
@@ -420,7 +406,7 @@ bool Exchange::flush_to_backend() noexcept {
   int r = st_.conn->write(to_backend_, &on_backend_written);
   if (r < 0) {
     to_backend_.clear();
-    attempt_failed(AttemptEnd::kFailed, Reject::kBackendError, 502);
+    attempt_failed(AttemptEnd::kFailed, Failure::backend_error());
     return false;
   }
   // Only bytes the socket took count as sent: a write refused outright left the request unsent.
@@ -450,7 +436,7 @@ void Exchange::on_backend_written(uv_write_t* req, int status) noexcept {
   }
   if (ex->st_.conn == nullptr) return;
   if (status < 0) {
-    ex->attempt_failed(AttemptEnd::kFailed, Reject::kBackendError, 502);
+    ex->attempt_failed(AttemptEnd::kFailed, Failure::backend_error());
     return;
   }
   ex->st_.req_bytes_sent = true;

@@ -92,7 +92,7 @@ void Exchange::pump_response() noexcept {
                                       std::string(resp_parser_.error().reason));
         st_.backend_reusable = false;
         end_attempt(AttemptEnd::kFailed);  // a malformed response is not retried
-        fail(502, Reject::kBackendError, Outcome::kBackendError);
+        fail(Failure::backend_error());
         return;
     }
   }
@@ -100,14 +100,14 @@ void Exchange::pump_response() noexcept {
 
 void Exchange::response_eof() noexcept {
   if (!st_.resp_head_seen()) {
-    attempt_failed(AttemptEnd::kFailed, Reject::kBackendError, 502);
+    attempt_failed(AttemptEnd::kFailed, Failure::backend_error());
     return;
   }
   http::Step fin = resp_parser_.finish();
   if (fin.event != http::Event::kMessageEnd) {
     worker_.log().log_limited(Level::kWarn, worker_.now_ms(), "backend_response_truncated",
                               "backend=" + st_.pool->backend(st_.backend).id());
-    attempt_failed(AttemptEnd::kFailed, Reject::kBackendError, 502);
+    attempt_failed(AttemptEnd::kFailed, Failure::backend_error());
     return;
   }
   rq_.sink->sink_end();

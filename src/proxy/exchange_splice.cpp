@@ -148,7 +148,7 @@ void Exchange::on_splice_end(net::SpliceStop stop, int) noexcept {
       worker_.log().log_limited(Level::kWarn, worker_.now_ms(), "backend_response_truncated",
                                 "backend=" + st_.pool->backend(st_.backend).id());
       st_.backend_reusable = false;
-      attempt_failed(AttemptEnd::kFailed, Reject::kBackendError, 502);
+      attempt_failed(AttemptEnd::kFailed, Failure::backend_error());
       return;
     case net::SpliceStop::kSinkError:
       st_.backend_reusable = false;
@@ -257,7 +257,7 @@ void Exchange::on_upload_end(net::SpliceStop stop) noexcept {
       finish(Outcome::kClientAbort);  // the client went away mid-body; the owner closes
       return;
     case net::SpliceStop::kSinkError:
-      attempt_failed(AttemptEnd::kFailed, Reject::kBackendError, 502);  // never retried
+      attempt_failed(AttemptEnd::kFailed, Failure::backend_error());  // never retried
       return;
     case net::SpliceStop::kSinkFull:
     case net::SpliceStop::kSourceDry:

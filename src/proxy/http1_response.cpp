@@ -101,7 +101,7 @@ BodyView Http1Session::peek() noexcept {
       // The request is whole: pipelined bytes wait for the next one (reading pauses lazily).
       body_state_ = BodyState::kEnd;
       set_client_reading(false, /*lazy=*/true);
-      worker_.timeouts().clear(*this);
+      conn_.clear_timeout();
       break;
     case http::Event::kError:
       body_state_ = BodyState::kFailed;
@@ -122,7 +122,7 @@ bool Http1Session::want_more() noexcept {
   grow_for_body();
   body_wanted_ = true;
   set_client_reading(true);
-  set_timeout(listener_cfg_->body_timeout_ms);  // the client's stall, from now
+  set_timeout(conn_.listener()->body_timeout_ms);  // the client's stall, from now
   return false;
 }
 
@@ -140,7 +140,7 @@ int Http1Session::body_splice_fd(uint64_t min, uint64_t* bytes) noexcept {
   if (closing()) return -1;
   set_client_reading(false);  // for real: the relay reads the socket from here
   body_wanted_ = false;
-  set_timeout(listener_cfg_->body_timeout_ms);
+  set_timeout(conn_.listener()->body_timeout_ms);
   *bytes = left;
   return fd;
 }
@@ -148,7 +148,7 @@ int Http1Session::body_splice_fd(uint64_t min, uint64_t* bytes) noexcept {
 void Http1Session::body_spliced(uint64_t n) noexcept {
   cb_->req_parser.skip_body(n);
   bytes_from_client_ += n;
-  set_timeout(listener_cfg_->body_timeout_ms);  // every spliced byte: the client is not stalled
+  set_timeout(conn_.listener()->body_timeout_ms);  // every spliced byte: the client is not stalled
 }
 
 BodySource::SpliceChunk Http1Session::body_splice_next_chunk(uint64_t min) noexcept {
@@ -162,7 +162,7 @@ BodySource::SpliceChunk Http1Session::body_splice_next_chunk(uint64_t min) noexc
     if (got.kind == net::LinePart::Kind::kWait) return {Kind::kWait, 0};
     if (got.kind == net::LinePart::Kind::kEnd) break;  // a read sees it again
     bytes_from_client_ += got.n;
-    set_timeout(listener_cfg_->body_timeout_ms);  // the client sent something
+    set_timeout(conn_.listener()->body_timeout_ms);  // the client sent something
     const http::Step st = cb_->req_parser.feed(line, got.n);
     if (st.event == http::Event::kError) {
       body_state_ = BodyState::kFailed;  // peek() says so; nothing of the line went on
@@ -178,8 +178,8 @@ BodySource::SpliceChunk Http1Session::body_splice_next_chunk(uint64_t min) noexc
 }
 
 void Http1Session::body_splice_wait(SpliceWait on) noexcept {
-  if (on == SpliceWait::kClient) set_timeout(listener_cfg_->body_timeout_ms);
-  else worker_.timeouts().clear(*this);  // backpressure from the backend: not the client's stall
+  if (on == SpliceWait::kClient) set_timeout(conn_.listener()->body_timeout_ms);
+  else conn_.clear_timeout();  // backpressure from the backend: not the client's stall
 }
 
 BodyFailure Http1Session::failure() const noexcept {
@@ -199,38 +199,16 @@ void Http1Session::send_continue() noexcept {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The access log
+// The end records' client side
 
-void Http1Session::log_access(Outcome outcome, const ExchangeState& st, bool head_known) noexcept {
-  LogSink& sink = worker_.access_log();
-  if (!sink.enabled() || cb_ == nullptr) return;
-  AccessRecord r;
-  if (head_known) {
-    r.method = cb_->req_parser.head().method;
-    r.target = cb_->req_parser.head().target;
-  }
-  r.client = client_ip();
-  r.status = st.status;
-  r.bytes_in = bytes_from_client_;
-  r.bytes_out = bytes_to_client_;
-  if (st.pool != nullptr) r.pool = st.pool->name();
-  else if (listener_pool_ != nullptr) r.pool = listener_pool_->name();  // refused before any exchange
-  if (st.backend != core::kNoBackend) r.backend = st.pool->backend(st.backend).id();
-  if (st.owner != core::kNoBackend && st.keyed) r.owner = st.pool->backend(st.owner).id();
-  r.hops = st.hops;
-  r.attempts = st.attempts;
-  r.duration_us = (uv_hrtime() - st.start_ns) / 1000;
-  r.outcome = outcome_name(outcome);
-  r.worker = worker_.id();
-  if (tls_) {
-    tls::TlsTransport::LogFields t = tls_->log_fields();
-    r.tls_version = t.version;
-    r.sni = t.sni;
-    r.tls_resumed = t.resumed;
-  }
-  std::string& l = worker_.log_line();
-  format_access(r, sink.format(), l);
-  sink.write(l);
+ClientSide Http1Session::client_side() noexcept {
+  ClientSide c;
+  c.client = client_ip();
+  c.bytes_in = bytes_from_client_;
+  c.bytes_out = bytes_to_client_;
+  c.tls = conn_.tls();
+  c.listener_pool = conn_.pool();
+  return c;
 }
 
 }  // namespace rondel::proxy

@@ -10,9 +10,10 @@
 #include "rondel/proxy/http1_session.h"
 
 #include <cstring>
+#include <new>
+#include <vector>
 
 #include "rondel/http/writer.h"
-#include "rondel/proxy/http2_session.h"
 
 namespace rondel::proxy {
 
@@ -38,19 +39,65 @@ http::Limits limits_of(const config::ListenerConfig* l) {
 
 Http1Buffers::Http1Buffers(const http::Limits& lim) : limits(lim), req_parser(lim) {}
 
+namespace {
+
+struct Http1WorkerState final : CodecWorkerState {
+  ~Http1WorkerState() override {
+    for (Http1Buffers* cb : free) delete cb;
+  }
+  std::vector<Http1Buffers*> free;
+};
+
+Http1WorkerState* http1_state(Worker& w) noexcept {
+  auto& slot = w.codec_state(static_cast<size_t>(ClientProtocol::kHttp1));
+  if (slot == nullptr) slot.reset(new (std::nothrow) Http1WorkerState);
+  return static_cast<Http1WorkerState*>(slot.get());
+}
+
+bool same_limits(const http::Limits& a, const http::Limits& b) noexcept {
+  return a.max_request_line == b.max_request_line && a.max_header_bytes == b.max_header_bytes &&
+         a.max_headers == b.max_headers && a.max_body_bytes == b.max_body_bytes;
+}
+
+}  // namespace
+
+Http1Buffers* take_http1_buffers(Worker& w, const http::Limits& limits) noexcept {
+  Http1WorkerState* state = http1_state(w);
+  if (state == nullptr) return nullptr;
+  // Most recently returned first; a listener with other limits looks further.
+  std::vector<Http1Buffers*>& free = state->free;
+  for (size_t i = free.size(); i-- > 0;) {
+    Http1Buffers* cb = free[i];
+    if (same_limits(cb->limits, limits)) {
+      free[i] = free.back();
+      free.pop_back();
+      return cb;
+    }
+  }
+  return new (std::nothrow) Http1Buffers(limits);
+}
+
+void give_http1_buffers(Worker& w, Http1Buffers* cb) noexcept {
+  cb->req_parser.reset();
+  cb->to_client.clear();
+  if (cb->resp_head_out.capacity() > Worker::kMaxPooledStringCapacity) {
+    std::string().swap(cb->resp_head_out);
+  }
+  Http1WorkerState* state = http1_state(w);
+  if (state == nullptr) delete cb;
+  else keep_or_delete(state->free, cb, Worker::kPoolReserve);
+}
+
 Http1Session::~Http1Session() {
-  if (cb_ != nullptr) worker_.give_http1(cb_);
+  put_buffer();
+  if (cb_ != nullptr) give_http1_buffers(worker_, cb_);
   if (ex_ != nullptr) worker_.give_exchange(ex_);  // kept until a pending backend write calls back
 }
 
 bool Http1Session::take_state() noexcept {
   if (cb_ == nullptr) {
-    cb_ = worker_.take_http1(limits_of(listener_cfg_));
+    cb_ = take_http1_buffers(worker_, limits_of(conn_.listener()));
     if (cb_ == nullptr) return false;
-    if (transport().peer().family == 6) {
-      cb_->client_ip_len = static_cast<uint8_t>(
-          transport().peer().format(cb_->client_ip, sizeof cb_->client_ip));
-    }
   }
   if (ex_ == nullptr) ex_ = worker_.take_exchange();
   return ex_ != nullptr;
@@ -58,88 +105,22 @@ bool Http1Session::take_state() noexcept {
 
 void Http1Session::give_state() noexcept {
   if (cb_ == nullptr || cb_->to_client.pending) return;
-  worker_.give_http1(cb_);
+  give_http1_buffers(worker_, cb_);
   cb_ = nullptr;
   if (ex_ != nullptr) worker_.give_exchange(ex_);
   ex_ = nullptr;
 }
 
-void Http1Session::accept(Worker& worker, uv_stream_t* server, const std::string& listener) {
-  const auto& snap = worker.snapshot();
-  ListenerRoute route = snap ? snap->route(listener) : ListenerRoute{};
-  auto* s = new Http1Session(worker);
-  s->snap_ = snap;
-  s->listener_cfg_ = route.config;
-  s->listener_pool_ = route.pool;
-  worker.add_session(s);
-  worker.stats().client_connections_open.fetch_add(1, std::memory_order_relaxed);
-  worker.stats().client_connections_total.fetch_add(1, std::memory_order_relaxed);
-  // The client transport: plain TCP, or on a TLS listener a TlsTransport over it.
-  int accepted = 0;
-  if (route.tls != nullptr && route.config != nullptr && !worker.draining()) {
-    s->tls_ = std::make_unique<tls::TlsTransport>(route.tls, s->tcp_,
-                                                  static_cast<net::TransportEvents&>(*s));
-    s->transport_ = s->tls_.get();
-    accepted = s->tls_->accept(worker.loop(), server);  // UV_EBUSY: max_handshakes (counted)
-  } else {
-    accepted = s->tcp_.accept(worker.loop(), server, s);
-  }
-  if (accepted != 0) {
-    s->close_now();
-    return;
-  }
-  if (route.config == nullptr || worker.draining()) {
-    s->close_now();
-    return;
-  }
-  // max_connections is per listener across every worker: one shared count per listener, kept
-  // by the session until it closes (even if a reload removes the listener meanwhile).
-  if (!s->slot_.admit(route, worker.stats())) {
-    s->close_now();
-    return;
-  }
-  // PROXY protocol: the header stage is the transport's; its timeout (header_timeout, from
-  // accept until the first request byte) is the session's one client timer.
-  const config::ProxyProtocolConfig& pp = route.config->proxy_protocol;
-  if (pp.enabled && s->tcp_.expect_proxy_header({pp.trusted, {route.state, &route.state->proxy_protocol},
-                                                 route.config->header_timeout_ms}) != 0) {
-    s->close_now();
-    return;
-  }
-  s->set_client_reading(true);
-  if (pp.enabled) s->set_timeout(route.config->header_timeout_ms);
-  else s->arm_client_timer();
+void Http1Session::start() noexcept {
+  set_client_reading(true);
+  // The PROXY stage's time (from accept until the first request byte) is the header timeout.
+  if (conn_.awaiting_proxy_header()) set_timeout(conn_.listener()->header_timeout_ms);
+  else arm_client_timer();
 }
 
-void Http1Session::on_transport_ready(std::string_view alpn) noexcept {
-  if (closing() || choose_client_protocol(listener_cfg_, alpn) != ClientProtocol::kHttp2) return;
-  // No request byte was read yet (reads reach the codec after this): nothing to hand over but
-  // the connection, its snapshot and its max_connections slot.
-  if (!Http2Session::adopt(worker_, *this, *tls_, snap_,
-                           {listener_cfg_, listener_pool_, slot_.state(), nullptr}, slot_)) {
-    close_now();  // out of memory: adopt took nothing
-    return;
-  }
-  worker_.remove_session(this);
-  worker_.timeouts().clear(*this);
+void Http1Session::on_closing() noexcept {
+  if (in_exchange()) ex_->abort();  // on_exchange_done's close returns at once (closing)
   reading_ = false;
-}
-
-void Http1Session::close_now() noexcept {
-  if (closing()) return;
-  if (in_exchange()) ex_->abort();  // on_exchange_done closes (back here)
-  if (closing()) return;
-  worker_.stats().client_connections_open.fetch_sub(1, std::memory_order_relaxed);
-  slot_.release();
-  worker_.remove_session(this);
-  reading_ = false;
-  worker_.timeouts().clear(*this);
-  transport().close();
-}
-
-void Http1Session::on_transport_closed() noexcept {
-  put_buffer();
-  delete this;
 }
 
 void Http1Session::put_buffer() noexcept {
@@ -201,23 +182,18 @@ void Http1Session::set_client_reading(bool on, bool lazy) noexcept {
 }
 
 void Http1Session::arm_client_timer() noexcept {
-  if (closing() || listener_cfg_ == nullptr || phase_ != Phase::kIdle) return;
+  if (closing() || conn_.listener() == nullptr || phase_ != Phase::kIdle) return;
   bool head_started = rlen_ > rpos_ || head_bytes_pending() > 0;
   if (head_started) {
     if (head_timer_armed_) return;  // the header timeout runs from the head's first byte
     head_timer_armed_ = true;
-    set_timeout(listener_cfg_->header_timeout_ms);
+    set_timeout(conn_.listener()->header_timeout_ms);
   } else {
-    set_timeout(listener_cfg_->idle_timeout_ms);
+    set_timeout(conn_.listener()->idle_timeout_ms);
   }
 }
 
-void Http1Session::set_timeout(uint64_t ms) noexcept {
-  // Without memory for a new lane the connection would have no timeout: close it instead.
-  if (!worker_.timeouts().set(*this, ms)) close_now();
-}
-
-void Http1Session::on_transport_alloc(uv_buf_t* buf) noexcept {
+void Http1Session::on_alloc(uv_buf_t* buf) noexcept {
   if (buf_ == nullptr) {
     buf_ = worker_.buffers().get();
     buf_class_ = BufferPool::Class::kSmall;
@@ -240,7 +216,7 @@ void Http1Session::on_transport_alloc(uv_buf_t* buf) noexcept {
   *buf = uv_buf_init(buf_ + rlen_, static_cast<unsigned>(buf_capacity() - rlen_));
 }
 
-void Http1Session::on_transport_read(ssize_t nread) noexcept {
+void Http1Session::on_read(ssize_t nread) noexcept {
   if (nread == 0 || closing()) return;
   if (!want_read_) {
     // Bytes (a pipelined request) or EOF while an exchange runs: keep the bytes for later and
@@ -274,7 +250,7 @@ void Http1Session::on_transport_read(ssize_t nread) noexcept {
   }
   // Body bytes the exchange asked for: it pulls them (peek); reading pauses lazily meanwhile.
   body_wanted_ = false;
-  worker_.timeouts().clear(*this);
+  conn_.clear_timeout();
   set_client_reading(false, /*lazy=*/true);
   ex_->on_body_available();
 }
@@ -290,25 +266,24 @@ void Http1Session::client_eof() noexcept {
   close_now();
 }
 
-void Http1Session::on_timeout(net::Timeout* t) noexcept {
-  auto* s = static_cast<Http1Session*>(t);
-  if (s->closing()) return;
-  switch (s->phase_) {
+void Http1Session::on_timeout() noexcept {
+  if (closing()) return;
+  switch (phase_) {
     case Phase::kLinger:
-      s->close_now();
+      close_now();
       return;
     case Phase::kIdle:
-      if (s->rlen_ > s->rpos_ || s->head_bytes_pending() > 0) {
-        s->reject(408, Reject::kClientTimeout, "header_timeout");
+      if (rlen_ > rpos_ || head_bytes_pending() > 0) {
+        reject(Failure::refused(408, Reject::kClientTimeout), "header_timeout");
       } else {
-        s->close_now();
+        close_now();
       }
       return;
     case Phase::kExchange:
       // Armed only while the exchange waits for body bytes (want_more).
-      if (!s->ex_->state().req_done()) {
-        s->worker_.log().log_limited(Level::kWarn, s->worker_.now_ms(), "client_body_timeout");
-        s->ex_->fail(408, Reject::kClientTimeout, Outcome::kClientAbort);
+      if (!ex_->state().req_done()) {
+        worker_.log().log_limited(Level::kWarn, worker_.now_ms(), "client_body_timeout");
+        ex_->fail(Failure::client_body_timeout());
       }
       return;
   }
@@ -351,7 +326,7 @@ void Http1Session::pump_request() noexcept {
     case http::Event::kMessageEnd:  // not before a head
     case http::Event::kError: {
       const auto& err = cb_->req_parser.error();
-      reject(err.status, reject_for_status(err.status), err.reason);
+      reject(Failure::refused(err.status), err.reason);
       return;
     }
   }
@@ -361,11 +336,11 @@ ExchangeRequest Http1Session::exchange_request() noexcept {
   ExchangeRequest rq;
   rq.head = &cb_->req_parser.head();
   rq.forward.client_ip = client_ip();
-  rq.client = transport_;
-  rq.forward.forwarded = listener_cfg_->forwarded_headers;
-  if (tls_) rq.forward.proto = "https";
-  rq.pool = listener_pool_;
-  rq.listener = listener_cfg_->name;
+  rq.client = &transport();
+  rq.forward.forwarded = conn_.listener()->forwarded_headers;
+  if (conn_.tls() != nullptr) rq.forward.proto = "https";
+  rq.pool = conn_.pool();
+  rq.listener = conn_.listener()->name;
   rq.body = this;
   rq.sink = this;
   rq.owner = this;
@@ -373,15 +348,9 @@ ExchangeRequest Http1Session::exchange_request() noexcept {
 }
 
 void Http1Session::on_request_head() noexcept {
-  if (worker_.snapshot() != snap_) {
-    // Between requests: move to the newest configuration.
-    snap_ = worker_.snapshot();
-    ListenerRoute r = slot_.state() ? snap_->route(slot_.name()) : ListenerRoute{};
-    listener_cfg_ = r.config;
-    listener_pool_ = r.pool;
-  }
+  conn_.refresh_snapshot();  // between requests: the newest configuration
   set_client_reading(false, /*lazy=*/true);
-  worker_.timeouts().clear(*this);
+  conn_.clear_timeout();
   head_timer_armed_ = false;
   head_known_ = true;
   cb_->req_start_ns = uv_hrtime();
@@ -390,8 +359,8 @@ void Http1Session::on_request_head() noexcept {
   cb_->piece = {};
   body_state_ = BodyState::kMore;
   worker_.stats().requests.fetch_add(1, std::memory_order_relaxed);
-  if (listener_cfg_ == nullptr || listener_pool_ == nullptr) {
-    reject(503, Reject::kNoBackend, "listener_removed");
+  if (conn_.listener() == nullptr || conn_.pool() == nullptr) {
+    reject(Failure::no_backend(), "listener_removed");
     return;
   }
   ExchangeRequest rq = exchange_request();
@@ -408,16 +377,17 @@ void Http1Session::on_request_head() noexcept {
   phase_ = Phase::kExchange;
   if (ex_->start(rq) == Exchange::Start::kNoKey) {
     phase_ = Phase::kIdle;
-    reject(400, Reject::kBadRequest, "missing_hash_key");
+    reject(Failure::refused(400), "missing_hash_key");
   }
 }
 
-void Http1Session::reject(uint16_t status, Reject reason, std::string_view why) noexcept {
+void Http1Session::reject(const Failure& f, std::string_view why) noexcept {
+  const uint16_t status = f.status;
   if (!take_state()) {
     close_now();
     return;
   }
-  worker_.stats().rejected[static_cast<size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
+  worker_.stats().rejected[static_cast<size_t>(f.reject)].fetch_add(1, std::memory_order_relaxed);
   if (worker_.log().enabled(Level::kWarn)) {
     std::string kv = "status=" + std::to_string(status) + " reason=" + std::string(why) +
                      " client=" + std::string(client_ip());
@@ -437,7 +407,8 @@ void Http1Session::reject(uint16_t status, Reject reason, std::string_view why) 
   // flush is safe.)
   bool head_known = head_known_;
   bool flushed = flush_to_client();
-  log_access(Outcome::kRejected, st, head_known);
+  record_request_end(worker_, st, head_known ? &cb_->req_parser.head() : nullptr, client_side(),
+                     Outcome::kRejected, false);
   bytes_from_client_ = bytes_to_client_ = 0;
   if (flushed) linger_close();
 }
@@ -459,7 +430,7 @@ bool Http1Session::flush_to_client() noexcept {
   return r == 0;
 }
 
-void Http1Session::on_transport_written(int status) noexcept {
+void Http1Session::on_written(int status) noexcept {
   cb_->to_client.pending = false;
   cb_->to_client.clear();
   if (closing()) return;
@@ -475,11 +446,7 @@ void Http1Session::on_transport_written(int status) noexcept {
 }
 
 void Http1Session::on_exchange_done(Exchange& ex, Outcome outcome) noexcept {
-  const ExchangeState& st = ex.state();
-  log_access(outcome, st);
-  if (worker_.on_exchange != nullptr && st.pool != nullptr) {
-    worker_.on_exchange(worker_.on_exchange_ctx, ex.record(bytes_from_client_, bytes_to_client_));
-  }
+  const ExchangeState& st = ex.state();  // its end was recorded (client_side())
   bytes_from_client_ = bytes_to_client_ = 0;
   phase_ = Phase::kIdle;
   body_wanted_ = false;

@@ -7,7 +7,6 @@
 #include <cstring>
 #include <new>
 
-#include "rondel/proxy/http1_session.h"
 
 namespace rondel::proxy {
 
@@ -16,13 +15,6 @@ namespace {
 void count(std::atomic<uint64_t>& c) noexcept { c.fetch_add(1, std::memory_order_relaxed); }
 
 }  // namespace
-
-ClientProtocol choose_client_protocol(const config::ListenerConfig* l, std::string_view alpn) {
-  if (alpn == "h2") return ClientProtocol::kHttp2;
-  if (!alpn.empty()) return ClientProtocol::kHttp1;
-  if (l != nullptr && l->http2 == config::Http2Mode::kPriorKnowledge) return ClientProtocol::kHttp2;
-  return ClientProtocol::kHttp1;
-}
 
 // The nghttp2 callbacks: each finds its session (user_data) and stream (stream user data).
 struct Http2Callbacks {
@@ -33,7 +25,7 @@ struct Http2Callbacks {
   static int on_begin_headers(nghttp2_session* ng, const nghttp2_frame* f, void* ud) noexcept {
     auto* s = static_cast<Http2Session*>(ud);
     if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
-    Http2Stream* st = s->worker_.take_h2_stream(*s, f->hd.stream_id);
+    Http2Stream* st = s->state_->take_stream(*s, f->hd.stream_id);
     if (st == nullptr) return NGHTTP2_ERR_CALLBACK_FAILURE;
     s->streams_.push_back(st);
     nghttp2_session_set_stream_user_data(ng, f->hd.stream_id, st);
@@ -49,7 +41,7 @@ struct Http2Callbacks {
     if (st == nullptr) return 0;
     std::string_view n(reinterpret_cast<const char*>(name), namelen);
     std::string_view v(reinterpret_cast<const char*>(value), valuelen);
-    const uint64_t limit = s->listener_cfg_->h2_max_header_list_size;
+    const uint64_t limit = s->listener()->h2_max_header_list_size;
     // Trailers (a HEADERS frame after the head) are dropped, their size counted in the limit.
     bool ok = f->headers.cat == NGHTTP2_HCAT_REQUEST ? st->add_header(n, v, limit)
                                                      : st->add_trailer(n, v, limit);
@@ -75,8 +67,8 @@ struct Http2Callbacks {
     if (st == nullptr) return 0;
     bool end = (f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
     if (f->hd.type == NGHTTP2_HEADERS && f->headers.cat == NGHTTP2_HCAT_REQUEST) {
-      if (!st->finish_head(end)) {
-        nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, st->id(), NGHTTP2_PROTOCOL_ERROR);
+      if (const http::RuleVerdict v = st->finish_head(end)) {
+        st->refuse(v);  // never reaches a backend (RFC 9113 8.1.1: a response, then reset)
         return 0;
       }
       st->start();
@@ -97,8 +89,26 @@ struct Http2Callbacks {
     return 0;
   }
 
+  static int on_begin_frame(nghttp2_session* ng, const nghttp2_frame_hd* hd, void* ud) noexcept {
+    auto* s = static_cast<Http2Session*>(ud);
+    if (hd->type == NGHTTP2_PRIORITY && hd->stream_id == 0) {
+      // RFC 9113 6.3: a connection error. With SETTINGS_NO_RFC7540_PRIORITIES sent, nghttp2
+      // skips PRIORITY frames unread, this check included.
+      nghttp2_session_terminate_session(ng, NGHTTP2_PROTOCOL_ERROR);
+      return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
+    if (hd->type != NGHTTP2_HEADERS || hd->stream_id <= 0) return 0;
+    if (nghttp2_session_find_stream(ng, hd->stream_id) != nullptr) return 0;  // open: nghttp2's
+    if (const uint32_t code = s->headers_on_old_stream(hd->stream_id)) {
+      nghttp2_session_terminate_session(ng, code);
+      return NGHTTP2_ERR_CALLBACK_FAILURE;  // nothing more is read; the GOAWAY is flushed
+    }
+    return 0;
+  }
+
   static int on_stream_close(nghttp2_session* ng, int32_t id, uint32_t code, void* ud) noexcept {
     auto* s = static_cast<Http2Session*>(ud);
+    if (s->closed_.find(id) == Http2Session::ClosedStreams::Seen::kNo) s->closed_.add(id, false);
     Http2Stream* st = stream(ng, id);
     if (st == nullptr) return 0;
     nghttp2_session_set_stream_user_data(ng, id, nullptr);
@@ -113,6 +123,7 @@ struct Http2Callbacks {
       if (Http2Stream* st = stream(ng, f->hd.stream_id)) st->on_response_sent();
     }
     if (f->hd.type == NGHTTP2_RST_STREAM) {
+      s->closed_.add(f->hd.stream_id, true);
       count(s->worker_.stats().h2_resets_sent[std::min<uint32_t>(f->rst_stream.error_code, 13)]);
     }
     if (f->hd.type == NGHTTP2_GOAWAY) {
@@ -149,97 +160,52 @@ nghttp2_data_provider h2_data_provider() noexcept {
 // ---------------------------------------------------------------------------------------------
 // Life cycle
 
+Http2Session::Http2Session(ClientConnection& conn) noexcept
+    : conn_(conn), worker_(conn.worker()), transport_(conn.transport()) {
+  count(worker_.stats().h2_connections);
+}
+
+Http2WorkerState::~Http2WorkerState() {
+  for (Http2Stream* st : free_streams) delete st;
+}
+
+Http2WorkerState* Http2WorkerState::of(Worker& w) noexcept {
+  auto& slot = w.codec_state(static_cast<size_t>(ClientProtocol::kHttp2));
+  if (slot == nullptr) slot.reset(new (std::nothrow) Http2WorkerState);
+  return static_cast<Http2WorkerState*>(slot.get());
+}
+
+Http2Stream* Http2WorkerState::take_stream(Http2Session& s, int32_t id) noexcept {
+  if (free_streams.empty()) return new (std::nothrow) Http2Stream(s, id);
+  Http2Stream* st = free_streams.back();
+  free_streams.pop_back();
+  st->reuse(s, id);
+  return st;
+}
+
+void Http2WorkerState::give_stream(Http2Stream* st) noexcept {
+  st->reuse(st->session(), 0);  // gives its exchange back now, trims its buffers
+  keep_or_delete(free_streams, st, Worker::kPoolReserve);
+}
+
 Http2Session::~Http2Session() {
   if (ng_ != nullptr) nghttp2_session_del(ng_);
-}
-
-void Http2Session::accept(Worker& worker, uv_stream_t* server, const std::string& listener) {
-  const auto& snap = worker.snapshot();
-  ListenerRoute route = snap ? snap->route(listener) : ListenerRoute{};
-  auto* s = new Http2Session(worker);
-  s->snap_ = snap;
-  s->listener_cfg_ = route.config;
-  s->listener_pool_ = route.pool;
-  worker.add_h2_session(s);
-  worker.stats().client_connections_open.fetch_add(1, std::memory_order_relaxed);
-  worker.stats().client_connections_total.fetch_add(1, std::memory_order_relaxed);
-  count(worker.stats().h2_connections);
-  uv_timer_init(worker.loop(), &s->timer_);
-  s->timer_.data = s;
-  // The timer and the socket: accept() initialises the socket's handle even when it fails,
-  // so close_now closes it either way (a handle freed unclosed stays in the loop's list).
-  s->open_handles_ = 2;
-  if (s->tcp_.accept(worker.loop(), server, s) != 0) {
-    s->close_now();
-    return;
-  }
-  if (route.config == nullptr || worker.draining()) {
-    s->close_now();
-    return;
-  }
-  if (!s->slot_.admit(route, worker.stats())) {
-    s->close_now();
-    return;
-  }
-  s->start();
-}
-
-Http2Session* Http2Session::over(Worker& worker, net::Transport& t,
-                                 std::shared_ptr<const Snapshot> snap,
-                                 ListenerRoute route) noexcept {
-  auto* s = new (std::nothrow) Http2Session(worker);
-  if (s == nullptr) return nullptr;
-  s->snap_ = std::move(snap);
-  s->listener_cfg_ = route.config;
-  s->listener_pool_ = route.pool;
-  s->transport_ = &t;
-  worker.add_h2_session(s);
-  count(worker.stats().h2_connections);
-  uv_timer_init(worker.loop(), &s->timer_);
-  s->timer_.data = s;
-  s->open_handles_ = 2;
-  return s;
-}
-
-void Http2Session::begin() noexcept {
-  if (listener_cfg_ == nullptr) close_now();
-  else start();
-  if (worker_.draining()) drain();
-}
-
-bool Http2Session::adopt(Worker& worker, Http1Session& holder, tls::TlsTransport& tls,
-                         std::shared_ptr<const Snapshot>& snap, ListenerRoute route,
-                         ListenerSlot& slot) noexcept {
-  // The holder's connection counts (open, total, max_connections slot) carry over.
-  Http2Session* s = over(worker, tls, std::move(snap), std::move(route));
-  if (s == nullptr) return false;
-  s->slot_ = std::move(slot);
-  s->tls_ = &tls;
-  s->holder_ = &holder;
-  tls.set_events(*s);
-  s->begin();
-  return true;
-}
-
-net::TransportEvents* Http2Session::attach(Worker& worker, net::Transport& t,
-                                           ListenerRoute route) noexcept {
-  Http2Session* s = over(worker, t, nullptr, route);
-  if (s == nullptr) return nullptr;
-  s->slot_.hold(std::move(route.state));
-  worker.stats().client_connections_open.fetch_add(1, std::memory_order_relaxed);
-  worker.stats().client_connections_total.fetch_add(1, std::memory_order_relaxed);
-  s->begin();
-  return s;
+  if (buf_ != nullptr) worker_.buffers().put(buf_);
 }
 
 void Http2Session::start() noexcept {
-  char ip[64];
-  client_ip_.assign(ip, transport_->peer().format(ip, sizeof ip));
-  if (!init_session()) {
+  state_ = Http2WorkerState::of(worker_);
+  if (state_ == nullptr || !init_session()) {
     close_now();
     return;
   }
-  transport_->start_reading();
+  transport_.start_reading();
+  if (conn_.awaiting_proxy_header()) {
+    // The server preface waits for the PROXY header: the first read (on_read, which the
+    // transport calls only once the header is whole) flushes it. header_timeout bounds it.
+    conn_.set_timeout(listener()->header_timeout_ms);
+    return;
+  }
   arm_timer();
   flush();
 }
@@ -247,6 +213,7 @@ void Http2Session::start() noexcept {
 bool Http2Session::init_session() noexcept {
   nghttp2_session_callbacks* cbs = nullptr;
   if (nghttp2_session_callbacks_new(&cbs) != 0) return false;
+  nghttp2_session_callbacks_set_on_begin_frame_callback(cbs, &Http2Callbacks::on_begin_frame);
   nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, &Http2Callbacks::on_begin_headers);
   nghttp2_session_callbacks_set_on_header_callback(cbs, &Http2Callbacks::on_header);
   nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, &Http2Callbacks::on_frame_recv);
@@ -259,7 +226,7 @@ bool Http2Session::init_session() noexcept {
     nghttp2_session_callbacks_del(cbs);
     return false;
   }
-  const config::ListenerConfig& l = *listener_cfg_;
+  const config::ListenerConfig& l = *listener();
   nghttp2_option_set_no_auto_window_update(opt, 1);
   nghttp2_option_set_max_deflate_dynamic_table_size(opt, 4096);
   // Flood defences (Debian's 1.52.0-1+deb12u3 carries the CVE-2023-44487 and CVE-2024-28182
@@ -274,7 +241,7 @@ bool Http2Session::init_session() noexcept {
   nghttp2_option_set_max_outbound_ack(opt, 1000);
   nghttp2_option_set_max_settings(opt, 32);
   nghttp2_option_set_no_closed_streams(opt, 1);
-  int rv = nghttp2_session_server_new3(&ng_, cbs, this, opt, worker_.h2_mem().mem());
+  int rv = nghttp2_session_server_new3(&ng_, cbs, this, opt, state_->mem.mem());
   nghttp2_option_del(opt);
   nghttp2_session_callbacks_del(cbs);
   if (rv != 0) return false;
@@ -288,8 +255,33 @@ bool Http2Session::init_session() noexcept {
   return nghttp2_submit_settings(ng_, NGHTTP2_FLAG_NONE, iv, std::size(iv)) == 0;
 }
 
+void Http2Session::ClosedStreams::add(int32_t id, bool by_us) noexcept {
+  ids[next] = id;
+  reset_by_us[next] = by_us;
+  next = static_cast<uint8_t>((next + 1) % ids.size());
+}
+
+Http2Session::ClosedStreams::Seen Http2Session::ClosedStreams::find(int32_t id) const noexcept {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] == id) return reset_by_us[i] ? Seen::kResetByUs : Seen::kClosed;
+  }
+  return Seen::kNo;
+}
+
+uint32_t Http2Session::headers_on_old_stream(int32_t id) const noexcept {
+  // A stream id above the last one opened opens a stream (nghttp2 checks the rest); an even one
+  // is nghttp2's PROTOCOL_ERROR already.
+  if ((id & 1) == 0 || id > nghttp2_session_get_last_proc_stream_id(ng_)) return 0;
+  switch (closed_.find(id)) {
+    case ClosedStreams::Seen::kResetByUs: return 0;  // nghttp2 ignores it
+    case ClosedStreams::Seen::kClosed: return NGHTTP2_STREAM_CLOSED;
+    case ClosedStreams::Seen::kNo: break;
+  }
+  return NGHTTP2_PROTOCOL_ERROR;
+}
+
 bool Http2Session::take_reset_token() noexcept {
-  const double rate = listener_cfg_->h2_max_resets_per_second;
+  const double rate = listener()->h2_max_resets_per_second;
   uint64_t now = worker_.now_ms();
   reset_tokens_ = std::min(rate * 10, reset_tokens_ + rate * static_cast<double>(now - reset_refill_ms_) / 1000.0);
   reset_refill_ms_ = now;
@@ -298,8 +290,7 @@ bool Http2Session::take_reset_token() noexcept {
   return true;
 }
 
-void Http2Session::close_now() noexcept {
-  if (closing_) return;
+void Http2Session::on_closing() noexcept {
   closing_ = true;
   // Every stream still running ends as a client abort.
   std::vector<Http2Stream*> streams;
@@ -307,31 +298,13 @@ void Http2Session::close_now() noexcept {
   for (Http2Stream* st : streams) {
     if (ng_ != nullptr) nghttp2_session_set_stream_user_data(ng_, st->id(), nullptr);
     if (st->exchange_running()) st->abort_exchange();
-    worker_.give_h2_stream(st);
+    state_->give_stream(st);
   }
-  worker_.stats().client_connections_open.fetch_sub(1, std::memory_order_relaxed);
   count(worker_.stats().h2_connections_closed);
-  slot_.release();
-  worker_.remove_h2_session(this);
   if (flush_queued_) {
     flush_queued_ = false;
-    worker_.cancel_h2_flush(this);
+    worker_.cancel_flush(this);
   }
-  uv_close(reinterpret_cast<uv_handle_t*>(&timer_), &Http2Session::on_timer_closed);
-  if (open_handles_ == 2) transport_->close();
-}
-
-void Http2Session::on_timer_closed(uv_handle_t* h) noexcept {
-  static_cast<Http2Session*>(h->data)->handle_closed();
-}
-
-void Http2Session::on_transport_closed() noexcept { handle_closed(); }
-
-void Http2Session::handle_closed() noexcept {
-  if (--open_handles_ > 0) return;
-  if (buf_ != nullptr) worker_.buffers().put(buf_);
-  if (holder_ != nullptr) Http1Session::free_holder(holder_);
-  delete this;
 }
 
 void Http2Session::stream_gone(Http2Stream* st) noexcept {
@@ -340,7 +313,7 @@ void Http2Session::stream_gone(Http2Stream* st) noexcept {
     *it = streams_.back();
     streams_.pop_back();
   }
-  worker_.give_h2_stream(st);
+  state_->give_stream(st);
 }
 
 void Http2Session::drain() noexcept {
@@ -355,37 +328,36 @@ void Http2Session::drain() noexcept {
 // Reading, writing, the timeout
 
 void Http2Session::arm_timer() noexcept {
-  if (closing_ || listener_cfg_ == nullptr) return;
+  const config::ListenerConfig* l = listener();
+  if (closing_ || l == nullptr) return;
   // No stream: the idle timeout; streams open: the client must show life within the body
   // timeout (a zero-window stall, a stream that never ends its body).
-  uint64_t ms = streams_.empty() ? listener_cfg_->idle_timeout_ms : listener_cfg_->body_timeout_ms;
-  uv_timer_start(&timer_, &Http2Session::on_timer, ms, 0);
+  conn_.set_timeout(streams_.empty() ? l->idle_timeout_ms : l->body_timeout_ms);
 }
 
-void Http2Session::on_timer(uv_timer_t* t) noexcept {
-  auto* s = static_cast<Http2Session*>(t->data);
-  if (s->closing_) return;
-  bool client_stalled = s->streams_.empty();
-  for (Http2Stream* st : s->streams_) client_stalled = client_stalled || st->client_stalled();
+void Http2Session::on_timeout() noexcept {
+  if (closing_) return;
+  bool client_stalled = streams_.empty();
+  for (Http2Stream* st : streams_) client_stalled = client_stalled || st->client_stalled();
   if (!client_stalled) {
     // The exchanges wait for their backends (whose own timeouts apply), not for the client.
-    s->arm_timer();
+    arm_timer();
     return;
   }
-  count(s->worker_.stats().h2_floods[kH2FloodTimeout]);
-  if (s->ng_ != nullptr) {
-    nghttp2_session_terminate_session(s->ng_, NGHTTP2_NO_ERROR);
-    s->flush_now();  // the GOAWAY, as far as the socket takes it now
+  count(worker_.stats().h2_floods[kH2FloodTimeout]);
+  if (ng_ != nullptr) {
+    nghttp2_session_terminate_session(ng_, NGHTTP2_NO_ERROR);
+    flush_now();  // the GOAWAY, as far as the socket takes it now
   }
-  s->close_now();
+  close_now();
 }
 
-void Http2Session::on_transport_alloc(uv_buf_t* buf) noexcept {
+void Http2Session::on_alloc(uv_buf_t* buf) noexcept {
   if (buf_ == nullptr) buf_ = worker_.buffers().get();
   *buf = uv_buf_init(buf_, static_cast<unsigned>(BufferPool::kSize));
 }
 
-void Http2Session::on_transport_read(ssize_t nread) noexcept {
+void Http2Session::on_read(ssize_t nread) noexcept {
   if (closing_ || nread == 0) return;
   if (nread < 0) {
     close_now();
@@ -419,7 +391,7 @@ void Http2Session::flush() noexcept {
   // While flushing, flush_now's own loop picks up what the streams queue (want_write).
   if (closing_ || flush_queued_ || flushing_ || ng_ == nullptr) return;
   flush_queued_ = true;
-  worker_.want_h2_flush(this);
+  worker_.want_flush(this);
 }
 
 void Http2Session::flush_now() noexcept {
@@ -444,14 +416,14 @@ void Http2Session::flush_now() noexcept {
     if (!out_q_.pending && !out_.empty()) {
       out_q_.clear();
       out_q_.push(out_.data(), out_.size());
-      int r = transport_->write(out_q_);
+      int r = transport_.write(out_q_);
       if (r < 0) {
         flushing_ = false;
         close_now();
         return;
       }
       // A pending write on a plain socket still points into out_ (on_transport_written clears).
-      if (r == 0 || transport_->consumes_on_write()) out_.clear();
+      if (r == 0 || transport_.consumes_on_write()) out_.clear();
     }
     if (out_q_.pending) break;  // on_transport_written continues
     // The output is free again: the streams whose sink stopped move on (and may queue more).
@@ -474,7 +446,7 @@ bool Http2Session::put_data_frame(const char* frame, size_t len) noexcept {
   // Below this a payload is copied with the frames around it: writing it alone would make a
   // TLS record and a socket write per small response (measured: small responses cost 40% more).
   constexpr size_t kDirectMin = 4096;
-  if (!transport_->consumes_on_write() || len < kDirectMin) {
+  if (!transport_.consumes_on_write() || len < kDirectMin) {
     out_.append(frame, len);  // h2c: the one copy (the write may be pending for a while)
     return true;
   }
@@ -482,15 +454,15 @@ bool Http2Session::put_data_frame(const char* frame, size_t len) noexcept {
   out_q_.clear();
   if (!out_.empty()) out_q_.push(out_.data(), out_.size());  // the frames before it, in order
   out_q_.push(frame, len);
-  int r = transport_->write(out_q_);  // encrypted before it returns; 1: pending, out_q_ says so
+  int r = transport_.write(out_q_);  // encrypted before it returns; 1: pending, out_q_ says so
   out_.clear();
   return r >= 0;
 }
 
-void Http2Session::on_transport_written(int status) noexcept {
+void Http2Session::on_written(int status) noexcept {
   out_q_.pending = false;
   out_q_.clear();
-  if (!transport_->consumes_on_write()) out_.clear();  // what the pending write pointed at
+  if (!transport_.consumes_on_write()) out_.clear();  // what the pending write pointed at
   if (closing_) return;
   if (status < 0) {
     close_now();

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "rondel/http/request_rules.h"
 #include "rondel/http/writer.h"
 #include "rondel/proxy/http2_session.h"
 
@@ -113,9 +114,10 @@ bool Http2Stream::add_header(std::string_view name, std::string_view value, uint
   return true;
 }
 
-bool Http2Stream::finish_head(bool end_stream) {
+http::RuleVerdict Http2Stream::finish_head(bool end_stream) {
   headers_.clear();
-  std::string_view authority, host;
+  std::string_view authority;
+  bool has_authority = false;
   head_ = http::RequestHead{};
   for (size_t i = 0; i < hoff_.size(); i += 3) {
     std::string_view n(hbuf_.data() + hoff_[i], hoff_[i + 1]);
@@ -123,28 +125,28 @@ bool Http2Stream::finish_head(bool end_stream) {
     if (!n.empty() && n[0] == ':') {
       if (n == ":method") head_.method = v;
       else if (n == ":path") head_.target = v;
-      else if (n == ":authority") authority = v;
+      else if (n == ":authority") authority = v, has_authority = true;
       continue;
     }
-    if (n == "host") host = v;
     if (n == "content-length") {
-      uint64_t len = 0;
-      for (char c : v) {
-        if (c < '0' || c > '9') return false;
-        len = len * 10 + static_cast<uint64_t>(c - '0');
-      }
+      const std::optional<uint64_t> len = http::parse_content_length(v);
+      if (!len || head_.framing == http::Framing::kLength) return {400, "bad_content_length"};
       head_.framing = http::Framing::kLength;
-      head_.content_length = len;
+      head_.content_length = *len;
     }
     headers_.push_back(http::Header{n, v, false});
   }
-  if (head_.method.empty() || head_.target.empty()) return false;
-  // Host from :authority, as an HTTP/1 request for that URL carries it.
-  if (host.empty() && !authority.empty()) {
-    host = authority;
+  if (head_.method.empty()) return {400, "bad_method"};
+  // The rules an HTTP/1 request for the same URL goes through (rondel/http/request_rules.h).
+  if (auto v = http::check_target(head_.method, head_.target, http::TargetForms::kHttp2)) return v;
+  // RFC 9113 8.3.1: Host is made from :authority when the request has no host field.
+  if (has_authority && std::none_of(headers_.begin(), headers_.end(), [](const http::Header& h) {
+        return h.name == "host";
+      })) {
     headers_.insert(headers_.begin(), http::Header{"host", authority, false});
   }
-  head_.host = host;
+  if (auto v = http::resolve_authority(head_, headers_, authority, has_authority)) return v;
+  s_->worker().hop_by_hop_marker().mark(headers_);  // te: trailers, trailer, Connection-named
   head_.headers = headers_;
   head_.is_head = head_.method == "HEAD";
   head_.idempotent = idempotent_method(head_.method);
@@ -155,7 +157,26 @@ bool Http2Stream::finish_head(bool end_stream) {
   } else if (head_.framing != http::Framing::kLength) {
     head_.framing = http::Framing::kChunked;  // a body of unknown length: chunked to the backend
   }
-  return true;
+  return {};
+}
+
+void Http2Stream::refuse(const http::RuleVerdict& v) noexcept {
+  Worker& w = s_->worker();
+  start_ns_ = uv_hrtime();
+  w.stats().requests.fetch_add(1, std::memory_order_relaxed);
+  const Failure f = Failure::refused(v.status);
+  w.stats().rejected[static_cast<size_t>(f.reject)].fetch_add(1, std::memory_order_relaxed);
+  if (w.log().enabled(Level::kWarn)) {
+    std::string kv = "status=" + std::to_string(v.status) + " reason=" + std::string(v.reason) +
+                     " client=" + std::string(s_->client_ip()) + " stream=" + std::to_string(id_);
+    w.log().log_limited(Level::kWarn, w.now_ms(), "request_rejected", kv);
+  }
+  sink_local(v.status);
+  ExchangeState st;
+  st.status = v.status;
+  st.response = ResponseState::kLocal;
+  st.start_ns = start_ns_;
+  record_request_end(w, st, &head_, client_side(), Outcome::kRejected, false);
 }
 
 void Http2Stream::start() noexcept {
@@ -181,9 +202,9 @@ void Http2Stream::start() noexcept {
   if (ex_->start(rq) == Exchange::Start::kNoKey) {
     w.give_exchange(ex_);
     ex_ = nullptr;
-    w.stats().rejected[static_cast<size_t>(Reject::kBadRequest)].fetch_add(
-        1, std::memory_order_relaxed);
-    sink_local(400);
+    const Failure f = Failure::refused(400);
+    w.stats().rejected[static_cast<size_t>(f.reject)].fetch_add(1, std::memory_order_relaxed);
+    sink_local(f.status);
   }
 }
 
@@ -405,12 +426,8 @@ void Http2Stream::on_exchange_done(Exchange& ex, Outcome outcome) noexcept {
   // buffer's, which goes with the exchange: nothing more is sent from it.
   lent_ = nullptr;
   lent_len_ = 0;
-  const ExchangeState& st = ex.state();
-  log_access(outcome, st);
+  const ExchangeState& st = ex.state();  // its end was recorded (client_side())
   Worker& w = s_->worker();
-  if (w.on_exchange != nullptr && st.pool != nullptr) {
-    w.on_exchange(w.on_exchange_ctx, ex.record(bytes_in_, bytes_out_));
-  }
   if (outcome != Outcome::kOk && st.response != ResponseState::kLocal && resp_submitted_ &&
       !closed_ && !gone_) {
     // Part of the response went out: resetting the stream is the only signal left.
@@ -437,35 +454,16 @@ bool Http2Stream::on_close(uint32_t) noexcept {
   return true;
 }
 
-void Http2Stream::log_access(Outcome outcome, const ExchangeState& st) noexcept {
-  LogSink& sink = s_->worker().access_log();
-  if (!sink.enabled()) return;
-  AccessRecord r;
-  r.client = s_->client_ip();
-  r.method = head_.method;
-  r.target = head_.target;
-  r.status = st.status;
-  r.bytes_in = bytes_in_;
-  r.bytes_out = bytes_out_;
-  if (st.pool != nullptr) r.pool = st.pool->name();
-  if (st.backend != core::kNoBackend) r.backend = st.pool->backend(st.backend).id();
-  if (st.owner != core::kNoBackend && st.keyed) r.owner = st.pool->backend(st.owner).id();
-  r.hops = st.hops;
-  r.attempts = st.attempts;
-  r.duration_us = (uv_hrtime() - start_ns_) / 1000;
-  r.outcome = outcome_name(outcome);
-  r.proto = "h2";
-  if (const tls::TlsTransport* t = s_->tls()) {
-    tls::TlsTransport::LogFields f = t->log_fields();
-    r.tls_version = f.version;
-    r.sni = f.sni;
-    r.tls_resumed = f.resumed;
-  }
-  r.stream = static_cast<uint64_t>(id_);
-  r.worker = s_->worker().id();
-  std::string& l = s_->worker().log_line();
-  format_access(r, sink.format(), l);
-  sink.write(l);
+ClientSide Http2Stream::client_side() noexcept {
+  ClientSide c;
+  c.client = s_->client_ip();
+  c.bytes_in = bytes_in_;
+  c.bytes_out = bytes_out_;
+  c.proto = "h2";
+  c.stream = static_cast<uint64_t>(id_);
+  c.tls = s_->tls();
+  c.listener_pool = s_->pool();
+  return c;
 }
 
 }  // namespace rondel::proxy

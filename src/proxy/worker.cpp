@@ -3,8 +3,7 @@
 
 #include "rondel/proxy/backend_state.h"
 #include "rondel/proxy/exchange.h"
-#include "rondel/proxy/http1_session.h"
-#include "rondel/proxy/http2_session.h"
+#include "rondel/proxy/client_connection.h"
 
 namespace rondel::proxy {
 
@@ -61,39 +60,13 @@ Worker::Worker(uv_loop_t* loop, Logger& log, LogSink& access_log, WorkerStats& s
       access_log_(access_log),
       stats_(stats),
       splice_poller_(loop),
-      timeouts_(loop, &Http1Session::on_timeout),
+      timeouts_(loop, &ClientConnection::on_timeout),
       id_(id) {}
 
 Worker::~Worker() {
+  for (auto& c : codec_states_) c.reset();  // their pooled objects may hold exchanges
   for (Exchange* ex : free_exchanges_) delete ex;
-  for (Http1Buffers* cb : free_http1_) delete cb;
-  for (Http2Stream* st : free_h2_streams_) delete st;
 }
-
-namespace {
-
-bool same_limits(const http::Limits& a, const http::Limits& b) noexcept {
-  return a.max_request_line == b.max_request_line && a.max_header_bytes == b.max_header_bytes &&
-         a.max_headers == b.max_headers && a.max_body_bytes == b.max_body_bytes;
-}
-
-constexpr size_t kPoolReserve = 1024;
-
-// Keeps `p` in `free` within the reserve, else deletes it.
-template <typename T>
-void keep_or_delete(std::vector<T*>& free, T* p) noexcept {
-  if (free.size() >= kPoolReserve) {
-    delete p;
-    return;
-  }
-  try {
-    free.push_back(p);  // allocates only when the reserve grows (doubling)
-  } catch (...) {
-    delete p;
-  }
-}
-
-}  // namespace
 
 Exchange* Worker::take_exchange() noexcept {
   if (free_exchanges_.empty()) return new (std::nothrow) Exchange(*this);
@@ -108,47 +81,14 @@ void Worker::give_exchange(Exchange* ex) noexcept {
     return;
   }
   ex->recycle();
-  keep_or_delete(free_exchanges_, ex);
-}
-
-Http1Buffers* Worker::take_http1(const http::Limits& limits) noexcept {
-  // Most recently returned first; a listener with other limits looks further.
-  for (size_t i = free_http1_.size(); i-- > 0;) {
-    Http1Buffers* cb = free_http1_[i];
-    if (same_limits(cb->limits, limits)) {
-      free_http1_[i] = free_http1_.back();
-      free_http1_.pop_back();
-      return cb;
-    }
-  }
-  return new (std::nothrow) Http1Buffers(limits);
-}
-
-void Worker::give_http1(Http1Buffers* cb) noexcept {
-  cb->req_parser.reset();
-  cb->to_client.clear();
-  if (cb->resp_head_out.capacity() > kMaxPooledStringCapacity) std::string().swap(cb->resp_head_out);
-  keep_or_delete(free_http1_, cb);
-}
-
-Http2Stream* Worker::take_h2_stream(Http2Session& s, int32_t id) noexcept {
-  if (free_h2_streams_.empty()) return new (std::nothrow) Http2Stream(s, id);
-  Http2Stream* st = free_h2_streams_.back();
-  free_h2_streams_.pop_back();
-  st->reuse(s, id);
-  return st;
-}
-
-void Worker::give_h2_stream(Http2Stream* st) noexcept {
-  st->reuse(st->session(), 0);  // gives its exchange back now, trims its buffers
-  keep_or_delete(free_h2_streams_, st);
+  keep_or_delete(free_exchanges_, ex, kPoolReserve);
 }
 
 void Worker::publish(std::shared_ptr<const Snapshot> snap) {
   if (snap && scratch_.size() < snap->max_scratch_words()) scratch_.resize(snap->max_scratch_words());
   std::shared_ptr<const Snapshot> old = std::move(snapshot_);
   snapshot_ = std::move(snap);
-  drain_removed_h2();
+  drain_removed_listeners();
   if (old) {
     // Idle connections are this loop's handles: close them here, not in ~BackendState (which
     // may run on another thread once the last snapshot naming the backend is released).
@@ -161,16 +101,14 @@ void Worker::publish(std::shared_ptr<const Snapshot> snap) {
   }
 }
 
-void Worker::drain_removed_h2() noexcept {
+void Worker::drain_removed_listeners() noexcept {
   if (!snapshot_) return;  // stopping: close_all follows
-  // HTTP/2 connections of a listener the new configuration no longer has get GOAWAY NO_ERROR
-  // (their open streams finish, on the snapshot they started with); HTTP/1 connections answer
+  // Connections of a listener the new configuration no longer has: HTTP/2 ones get GOAWAY
+  // NO_ERROR (their open streams finish, on the snapshot they started with); HTTP/1 ones answer
   // their next request 503 instead (Http1Session::on_request_head).
-  for (Http2Session* h = h2_head_; h != nullptr;) {
-    Http2Session* next = h->next_;
-    if (snapshot_->route(h->listener_name()).config == nullptr) h->drain();
-    h = next;
-  }
+  connections_.for_each([&](ClientConnection& c) {
+    if (snapshot_->route(c.listener_name()).config == nullptr) c.listener_removed();
+  });
 }
 
 std::span<uint64_t> Worker::scratch(size_t words) {
@@ -179,77 +117,36 @@ std::span<uint64_t> Worker::scratch(size_t words) {
 }
 
 void Worker::accept(uv_stream_t* server, const std::string& listener_name) {
-  ListenerRoute r = snapshot_ ? snapshot_->route(listener_name) : ListenerRoute{};
-  // On TLS the handshake's ALPN chooses the codec: Http1Session runs the handshake and hands an
-  // h2 connection to an Http2Session (Http1Session::on_transport_ready).
-  if (r.tls == nullptr && choose_client_protocol(r.config, {}) == ClientProtocol::kHttp2) {
-    Http2Session::accept(*this, server, listener_name);
-    return;
-  }
-  Http1Session::accept(*this, server, listener_name);
+  ClientConnection::accept(*this, server, listener_name);
 }
 
 void Worker::drain() {
   draining_ = true;
-  Http1Session* s = sessions_head_;
-  while (s != nullptr) {
-    Http1Session* next = s->next_;
-    s->drain();
-    s = next;
-  }
-  for (Http2Session* h = h2_head_; h != nullptr;) {
-    Http2Session* next = h->next_;
-    h->drain();
-    h = next;
-  }
+  connections_.for_each([](ClientConnection& c) { c.drain(); });
 }
 
 void Worker::close_all() {
   draining_ = true;
-  while (sessions_head_ != nullptr) sessions_head_->close_now_public();
-  while (h2_head_ != nullptr) h2_head_->close_now();
+  while (ClientConnection* c = connections_.front()) c->close();
   timeouts_.close();
   splice_poller_.close();  // every relay went with its exchange above
   flush_closed_ = true;
   if (flush_check_ready_) uv_close(reinterpret_cast<uv_handle_t*>(&flush_check_), nullptr);
 }
 
-
-void Worker::add_session(Http1Session* s) noexcept {
-  s->prev_ = nullptr;
-  s->next_ = sessions_head_;
-  if (sessions_head_ != nullptr) sessions_head_->prev_ = s;
-  sessions_head_ = s;
+void Worker::add_connection(ClientConnection& c) noexcept {
+  connections_.push_front(c);
   sessions_.fetch_add(1, std::memory_order_relaxed);
 }
 
-void Worker::remove_session(Http1Session* s) noexcept {
-  if (s->prev_ != nullptr) s->prev_->next_ = s->next_;
-  else if (sessions_head_ == s) sessions_head_ = s->next_;
-  else return;  // not in the list
-  if (s->next_ != nullptr) s->next_->prev_ = s->prev_;
-  s->prev_ = s->next_ = nullptr;
+void Worker::remove_connection(ClientConnection& c) noexcept {
+  auto& node = static_cast<util::ListNode<ClientConnectionTag>&>(c);
+  if (!node.linked()) return;
+  node.unlink();
   sessions_.fetch_sub(1, std::memory_order_relaxed);
 }
 
-void Worker::add_h2_session(Http2Session* s) noexcept {
-  s->prev_ = nullptr;
-  s->next_ = h2_head_;
-  if (h2_head_ != nullptr) h2_head_->prev_ = s;
-  h2_head_ = s;
-  sessions_.fetch_add(1, std::memory_order_relaxed);
-}
-
-void Worker::remove_h2_session(Http2Session* s) noexcept {
-  if (s->prev_ != nullptr) s->prev_->next_ = s->next_;
-  else if (h2_head_ == s) h2_head_ = s->next_;
-  else return;  // not in the list
-  if (s->next_ != nullptr) s->next_->prev_ = s->prev_;
-  s->prev_ = s->next_ = nullptr;
-  sessions_.fetch_sub(1, std::memory_order_relaxed);
-}
-
-void Worker::want_h2_flush(Http2Session* s) noexcept {
+void Worker::want_flush(ClientCodec* s) noexcept {
   if (flush_closed_) return;  // stopping: the session is closed with the rest
   if (!flush_check_ready_) {
     // Made by the first HTTP/2 session that writes, as the TimeoutQueue makes its timer: a
@@ -257,15 +154,15 @@ void Worker::want_h2_flush(Http2Session* s) noexcept {
     uv_check_init(loop_, &flush_check_);
     flush_check_.data = this;
     flush_check_ready_ = true;
-    h2_flush_.reserve(64);
+    flush_.reserve(64);
   }
-  h2_flush_.push_back(s);
+  flush_.push_back(s);
   auto* check = reinterpret_cast<uv_handle_t*>(&flush_check_);
   if (!uv_is_active(check)) uv_check_start(&flush_check_, &Worker::on_flush_check);
 }
 
-void Worker::cancel_h2_flush(Http2Session* s) noexcept {
-  for (Http2Session*& q : h2_flush_) {
+void Worker::cancel_flush(ClientCodec* s) noexcept {
+  for (ClientCodec*& q : flush_) {
     if (q == s) q = nullptr;
   }
 }
@@ -274,12 +171,12 @@ void Worker::on_flush_check(uv_check_t* h) noexcept {
   auto* w = static_cast<Worker*>(h->data);
   // A session that asks again while being served (its write completed at once and a stream
   // queued more) is appended and served in this same pass.
-  for (size_t i = 0; i < w->h2_flush_.size(); ++i) {
-    Http2Session* s = w->h2_flush_[i];
-    w->h2_flush_[i] = nullptr;
-    if (s != nullptr) s->flush_queued();
+  for (size_t i = 0; i < w->flush_.size(); ++i) {
+    ClientCodec* s = w->flush_[i];
+    w->flush_[i] = nullptr;
+    if (s != nullptr) s->on_flush();
   }
-  w->h2_flush_.clear();
+  w->flush_.clear();
   uv_check_stop(h);
 }
 

@@ -1,6 +1,7 @@
-// Admin endpoint: the admin connection, the route table and the small views (/healthz, /readyz,
-// /metrics, /ui, /api/route, POST /api/diff); /api/pools and /api/ring are in admin_views.cpp, the metrics in
-// metrics.cpp, and the /ui page is compiled in from src/server/ui/index.html.
+// Admin endpoint: the route table and the small views (/healthz, /readyz,
+// /metrics, /ui, /api/route, POST /api/diff); the connection is in admin_conn.cpp, /api/pools
+// and /api/ring in admin_views.cpp, the metrics in metrics.cpp, and the /ui page is compiled in
+// from src/server/ui/index.html.
 #include "rondel/server/admin.h"
 
 #include <algorithm>
@@ -40,7 +41,9 @@ int hex_digit(char c) noexcept {
 }
 }  // namespace
 
-std::string url_decode(std::string_view s) {
+namespace {
+// %XX decoded (an invalid escape kept as is); '+' a space when `plus_is_space`.
+std::string percent_decode(std::string_view s, bool plus_is_space) {
   std::string out;
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] == '%' && i + 2 < s.size()) {
@@ -51,10 +54,14 @@ std::string url_decode(std::string_view s) {
         continue;
       }
     }
-    out += s[i] == '+' ? ' ' : s[i];
+    out += plus_is_space && s[i] == '+' ? ' ' : s[i];
   }
   return out;
 }
+}  // namespace
+
+std::string url_decode(std::string_view s) { return percent_decode(s, true); }
+std::string path_decode(std::string_view s) { return percent_decode(s, false); }
 
 }  // namespace admin_detail
 
@@ -65,7 +72,6 @@ using admin_detail::json_string;
 using admin_detail::json_uint;
 using admin_detail::url_decode;
 
-constexpr size_t kMaxAdminRequest = 16 * 1024;
 constexpr std::string_view kText = "text/plain; charset=utf-8";
 constexpr std::string_view kJson = "application/json";
 constexpr std::string_view kPrometheus = "text/plain; version=0.0.4; charset=utf-8";
@@ -73,181 +79,7 @@ constexpr std::string_view kHtml = "text/html; charset=utf-8";
 // Paths below this one name a pool's backend (admin_ops.cpp); /api/pools itself is a view.
 constexpr std::string_view kBackendPathPrefix = "/api/pools/";
 
-// The reason phrases the admin endpoint sends.
-constexpr std::pair<int, std::string_view> kReasons[] = {
-    {200, "OK"}, {400, "Bad Request"}, {401, "Unauthorized"}, {403, "Forbidden"},
-    {404, "Not Found"}, {405, "Method Not Allowed"}, {409, "Conflict"}, {413, "Content Too Large"},
-    {431, "Request Header Fields Too Large"}, {500, "Internal Server Error"},
-    {503, "Service Unavailable"}};
-
-std::string_view reason(int status) noexcept {
-  for (const auto& [code, text] : kReasons) {
-    if (code == status) return text;
-  }
-  return "Error";
-}
-
-// One admin connection: reads one request, answers it, closes.
-class AdminConn final : public net::HandleCloser {
- public:
-  AdminConn(Admin& admin) : admin_(admin), parser_(http::Limits{}) {}
-  uv_tcp_t tcp{};
-  uv_write_t write_req{};
-
-  void start() {
-    tcp.data = this;
-    write_req.data = this;
-    uv_read_start(reinterpret_cast<uv_stream_t*>(&tcp), &on_alloc, &on_read);
-  }
-
- private:
-  void on_all_closed() noexcept override { delete this; }
-
-  static void on_alloc(uv_handle_t* h, size_t, uv_buf_t* buf) noexcept {
-    auto* c = static_cast<AdminConn*>(h->data);
-    *buf = uv_buf_init(c->rbuf_, sizeof c->rbuf_);
-  }
-
-  static void on_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) noexcept {
-    auto* c = static_cast<AdminConn*>(s->data);
-    if (n < 0) {
-      c->close_handle(reinterpret_cast<uv_handle_t*>(&c->tcp));
-      return;
-    }
-    c->received_ += static_cast<size_t>(n);
-    const char* p = buf->base;
-    size_t len = static_cast<size_t>(n);
-    // Until kNeedMore: after kHead or kBody the parser may end the message with no more bytes.
-    while (!c->answered_) {
-      http::Step st = c->parser_.feed(p, len);
-      p += st.consumed;
-      len -= st.consumed;
-      if (st.event == http::Event::kError) {
-        c->respond(c->parser_.error().status, "text/plain", "bad request\n");
-        return;
-      }
-      if (st.event == http::Event::kHead && c->parser_.head().method == "POST" &&
-          Admin::accepts_post(c->parser_.head().target)) {
-        c->post_target_ = c->parser_.head().target;  // the head ends with the message
-        continue;
-      }
-      if (!c->post_target_.empty() && c->collect_post(st)) return;
-      if (st.event == http::Event::kHead) {
-        const auto& h = c->parser_.head();
-        if (h.framing == http::Framing::kLength && h.content_length > Admin::kMaxAdminBody) {
-          c->respond(413, "application/json", "{\"error\":\"request body too large\"}\n");
-          return;
-        }
-        continue;  // the message ends right away (no body) or after its body
-      }
-      if (st.event == http::Event::kBody) {
-        if (c->body_.size() + st.body.size() > Admin::kMaxAdminBody) {
-          c->respond(413, "application/json", "{\"error\":\"request body too large\"}\n");
-          return;
-        }
-        c->body_.append(st.body);
-        continue;
-      }
-      if (st.event == http::Event::kMessageEnd) {
-        c->answer();
-        return;
-      }
-      break;  // kNeedMore
-    }
-    if (c->received_ > kMaxAdminRequest && c->post_target_.empty()) {
-      c->respond(431, "text/plain", "request too large\n");
-    }
-  }
-
-  // A POST route's body: gathers it and answers at its end. Returns true once answered.
-  bool collect_post(const http::Step& st) {
-    if (st.event == http::Event::kBody) {
-      if (post_body_.size() + st.body.size() > Admin::kMaxPostBody) {
-        respond(413, "text/plain", "body too large\n");
-        return true;
-      }
-      post_body_.append(st.body);
-      return false;
-    }
-    if (st.event != http::Event::kMessageEnd) return false;
-    int status = 200;
-    std::string ctype, body;
-    admin_.handle_post(post_target_, post_body_, status, ctype, body);
-    respond(status, ctype, body);
-    return true;
-  }
-
-  // The whole request is in: hand it to the admin.
-  void answer() {
-    const auto& h = parser_.head();
-    AdminRequest req{h.method, h.target, {}, body_};
-    for (const auto& f : h.headers) {
-      if (http::iequals(f.name, "authorization")) req.authorization = f.value;
-    }
-    AdminResponse res;
-    admin_.handle(req, res);
-    respond(res.status, res.content_type, res.body, h.method == "HEAD", res.headers);
-  }
-
-  void respond(int status, std::string_view ctype, std::string_view body, bool head_only = false,
-               std::string_view extra_headers = {}) {
-    answered_ = true;
-    uv_read_stop(reinterpret_cast<uv_stream_t*>(&tcp));
-    out_ = "HTTP/1.1 " + std::to_string(status) + " " + std::string(reason(status)) +
-           "\r\nContent-Type: " +
-           std::string(ctype) + "\r\nContent-Length: " + std::to_string(body.size()) +
-           "\r\n" + std::string(extra_headers) +
-           "Cache-Control: no-store\r\nConnection: close\r\n\r\n";
-    if (!head_only) out_ += body;
-    uv_buf_t b = uv_buf_init(out_.data(), static_cast<unsigned>(out_.size()));
-    if (uv_write(&write_req, reinterpret_cast<uv_stream_t*>(&tcp), &b, 1, &on_written) != 0) {
-      close_handle(reinterpret_cast<uv_handle_t*>(&tcp));
-    }
-  }
-
-  static void on_written(uv_write_t* req, int) noexcept {
-    auto* c = static_cast<AdminConn*>(req->data);
-    c->close_handle(reinterpret_cast<uv_handle_t*>(&c->tcp));
-  }
-
-  Admin& admin_;
-  http::RequestParser parser_;
-  char rbuf_[4096];
-  size_t received_ = 0;
-  bool answered_ = false;
-  std::string body_;  // the request body, at most Admin::kMaxAdminBody bytes
-  std::string out_;
-  std::string post_target_;  // set while reading the body of a POST route
-  std::string post_body_;
-};
-
 }  // namespace
-
-Admin::~Admin() { close(); }
-
-core::Result<bool> Admin::open(const config::Address& bind) {
-  auto accept = [this](uv_stream_t* server) {
-    auto* c = new AdminConn(*this);
-    uv_tcp_init(daemon_.loop(), &c->tcp);
-    c->tcp.data = c;
-    if (uv_accept(server, reinterpret_cast<uv_stream_t*>(&c->tcp)) != 0) {
-      c->close_handle(reinterpret_cast<uv_handle_t*>(&c->tcp));
-      return;
-    }
-    c->start();
-  };
-  auto l = net::TcpListener::open(daemon_.loop(), bind.host, bind.port, false, 128, accept);
-  if (!l) return l.error();
-  listener_ = *l;
-  return true;
-}
-
-void Admin::close() noexcept {
-  if (listener_ != nullptr) {
-    listener_->close();
-    listener_ = nullptr;
-  }
-}
 
 // Where each admin path goes; handle() walks this table.
 struct Admin::Route {

@@ -32,8 +32,12 @@ inline std::string_view health_name(proxy::Health h) noexcept {
   return "?";
 }
 
-// Decodes %XX and '+' in a query value (an invalid escape is kept as is).
+// Decodes %XX and '+' (a space: application/x-www-form-urlencoded) in a query value; an
+// invalid escape is kept as is.
 std::string url_decode(std::string_view s);
+// Decodes %XX in a path segment; '+' stays '+' (RFC 3986: it means a space only in a
+// form-encoded query, never in a path).
+std::string path_decode(std::string_view s);
 
 inline void json_string(std::string& out, std::string_view s) {
   util::JsonWriter::append_string(out, s);

@@ -5,7 +5,7 @@
 #include <string_view>
 
 #include "admin_json.h"
-#include "flat_json.h"
+#include "json_read.h"
 #include "rondel/http/message.h"
 #include "rondel/server/admin.h"
 #include "rondel/server/admin_states.h"
@@ -17,7 +17,7 @@ namespace rondel::server {
 namespace {
 
 using admin_detail::health_name;
-using admin_detail::url_decode;
+using admin_detail::path_decode;
 
 constexpr std::string_view kJson = "application/json";
 constexpr std::string_view kAllow = "Allow: GET, HEAD, PUT\r\n";
@@ -54,8 +54,8 @@ bool split_backend_path(std::string_view path, std::string& pool, std::string& i
   if (mid == std::string_view::npos || mid == 0) return false;
   std::string_view id_raw = rest.substr(mid + kMiddle.size());
   if (id_raw.empty() || id_raw.find('/') != std::string_view::npos) return false;
-  pool = url_decode(rest.substr(0, mid));
-  id = url_decode(id_raw);
+  pool = path_decode(rest.substr(0, mid));
+  id = path_decode(id_raw);
   return true;
 }
 
@@ -81,6 +81,8 @@ void backend_state_view(const proxy::Pool& p, core::BackendIndex i, const AdminS
   w.field("state", admin_state_name(b.admin_state()));
   w.field("weight", uint64_t{p.set()[i].weight});
   w.field("weight_override", s.weight.has_value());
+  // A stored override left out because the pool could not be built with it (apply_weights).
+  w.field("weight_override_skipped", s.weight.has_value() && *s.weight != p.set()[i].weight);
   w.field("health", health_name(b.health()));
   w.field("usable", b.usable());
   w.field("in_flight", uint64_t{b.in_flight.load()});
@@ -147,36 +149,30 @@ void Admin::serve_backend(const AdminRequest& req, std::string_view path, AdminR
 // goes back to the configured weight.
 void Admin::put_backend(const AdminRequest& req, const std::string& pool, const std::string& id,
                         AdminResponse& res) {
-  auto obj = FlatJson::parse(req.body);
+  auto obj = parse_json_object(req.body);
   if (!obj) {
     json_error(res, 400, "bad JSON: " + obj.error().message);
     return;
   }
   AdminSetting s = daemon_.admin_states().get(pool, id);
-  bool any = false;
-  for (const auto& [name, v] : obj->fields) {
+  for (const auto& [name, v] : *obj) {
     if (name == "state") {
-      if (v.kind != FlatJson::Kind::kString || !parse_admin_state(v.text, s.state)) {
+      if (!json_admin_state(v, s.state)) {
         json_error(res, 400, "\"state\" must be \"ready\", \"drain\" or \"maint\"");
         return;
       }
     } else if (name == "weight") {
-      uint64_t w = 0;
-      if (v.kind == FlatJson::Kind::kNull) {
-        s.weight.reset();
-      } else if (flat_json_uint(v, kMaxAdminWeight, w)) {
-        s.weight = static_cast<uint32_t>(w);
-      } else {
+      if (!json_admin_weight(v, s.weight)) {
         json_error(res, 400, "\"weight\" must be an integer 0..65535 or null");
         return;
       }
     } else {
-      json_error(res, 400, "unknown field \"" + name + "\" (expected \"state\", \"weight\")");
+      json_error(res, 400, "unknown field \"" + std::string(name) +
+                               "\" (expected \"state\", \"weight\")");
       return;
     }
-    any = true;
   }
-  if (!any) {
+  if (obj->empty()) {
     json_error(res, 400, "nothing to change: give \"state\" and/or \"weight\"");
     return;
   }

@@ -102,24 +102,7 @@ bool Daemon::start(config::Config cfg) {
   publish(*snap);
   after_publish(nullptr);
   if (!apply_listeners(cfg, true)) return false;
-  if (cfg.admin.enabled) {
-    metrics_ = std::make_unique<Metrics>(*this);
-    metrics_->set_snapshot(worker_->snapshot());
-    worker_->on_exchange = &Metrics::on_exchange;
-    worker_->on_exchange_ctx = metrics_->exchange_context(0);
-    for (auto& t : threads_) {
-      t->set_exchange_hook(&Metrics::on_exchange, metrics_->exchange_context(t->id()));
-    }
-    admin_ = std::make_unique<Admin>(*this);
-    auto ok = admin_->open(cfg.admin.bind);
-    if (!ok) {
-      log_.log(proxy::Level::kError, "admin_bind_failed", ok.error().message);
-      return false;
-    }
-    admin_bind_ = cfg.admin.bind.to_string();
-    log_.log(proxy::Level::kInfo, "admin_listening",
-             "addr=" + cfg.admin.bind.host + ":" + std::to_string(admin_->port()));
-  }
+  if (!open_admin(cfg)) return false;
   install_signals();
   uv_timer_init(&loop_, &tick_);
   tick_.data = this;
@@ -160,7 +143,7 @@ void Daemon::wait_for_dns(const config::Config& cfg) {
 core::Result<std::shared_ptr<const proxy::Snapshot>> Daemon::build_snapshot(
     const config::Config& cfg, uint64_t generation) {
   config::Config expanded = discovery_->expand(cfg);
-  admin_states_.apply_weights(expanded);
+  report_skipped_weights(admin_states_.apply_weights(expanded));
   for (const auto& p : expanded.pools) {
     // At start-up a pool with nothing to serve is a configuration error (exit 2). Once running,
     // one name that resolves to nothing must not block every reload and every other pool's DNS
@@ -392,6 +375,7 @@ bool Daemon::finish_reload(config::Config cfg) {
     return false;
   }
   ++generation_;
+  configure_admin(cfg.admin);
   if (auto tok = read_admin_token(cfg); !tok) {
     log_.log(proxy::Level::kError, "admin_token_unreadable",
              tok.error().message + " (the admin listener is read-only until it is readable)");

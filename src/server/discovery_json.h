@@ -7,6 +7,9 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
+
+#include "json_read.h"
 
 namespace rondel::server::djson {
 
@@ -29,11 +32,11 @@ inline const json::array* list(const json::value* v) {
   return v != nullptr ? v->if_array() : nullptr;
 }
 
-// Parses one document; null value (is_null) when it does not parse.
+// Parses one document, a JSON object (the admin's strict reader, json_read.h); a null value
+// (is_null) when it is not one.
 inline json::value parse(std::string_view text) {
-  boost::system::error_code ec;
-  json::value v = json::parse(json::string_view(text.data(), text.size()), ec);
-  return ec ? json::value() : v;
+  auto o = parse_json_object(text);
+  return o ? json::value(std::move(*o)) : json::value();
 }
 
 // Splits a streamed body into lines.

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "rondel/config/loader.h"
+#include "rondel/server/admin_checks.h"
 #include "rondel/server/ctl.h"
 #include "rondel/server/config_diff.h"
 #include "rondel/server/daemon.h"
@@ -96,6 +97,10 @@ int main(int argc, char** argv) {
   if (check) {
     // TLS certificates are loaded as a start would load them (match, expiry), each reported.
     if (!rondel::tls::check_certificates(lr.config, stdout, stderr)) return 1;
+    // What a start would warn about the admin section, state file included: still OK.
+    for (const auto& w : rondel::server::check_admin(lr.config)) {
+      std::fprintf(stderr, "rondel: warning: %s\n", w.text.c_str());
+    }
     // Discovery and fleet files (CA bundles, tokens), read as a start would; no source is asked.
     if (!rondel::server::check_discovery_files(lr.config, stderr)) return 1;
     std::puts("OK");

@@ -16,6 +16,7 @@
 
 #include "fuzz_util.h"
 #include "rondel/config/config.h"
+#include "rondel/proxy/client_connection.h"
 #include "rondel/proxy/http2_session.h"
 #include "rondel/proxy/log.h"
 #include "rondel/proxy/worker.h"
@@ -105,7 +106,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     proxy::Worker worker(&loop, log, sink, stats);
     auto state = std::make_shared<proxy::ListenerState>("fuzz");
     ScriptedTransport t;
-    t.events = proxy::Http2Session::attach(worker, t, {&kListener, nullptr, state, nullptr});
+    t.events = proxy::ClientConnection::attach(worker, t, {&kListener, nullptr, state, nullptr},
+                                               proxy::ClientProtocol::kHttp2);
     if (t.events != nullptr) {
       bool reported = false;
       auto report_close = [&] {

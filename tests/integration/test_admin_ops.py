@@ -106,7 +106,7 @@ class Operations(unittest.TestCase):
     def test_bad_requests_get_clear_errors(self):
         b = self.backends[0].address
         cases = [
-            ("{", 400, "bad JSON"),
+            ("{", 400, "bad JSON: incomplete JSON at byte 1"),
             ('{"state": "paused"}', 400, '"state" must be'),
             ('{"state": 1}', 400, '"state" must be'),
             ('{"weight": -1}', 400, '"weight" must be'),
@@ -114,7 +114,10 @@ class Operations(unittest.TestCase):
             ('{"weight": 70000}', 400, '"weight" must be'),
             ('{"colour": "red"}', 400, 'unknown field "colour"'),
             ('{}', 400, "nothing to change"),
-            ('{"state": {"x": 1}}', 400, "nested"),
+            ('{"state": {"x": 1}}', 400, '"state" must be'),
+            ('{"weight": 1e2}', 400, '"weight" must be'),
+            ('{"state": "drain",}', 400, "bad JSON: syntax error at byte 18"),
+            ('[{"state": "drain"}]', 400, "bad JSON: expected one JSON object, got an array"),
         ]
         for body, want_status, want_text in cases:
             status, hdrs, err = put(self.rondel, b, body)

@@ -39,29 +39,11 @@ import threading
 import time
 import unittest
 
+from h2_raw import (CONTINUATION, DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, PING,
+                    PRIORITY, PRIORITY_FLAG, RST_STREAM, SETTINGS, connect, frame, goaway_code,
+                    literal, read_frames_until, read_until_closed, request_block, send_all)
 from harness import (BackendGroup, ConnBackend, Rondel, main, metric_sum, read_head,
                      sanitized_build, scrape, wait_until)
-
-PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PING, GOAWAY, CONTINUATION = 0, 1, 2, 3, 4, 6, 7, 9
-END_STREAM, END_HEADERS, PRIORITY_FLAG = 0x1, 0x4, 0x20
-
-
-def frame(ftype, flags, stream, payload=b""):
-    return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + \
-        struct.pack(">I", stream) + payload
-
-
-def literal(index, value):
-    """HPACK literal field without indexing, name from the static table, value raw (< 127)."""
-    v = value.encode()
-    name = bytes([index]) if index < 15 else bytes([15, index - 15])  # 4-bit prefix integer
-    return name + bytes([len(v)]) + v
-
-
-def request_block(path="/"):
-    # :method GET, :scheme http (indexed), :path literal, :authority literal.
-    return b"\x82\x86" + literal(4, path) + literal(1, "127.0.0.1")
 
 
 def h2c_config(address, admin=True):
@@ -79,71 +61,6 @@ pools:
 {admin_block}log:
   level: info
 """
-
-
-def connect(port, settings=b""):
-    s = socket.create_connection(("127.0.0.1", port), timeout=10)
-    s.sendall(PREFACE + frame(SETTINGS, 0, 0, settings))
-    return s
-
-
-def read_until_closed(s, limit_s=10):
-    """Every frame (type, flags, stream, payload) until the peer closes."""
-    s.settimeout(limit_s)
-    buf = b""
-    try:
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            buf += chunk
-    except (ConnectionResetError, socket.timeout):
-        pass
-    frames = []
-    while len(buf) >= 9:
-        n = int.from_bytes(buf[:3], "big")
-        frames.append((buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF,
-                       buf[9:9 + n]))
-        buf = buf[9 + n:]
-    return frames
-
-
-def read_frames_until(s, done, buf=b"", limit_s=5):
-    """Frames (type, flags, stream, payload) as they arrive, until done(frame) holds for one, the
-    peer closes or limit_s passes; with the bytes of a frame not yet whole, for the next call."""
-    frames = []
-    deadline = time.monotonic() + limit_s
-    s.settimeout(limit_s)
-    while time.monotonic() < deadline:
-        try:
-            chunk = s.recv(65536)
-        except socket.timeout:
-            break
-        if not chunk:
-            break
-        buf += chunk
-        new = []
-        while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
-            n = int.from_bytes(buf[:3], "big")
-            new.append((buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF,
-                        buf[9:9 + n]))
-            buf = buf[9 + n:]
-        frames += new
-        if any(done(f) for f in new):
-            break
-    return frames, buf
-
-
-def goaway_code(frames):
-    codes = [struct.unpack(">II", p[:8])[1] for t, _, _, p in frames if t == GOAWAY]
-    return codes[-1] if codes else None
-
-
-def send_all(s, data):
-    try:
-        s.sendall(data)
-    except (BrokenPipeError, ConnectionResetError):
-        pass  # rondel closed first: that is the defence
 
 
 @unittest.skipIf(shutil.which("h2load") is None, "h2load is not installed")
@@ -636,8 +553,12 @@ class Http2AnswerBeforeRequestEnds(unittest.TestCase):
             self.assertTrue(resets, f"no RST_STREAM after the response: {mine}")
             self.assertLess(ends[0], resets[0], "the reset came before the response's end")
             self.assertEqual(struct.unpack(">I", mine[resets[0]][2])[0], 0, "not NO_ERROR")
-            # The connection goes on: another stream on it is served.
-            s.sendall(frame(HEADERS, END_HEADERS | END_STREAM, 3, request_block("/next")))
+            # A trailer section the client sent before it saw the reset is ignored, not a
+            # connection error (RFC 9113 5.1, "closed"; Http2Session::ClosedStreams), and the
+            # connection goes on: another stream on it is served.
+            trailers = b"\x00\x07x-trail\x01y"  # literal field, new name, not indexed
+            s.sendall(frame(HEADERS, END_HEADERS | END_STREAM, 1, trailers) +
+                      frame(HEADERS, END_HEADERS | END_STREAM, 3, request_block("/next")))
             frames, _ = read_frames_until(
                 s, lambda f: f[2] == 3 and f[1] & END_STREAM, buf=buf, limit_s=10)
             self.assertTrue(any(t == HEADERS and sid == 3 and p[:1] == b"\x88"

@@ -324,6 +324,10 @@ struct AdminConfig {
   bool enabled = false;
   Address bind;
   uint32_t hot_keys = 10;               // top-K hot keys exported; 0 = off
+  // Connection limits (HAProxy's `stats maxconn` and `stats timeout` defaults: 10 and 10s).
+  uint32_t max_connections = 10;        // open at once; more are closed at accept
+  uint64_t header_timeout_ms = 10000;   // the request head must arrive within this of the accept
+  uint64_t idle_timeout_ms = 10000;     // longest wait on the client once the head is in
   // Runtime operations (PUT /api/pools/{pool}/backends/{id}).
   std::string token_file;               // bearer token for writes; "" = the admin is read-only
   std::string state_file;               // operators' backend states kept across restarts; "" = none

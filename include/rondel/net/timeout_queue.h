@@ -23,32 +23,24 @@
 #include <memory>
 #include <vector>
 
+#include "rondel/util/intrusive_list.h"
+
 namespace rondel::net {
 
 class TimeoutQueue;
 
-// An intrusive node: embed one per timeout owner (as a base or member). Not copyable.
-class Timeout {
- public:
-  Timeout() = default;
-  Timeout(const Timeout&) = delete;
-  Timeout& operator=(const Timeout&) = delete;
-  ~Timeout() { unlink(); }
+struct TimeoutTag {};
 
-  bool pending() const noexcept { return prev_ != nullptr; }
+// An intrusive node: embed one per timeout owner (as a base or member). Not copyable. Linked in
+// its lane (util::IntrusiveList) while pending.
+class Timeout : public util::ListNode<TimeoutTag> {
+ public:
+  bool pending() const noexcept { return linked(); }
   uint64_t due_ms() const noexcept { return due_; }
 
  private:
   friend class TimeoutQueue;
-  void unlink() noexcept {
-    if (prev_ == nullptr) return;
-    prev_->next_ = next_;
-    next_->prev_ = prev_;
-    prev_ = next_ = nullptr;
-  }
-  Timeout* prev_ = nullptr;  // circular list through the lane's sentinel; null = not queued
-  Timeout* next_ = nullptr;
-  uint64_t due_ = 0;         // loop time (ms)
+  uint64_t due_ = 0;  // loop time (ms)
 };
 
 class TimeoutQueue {
@@ -65,7 +57,7 @@ class TimeoutQueue {
   // (Re)sets `t` to expire `ms` from the loop's now; 0 clears it. False only if memory for a new
   // lane or the timer could not be had (the timeout is then not set).
   bool set(Timeout& t, uint64_t ms) noexcept;
-  void clear(Timeout& t) noexcept { t.unlink(); }
+  void clear(Timeout& t) noexcept { t.util::ListNode<TimeoutTag>::unlink(); }
   // Closes the timer handle; run the loop afterwards for its close callback. Later set() calls
   // queue nothing. Call once the loop's connections are closed (shutdown).
   void close() noexcept;
@@ -74,7 +66,7 @@ class TimeoutQueue {
  private:
   struct Lane {
     uint64_t ms = 0;
-    Timeout head;  // sentinel
+    util::IntrusiveList<Timeout, TimeoutTag> list;  // in due order (appended: time only grows)
   };
   static void on_timer(uv_timer_t* t) noexcept;
   void expire() noexcept;

@@ -1,7 +1,7 @@
 // BackendConn: one TCP connection to a backend, plain or TLS (the pool's `tls`), busy with one
 // client's exchange or idle in the backend's keep-alive pool.
 //
-// The connection reports to its owner (an Exchange) through on_backend_* calls; while idle it
+// The connection reports to its owner (BackendEvents: an Exchange) through on_backend_* calls; while idle it
 // has no owner and closes itself on any byte, EOF or its idle timeout. Its read buffer comes from
 // the worker's BufferPool while busy and is returned when idle. On a TLS connection the
 // handshake runs between the TCP connect and on_backend_connected (within the connect timeout),
@@ -22,6 +22,7 @@
 #include "rondel/net/uv_util.h"
 #include "rondel/proxy/response_sink.h"
 #include "rondel/proxy/worker.h"
+#include "rondel/util/intrusive_list.h"
 
 namespace rondel::tls {
 class ClientContext;
@@ -31,10 +32,30 @@ class ClientTls;
 namespace rondel::proxy {
 
 class BackendState;
-class Exchange;
+class BackendConn;
 class Worker;
 
-class BackendConn final : public net::HandleCloser {
+// What a backend connection reports to the exchange it serves (its owner). The connection never
+// knows the concrete owner: an Exchange in the daemon, a test's recorder in unit tests. Each call
+// is made on the loop thread with the connection still alive; the owner may close or release
+// the connection from inside it.
+class BackendEvents {
+ public:
+  virtual ~BackendEvents() = default;
+  // The connect (and TLS handshake) ended: 0, or a libuv error (UV_EPROTO: a failed handshake).
+  virtual void on_backend_connected(BackendConn* conn, int status) noexcept = 0;
+  // New bytes are available() (not all need be consumed now).
+  virtual void on_backend_data(BackendConn* conn) noexcept = 0;
+  // The backend closed (UV_EOF) or the connection failed (another libuv error).
+  virtual void on_backend_eof(BackendConn* conn, int status) noexcept = 0;
+  // The timer armed with arm_timer() expired.
+  virtual void on_backend_timeout(BackendConn* conn) noexcept = 0;
+};
+
+// The tag of a backend's per-worker idle list (BackendState).
+struct BackendIdleTag {};
+
+class BackendConn final : public net::HandleCloser, public util::ListNode<BackendIdleTag> {
  public:
   // How to reach a backend: plain TCP (tls null) or TLS under the pool's context, naming the
   // backend `host_name` (its configured host name, "" for an address literal).
@@ -51,10 +72,10 @@ class BackendConn final : public net::HandleCloser {
   // nullptr (and sets *err) if the socket could not even be created (e.g. out of file
   // descriptors).
   static BackendConn* connect(Worker& worker, BackendState& state, const Target& target,
-                              Exchange* owner, int* err);
+                              BackendEvents* owner, int* err);
 
   // Takes an idle connection for `owner` and starts reading into a buffer.
-  void attach(Exchange* owner) noexcept;
+  void attach(BackendEvents* owner) noexcept;
   // The owner is done and the connection may be reused: back to the idle pool.
   void release_to_idle(uint64_t idle_timeout_ms) noexcept;
   // Closes the connection, detaching any owner silently.
@@ -133,7 +154,7 @@ class BackendConn final : public net::HandleCloser {
 
   Worker& worker_;
   BackendState* state_;
-  Exchange* owner_ = nullptr;
+  BackendEvents* owner_ = nullptr;
   uv_tcp_t tcp_{};
   uv_timer_t timer_{};
   uv_connect_t connect_req_{};
@@ -182,11 +203,7 @@ class BackendConn final : public net::HandleCloser {
   bool wire_pending_ = false;
   bool tcp_eof_ = false;       // the socket ended (delivered once the plaintext is drained)
 
-  // Idle-list links (BackendState owns the list).
-  BackendConn* idle_prev_ = nullptr;
-  BackendConn* idle_next_ = nullptr;
-  bool in_idle_list_ = false;
-  uint32_t idle_worker_ = 0;  // whose idle list holds it
+  uint32_t idle_worker_ = 0;  // whose idle list holds it (the ListNode links it there)
 };
 
 }  // namespace rondel::proxy

@@ -20,10 +20,12 @@
 #include <string>
 
 #include "rondel/proxy/load_report.h"
+#include "rondel/util/intrusive_list.h"
 
 namespace rondel::proxy {
 
 class BackendConn;
+struct BackendIdleTag;
 
 // Why a backend is out of rotation: one bit per source, each set and cleared only by its owner
 // (Envoy's HealthFlag). A backend is usable when no bit is set.
@@ -173,8 +175,8 @@ class BackendState {
   std::atomic<uint32_t> consecutive_failures_{0};
   std::atomic<uint64_t> ejected_until_ms_{0};
   std::shared_ptr<std::atomic<uint32_t>> pool_unusable_;
-  struct alignas(64) IdleList {       // one cache line per worker: no false sharing
-    BackendConn* head = nullptr;       // intrusive doubly linked list, most recent first
+  struct alignas(64) IdleList {  // one cache line per worker: no false sharing
+    util::IntrusiveList<BackendConn, BackendIdleTag> list;  // most recent first
     uint32_t count = 0;
   };
   std::array<IdleList, kMaxWorkers> idle_{};

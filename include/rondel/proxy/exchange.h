@@ -20,8 +20,10 @@
 #include "rondel/net/out_queue.h"
 #include "rondel/net/splice_relay.h"
 #include "rondel/net/transport.h"
+#include "rondel/proxy/backend_conn.h"
 #include "rondel/proxy/body_source.h"
 #include "rondel/proxy/exchange_rules.h"
+#include "rondel/proxy/request_end.h"
 #include "rondel/proxy/response_sink.h"
 #include "rondel/proxy/worker.h"
 
@@ -36,6 +38,43 @@ enum class Outcome : uint8_t { kOk, kClientAbort, kBackendError, kTimeout, kReje
                                kNoSubsetMember };
 std::string_view outcome_name(Outcome o) noexcept;
 
+// A data-plane failure as one value: the status rondel answers (when no response started), the
+// counter it is counted in (WorkerStats::rejected) and the outcome the access log shows. Made by
+// the named constructors, so a status, its counter and its outcome cannot disagree.
+struct Failure {
+  uint16_t status = 0;
+  Reject reject = Reject::kBadRequest;
+  Outcome outcome = Outcome::kRejected;
+
+  // The backend failed (connect, I/O, a malformed response): 502.
+  static constexpr Failure backend_error() noexcept {
+    return {502, Reject::kBackendError, Outcome::kBackendError};
+  }
+  // The backend did not answer in time (connect, header or I/O timeout): 504.
+  static constexpr Failure backend_timeout() noexcept {
+    return {504, Reject::kTimeout, Outcome::kTimeout};
+  }
+  // No backend of the pool can take the request: 503.
+  static constexpr Failure no_backend() noexcept {
+    return {503, Reject::kNoBackend, Outcome::kRejected};
+  }
+  // No member of the request's subset can take it: 503.
+  static constexpr Failure no_subset_member() noexcept {
+    return {503, Reject::kNoSubsetMember, Outcome::kNoSubsetMember};
+  }
+  // The client stopped sending its body: 408, a client abort.
+  static constexpr Failure client_body_timeout() noexcept {
+    return {408, Reject::kClientTimeout, Outcome::kClientAbort};
+  }
+  // The client's request is refused with `status` (400, 408, 413, 503, ...), counted by status.
+  static Failure refused(uint16_t status, Reject reject) noexcept {
+    return {status, reject, Outcome::kRejected};
+  }
+  static Failure refused(uint16_t status) noexcept {
+    return refused(status, reject_for_status(status));
+  }
+};
+
 // Who runs an exchange: hears its end once.
 class ExchangeOwner {
  public:
@@ -44,6 +83,9 @@ class ExchangeOwner {
   // Every call chain into the exchange ends with this call: the owner may start the next
   // exchange on the same object from here.
   virtual void on_exchange_done(Exchange& ex, Outcome outcome) noexcept = 0;
+  // The client side of the request, for its end records (request_end.h), read once just before
+  // on_exchange_done.
+  virtual ClientSide client_side() noexcept = 0;
 
  protected:
   ~ExchangeOwner() = default;
@@ -63,7 +105,7 @@ struct ExchangeRequest {
   const net::Transport* client = nullptr;
 };
 
-class Exchange final : private net::SpliceEvents {
+class Exchange final : private net::SpliceEvents, private BackendEvents {
  public:
   explicit Exchange(Worker& worker);
   Exchange(const Exchange&) = delete;
@@ -82,20 +124,13 @@ class Exchange final : private net::SpliceEvents {
   void on_sink_drained() noexcept;
   // Ends the exchange with rondel's `status` while no final response started (else it ends and
   // the owner closes); counts `reason`. For the owner's own failures (a client body timeout).
-  void fail(uint16_t status, Reject reason, Outcome outcome) noexcept;
+  void fail(const Failure& f) noexcept;
   // The client went away: ends the exchange as a client abort (no response).
   void abort() noexcept { finish(Outcome::kClientAbort); }
 
   bool running() const noexcept { return running_; }
   const ExchangeState& state() const noexcept { return st_; }
-  // The metrics record of a finished exchange; bytes are the client side's, counted by the owner.
-  ExchangeRecord record(uint64_t bytes_in, uint64_t bytes_out) const noexcept;
 
-  // The backend connection's reports (BackendConn calls them on its owner).
-  void on_backend_connected(BackendConn* conn, int status) noexcept;
-  void on_backend_data(BackendConn* conn) noexcept;
-  void on_backend_eof(BackendConn* conn, int status) noexcept;
-  void on_backend_timeout(BackendConn* conn) noexcept;
 
   // The worker's pool: an exchange with a backend write still pending (a cancelled write calls
   // back once its connection closed) cannot be reused before that callback.
@@ -106,6 +141,11 @@ class Exchange final : private net::SpliceEvents {
   size_t head_capacity() const noexcept { return req_head_out_.capacity(); }
 
  private:
+  // The backend connection's reports (BackendEvents).
+  void on_backend_connected(BackendConn* conn, int status) noexcept override;
+  void on_backend_data(BackendConn* conn) noexcept override;
+  void on_backend_eof(BackendConn* conn, int status) noexcept override;
+  void on_backend_timeout(BackendConn* conn) noexcept override;
   // Where the current attempt's connection stands.
   enum class Attempt : uint8_t { kNone, kConnecting, kConnected };
   // What to do once a cancelled backend write has called back.
@@ -127,7 +167,7 @@ class Exchange final : private net::SpliceEvents {
   void end_attempt(AttemptEnd end) noexcept;
   void note_passive_health(BackendState& st, AttemptEnd end) noexcept;
   void backend_ready() noexcept;
-  void attempt_failed(AttemptEnd end, Reject reason, uint16_t status) noexcept;
+  void attempt_failed(AttemptEnd end, const Failure& f) noexcept;
   // Progress on the backend connection, in either direction: the I/O inactivity timeout starts
   // again (while the request is sent, and once the response head arrived).
   void backend_progress() noexcept;

@@ -1,14 +1,12 @@
-// Http1Session: one HTTP/1 client connection, the codec that drives Exchanges one at a time.
+// Http1Session: the HTTP/1 codec of a ClientConnection; it drives Exchanges one at a time.
 //
 // The session reads into one buffer, parses request heads (pipelined bytes wait in the buffer),
 // runs each request as an Exchange (which routes, talks to the backends and owns the in-flight
 // slot), and is that exchange's BodySource (the de-chunked request body, read only while the
 // exchange asks for more: memory per connection stays bounded) and its ResponseSink (HTTP/1
-// framing, 1xx rules, the keep-alive decision). It owns the client timeouts (idle, header, body,
-// linger) and writes the access-log line. It reads and writes through a net::Transport, chosen in
-// accept() (plain TCP, or TLS over it). On a TLS connection that negotiates h2 the session hands
-// the connection to an Http2Session after the handshake and only keeps owning the transports.
-// Loop thread only.
+// framing, 1xx rules, the keep-alive decision). It decides the client timeouts (idle, header,
+// body, linger: the connection's one timeout) and writes the access-log line. It reads and
+// writes through its connection's net::Transport (plain TCP, or TLS over it). Loop thread only.
 #pragma once
 
 #include <uv.h>
@@ -20,13 +18,10 @@
 #include "rondel/http/parser.h"
 #include "rondel/http/writer.h"
 #include "rondel/net/out_queue.h"
-#include "rondel/net/tcp_transport.h"
-#include "rondel/tls/tls_transport.h"
-#include "rondel/net/timeout_queue.h"
 #include "rondel/proxy/body_source.h"
+#include "rondel/proxy/client_connection.h"
 #include "rondel/proxy/exchange.h"
 #include "rondel/proxy/response_sink.h"
-#include "rondel/proxy/listener_slot.h"
 #include "rondel/proxy/snapshot.h"
 #include "rondel/proxy/worker.h"
 
@@ -46,38 +41,36 @@ struct Http1Buffers {
   http::ClientFraming client_framing;  // how the current response is framed to the client
   std::string_view piece;  // body bytes parsed and offered to the exchange, not yet consumed
   uint64_t req_start_ns = 0;  // when the current request's head was parsed
-  char client_ip[46] = {0};  // an IPv6 client's address as text, for this connection's requests
-  uint8_t client_ip_len = 0;
 };
 
-class Http1Session final : private net::TransportEvents,
+// The worker's pool of Http1Buffers (its CodecWorkerState): taken when a request's first byte
+// arrives, given back when the connection is idle again; kept within Worker::kPoolReserve.
+// Loop thread of `w` only.
+Http1Buffers* take_http1_buffers(Worker& w, const http::Limits& limits) noexcept;
+void give_http1_buffers(Worker& w, Http1Buffers* cb) noexcept;
+
+class Http1Session final : public ClientCodec,
                            private ResponseSink,
                            private BodySource,
-                           private ExchangeOwner,
-                           private net::Timeout {
+                           private ExchangeOwner {
  public:
-  // Accepts a connection from `server`. On failure the connection is dropped and counted. The
-  // one place the client transport is chosen.
-  static void accept(Worker& worker, uv_stream_t* server, const std::string& listener);
+  explicit Http1Session(ClientConnection& conn) noexcept : conn_(conn), worker_(conn.worker()) {}
+  ~Http1Session() override;
 
-  // Frees a session whose TLS connection went to an Http2Session (ALPN h2) once that session's
-  // transport closed: the holder only owned the transports since.
-  static void free_holder(Http1Session* s) noexcept { delete s; }
+  // The codec (ClientCodec): reading, writing, the connection's timeout (idle, header, body or
+  // linger, by phase), draining (close now if between requests, else after the exchange), and
+  // the connection's close (the running exchange ends as a client abort).
+  void start() noexcept override;
+  void on_alloc(uv_buf_t* buf) noexcept override;
+  void on_read(ssize_t nread) noexcept override;
+  void on_written(int status) noexcept override;
+  void on_timeout() noexcept override;
+  void drain() noexcept override;
+  void on_closing() noexcept override;
 
-  // Closes the connection now if it is between requests; otherwise after the current exchange.
-  void drain() noexcept;
-  // Closes the connection now, ending any exchange as a client abort.
-  void close_now_public() noexcept { close_now(); }
   bool in_exchange() const noexcept { return phase_ == Phase::kExchange; }
   // Test/diagnostic view: whether the session holds pooled exchange state.
   bool holds_exchange() const noexcept { return ex_ != nullptr; }
-  // The worker's TimeoutQueue callback: the session's client timeout (idle, header, body or
-  // linger, by phase) expired.
-  static void on_timeout(net::Timeout* t) noexcept;
-
-  // Intrusive list links (Worker owns the list).
-  Http1Session* prev_ = nullptr;
-  Http1Session* next_ = nullptr;
 
  private:
   enum class Phase : uint8_t {
@@ -86,15 +79,6 @@ class Http1Session final : private net::TransportEvents,
     kLinger,    // half-closed: reading and discarding until the client closes
   };
 
-  explicit Http1Session(Worker& worker) : worker_(worker) {}
-  ~Http1Session();
-  // The codec's side of the transport.
-  void on_transport_alloc(uv_buf_t* buf) noexcept override;
-  void on_transport_read(ssize_t nread) noexcept override;
-  void on_transport_written(int status) noexcept override;
-  void on_transport_closed() noexcept override;
-  // The TLS handshake's ALPN result: h2 hands the connection to an Http2Session.
-  void on_transport_ready(std::string_view alpn) noexcept override;
   // The response sink: HTTP/1 framing, 1xx rules, keep-alive decision (http1_response.cpp).
   Interim sink_interim(const http::ResponseHead& head) noexcept override;
   void sink_head(const http::ResponseHead& head) noexcept override;
@@ -120,19 +104,17 @@ class Http1Session final : private net::TransportEvents,
   static constexpr int kChunkLinePasses = 8;
   // The exchange's end: access log, metrics, then keep-alive or close.
   void on_exchange_done(Exchange& ex, Outcome outcome) noexcept override;
+  ClientSide client_side() noexcept override;
 
-  net::Transport& transport() noexcept { return *transport_; }
-  const net::Transport& transport() const noexcept { return *transport_; }
-  bool closing() const noexcept { return transport().closing(); }
+  net::Transport& transport() noexcept { return conn_.transport(); }
+  const net::Transport& transport() const noexcept { return conn_.transport(); }
+  bool closing() const noexcept { return conn_.closing(); }
   // Takes the codec buffers and an Exchange from the worker if the session has none; false if
   // out of memory.
   bool take_state() noexcept;
   // Gives them back (connection idle between requests, nothing pending).
   void give_state() noexcept;
-  std::string_view client_ip() const noexcept {
-    return transport().peer().family == 6 ? std::string_view{cb_->client_ip, cb_->client_ip_len}
-                                          : transport().peer().ipv4();
-  }
+  std::string_view client_ip() noexcept { return conn_.client_ip(); }
   size_t head_bytes_pending() const noexcept {
     return cb_ != nullptr ? cb_->req_parser.head_bytes_pending() : 0;
   }
@@ -141,15 +123,17 @@ class Http1Session final : private net::TransportEvents,
   void on_request_head() noexcept;
   // The listener's forwarding settings and pool for the request just parsed.
   ExchangeRequest exchange_request() noexcept;
-  void reject(uint16_t status, Reject reason, std::string_view why) noexcept;
+  // Answers rondel's own status for a request refused before or instead of an exchange,
+  // counts and logs it, then closes after the answer.
+  void reject(const Failure& f, std::string_view why) noexcept;
   // Starts or stops reading the client. lazy = stop only if a byte or EOF arrives meanwhile (an
   // exchange that starts or ends with nothing more to read then costs no epoll change).
   void set_client_reading(bool on, bool lazy = false) noexcept;
   void arm_client_timer() noexcept;
   // The one client timeout in force (idle, header, body, linger): `ms` from now; 0 clears.
-  void set_timeout(uint64_t ms) noexcept;
+  void set_timeout(uint64_t ms) noexcept { conn_.set_timeout(ms); }
   void client_eof() noexcept;
-  void close_now() noexcept;
+  void close_now() noexcept { conn_.close(); }
   void linger_close() noexcept;
   bool flush_to_client() noexcept;
   // Queues one response body piece, chunk-framed if the client framing is; false: a write is
@@ -157,23 +141,9 @@ class Http1Session final : private net::TransportEvents,
   bool queue_client_body(std::string_view body) noexcept;
   // Answers Expect: 100-continue the first time the exchange asks for the body.
   void send_continue() noexcept;
-  // One access-log line for the request that `st` describes; head_known = false (a request
-  // refused before its head was complete) writes "-" for method and target.
-  void log_access(Outcome outcome, const ExchangeState& st, bool head_known = true) noexcept;
 
+  ClientConnection& conn_;
   Worker& worker_;
-  std::shared_ptr<const Snapshot> snap_;
-  // The listener in `snap_` (config and pool; null when a reload removed it) and this
-  // connection's slot in the listener's shared open count (max_connections), kept until the
-  // connection closes even if the listener goes. The slot also names the listener, for reloads.
-  const config::ListenerConfig* listener_cfg_ = nullptr;
-  const Pool* listener_pool_ = nullptr;
-  ListenerSlot slot_;  // its place in the listener's max_connections count
-  // The client connection. The codec uses only the Transport interface of it (transport()),
-  // chosen at accept: the TCP transport itself, or on a TLS listener a TlsTransport over it.
-  net::TcpTransport tcp_;
-  std::unique_ptr<tls::TlsTransport> tls_;
-  net::Transport* transport_ = &tcp_;
 
   // Client read buffer: bytes [rpos_, rlen_) are received and not yet parsed. Small, except
   // while a request body larger than it streams on the copy path of a transport that cannot

@@ -13,17 +13,19 @@
 #include <nghttp2/nghttp2.h>
 #include <uv.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "rondel/http/message.h"
+#include "rondel/http/request_rules.h"
 #include "rondel/net/out_queue.h"
-#include "rondel/net/tcp_transport.h"
 #include "rondel/proxy/body_source.h"
+#include "rondel/proxy/client_connection.h"
 #include "rondel/proxy/exchange.h"
-#include "rondel/proxy/listener_slot.h"
+#include "rondel/proxy/h2_mem.h"
 #include "rondel/proxy/response_sink.h"
 #include "rondel/proxy/snapshot.h"
 #include "rondel/proxy/worker.h"
@@ -33,13 +35,6 @@ namespace rondel::proxy {
 
 class Http2Session;
 class Http1Session;
-
-// The client protocol a connection speaks, as the listener or ALPN decides it.
-enum class ClientProtocol : uint8_t { kHttp1, kHttp2 };
-
-// The one place the client codec is chosen: `alpn` is the negotiated protocol ("h2",
-// "http/1.1") or empty on cleartext, where the listener's `http2` setting decides.
-ClientProtocol choose_client_protocol(const config::ListenerConfig* l, std::string_view alpn);
 
 // One request stream: its head, body source, response sink and Exchange. Pooled per worker
 // (Worker::take_h2_stream), buffers and all.
@@ -63,7 +58,12 @@ class Http2Stream final : private BodySource, private ResponseSink, private Exch
     return header_bytes_ <= limit;
   }
   // The head is whole (END_HEADERS): builds the RequestHead; false if it is not a valid request.
-  bool finish_head(bool end_stream);
+  // Builds the request head from the fields read, through the request rules HTTP/1 uses
+  // (rondel/http/request_rules.h); a verdict means the request must not be forwarded.
+  http::RuleVerdict finish_head(bool end_stream);
+  // Answers a request that broke a request rule (its status, 400 mostly) without an exchange,
+  // counted and logged as the HTTP/1 codec counts and logs a rejected request.
+  void refuse(const http::RuleVerdict& v) noexcept;
   void start() noexcept;
   // A session over `t` (not started; null: out of memory), in the worker's list.
   static Http2Session* over(Worker& worker, net::Transport& t,
@@ -118,7 +118,7 @@ class Http2Stream final : private BodySource, private ResponseSink, private Exch
   void on_exchange_done(Exchange& ex, Outcome outcome) noexcept override;
   // Submits the response head in nv_ (nv_[0] is set to :status here).
   void submit(uint16_t status, bool with_body) noexcept;
-  void log_access(Outcome outcome, const ExchangeState& st) noexcept;
+  ClientSide client_side() noexcept override;
 
   Http2Session* s_;
   int32_t id_;
@@ -153,50 +153,53 @@ class Http2Stream final : private BodySource, private ResponseSink, private Exch
   mutable bool stalled_ = false;
 };
 
-class Http2Session final : private net::TransportEvents {
+// The worker's HTTP/2 state (its CodecWorkerState): nghttp2's heap for its sessions (H2Mem) and
+// the pool of stream objects (buffers and all). Made by the first session; loop thread only.
+struct Http2WorkerState final : CodecWorkerState {
+  ~Http2WorkerState() override;
+  static Http2WorkerState* of(Worker& w) noexcept;
+  // A stream object made stream `id` of `s` (null: out of memory); give() takes it back.
+  Http2Stream* take_stream(Http2Session& s, int32_t id) noexcept;
+  void give_stream(Http2Stream* st) noexcept;
+  H2Mem mem;  // every session of the worker is freed before it
+  std::vector<Http2Stream*> free_streams;
+};
+
+class Http2Session final : public ClientCodec {
  public:
-  // Accepts a connection from `server` on a listener that speaks h2c.
-  static void accept(Worker& worker, uv_stream_t* server, const std::string& listener);
-  // Takes over a TLS connection whose handshake (run by `holder`, the Http1Session that accepted
-  // it) negotiated h2, with the holder's snapshot, listener (`route`; its tls field unused) and
-  // max_connections slot (moved from `slot` on true). Called from inside holder's on_transport_ready; on true the holder
-  // leaves the worker's list and every later event of `tls` comes here; `holder`, which owns the
-  // transports, is freed with this session. False (out of memory): nothing was taken, the
-  // holder keeps the connection (and closes it).
-  static bool adopt(Worker& worker, Http1Session& holder, tls::TlsTransport& tls,
-                    std::shared_ptr<const Snapshot>& snap, ListenerRoute route,
-                    ListenerSlot& slot) noexcept;
-  // Runs a session over `t`, any transport (the fuzz target's scripted one), for `route`
-  // (`route.config` must outlive the session; a null pool answers every stream 503). The caller
-  // directs t's events to the returned interface (null: out of memory) and reports close() with
-  // on_transport_closed; the session counts as an open client connection until then.
-  static net::TransportEvents* attach(Worker& worker, net::Transport& t,
-                                      ListenerRoute route) noexcept;
+  explicit Http2Session(ClientConnection& conn) noexcept;
+  ~Http2Session() override;
+
+  // The codec (ClientCodec): the nghttp2 session over the connection's transport, its timeout
+  // (idle, or body while streams are open), GOAWAY on drain (and when a reload removes the
+  // listener), and the connection's close (every running stream ends as a client abort).
+  void start() noexcept override;
+  void on_alloc(uv_buf_t* buf) noexcept override;
+  void on_read(ssize_t nread) noexcept override;
+  void on_written(int status) noexcept override;
+  void on_timeout() noexcept override;
   // Sends GOAWAY (no new streams) and closes once the open streams are done.
-  void drain() noexcept;
-  void close_now() noexcept;
+  void drain() noexcept override;
+  void on_closing() noexcept override;
+  void on_listener_removed() noexcept override { drain(); }
+  void close_now() noexcept { conn_.close(); }
 
   Worker& worker() noexcept { return worker_; }
   nghttp2_session* ng() noexcept { return ng_; }
-  const config::ListenerConfig* listener() const noexcept { return listener_cfg_; }
-  const Pool* pool() const noexcept { return listener_pool_; }
-  // The listener's name ("" for a connection refused at accept).
-  std::string_view listener_name() const noexcept {
-    return slot_.name();
-  }
-  std::string_view client_ip() const noexcept { return client_ip_; }
-  // The TLS connection's transport (null on h2c): "https" forwarding and the access log's TLS
-  // fields.
-  const tls::TlsTransport* tls() const noexcept { return tls_; }
+  const config::ListenerConfig* listener() const noexcept { return conn_.listener(); }
+  const Pool* pool() const noexcept { return conn_.pool(); }
+  std::string_view listener_name() const noexcept { return conn_.listener_name(); }
+  std::string_view client_ip() noexcept { return conn_.client_ip(); }
+  const tls::TlsTransport* tls() const noexcept { return conn_.tls(); }
   // The client connection's transport: its local (listener) address for a PROXY header sent to
   // a backend.
-  const net::Transport* transport() const noexcept { return transport_; }
+  const net::Transport* transport() const noexcept { return &conn_.transport(); }
   // Asks for what nghttp2 has to send to be written in this loop pass, after its I/O callbacks
-  // (Worker::want_h2_flush), so the frames that streams queue in one pass leave together.
+  // (Worker::want_flush), so the frames that streams queue in one pass leave together.
   // Safe to call from anywhere, as often as wanted.
   void flush() noexcept;
   // The worker's flush pass: writes now.
-  void flush_queued() noexcept {
+  void on_flush() noexcept override {
     flush_queued_ = false;
     flush_now();
   }
@@ -212,57 +215,46 @@ class Http2Session final : private net::TransportEvents {
   bool put_data_frame(const char* frame, size_t len) noexcept;
   void stream_gone(Http2Stream* st) noexcept;
 
-  // Intrusive list links (Worker owns the list).
-  Http2Session* prev_ = nullptr;
-  Http2Session* next_ = nullptr;
-
  private:
-  explicit Http2Session(Worker& worker) : worker_(worker) {}
-  ~Http2Session();
   bool init_session() noexcept;
   // Writes what nghttp2 has to send, now (not from inside mem_send/mem_recv).
   void flush_now() noexcept;
-  // The connection is accepted (transport_ set, listener known, its slot taken): starts the
-  // nghttp2 session and reading; closes on failure.
-  void start() noexcept;
-  // A session over `t` (not started; null: out of memory), in the worker's list.
-  static Http2Session* over(Worker& worker, net::Transport& t,
-                            std::shared_ptr<const Snapshot> snap, ListenerRoute route) noexcept;
-  // Starts a session made by over() (closes it if it has no listener; GOAWAY if draining).
-  void begin() noexcept;
-  void on_transport_alloc(uv_buf_t* buf) noexcept override;
-  void on_transport_read(ssize_t nread) noexcept override;
-  void on_transport_written(int status) noexcept override;
-  void on_transport_closed() noexcept override;
   void arm_timer() noexcept;
-  static void on_timer(uv_timer_t* t) noexcept;
-  static void on_timer_closed(uv_handle_t* h) noexcept;
-  void handle_closed() noexcept;
   // One incoming RST_STREAM from the token bucket (h2_max_resets_per_second, burst x10).
   bool take_reset_token() noexcept;
 
   friend struct Http2Callbacks;
+  ClientConnection& conn_;
   Worker& worker_;
-  std::shared_ptr<const Snapshot> snap_;
-  const config::ListenerConfig* listener_cfg_ = nullptr;
-  const Pool* listener_pool_ = nullptr;
-  ListenerSlot slot_;  // its place in the listener's max_connections count
-  net::TcpTransport tcp_;                  // h2c: the connection (unused on TLS)
-  net::Transport* transport_ = &tcp_;      // what the session reads and writes
-  tls::TlsTransport* tls_ = nullptr;       // TLS: the transport, owned by holder_
-  Http1Session* holder_ = nullptr;         // TLS: freed with this session
-  uv_timer_t timer_{};
+  Http2WorkerState* state_ = nullptr;  // the worker's (start: null only out of memory)
+  net::Transport& transport_;  // the connection's
   nghttp2_session* ng_ = nullptr;
   char* buf_ = nullptr;
-  std::string client_ip_;
   static constexpr size_t kOutChunk = 64 * 1024;  // bytes of frames per flush round
   std::string out_;  // frames taken from nghttp2, being written
   size_t round_bytes_ = 0;  // DATA bytes written straight (put_data_frame) this flush round
   net::OutQueue out_q_;
   std::vector<Http2Stream*> streams_;
+  // The last streams closed on this connection. nghttp2 keeps no closed stream
+  // (no_closed_streams), so it ignores a HEADERS frame on any stream below the last it opened;
+  // with these the session tells a stream the client closed or that closed normally
+  // (STREAM_CLOSED, RFC 9113 5.1), one rondel reset (ignored: the client may have sent the frame
+  // before it saw the reset, RFC 9113 5.1 "closed"), and one the client never opened
+  // (PROTOCOL_ERROR, RFC 9113 5.1.1). Older closed streams count as never opened.
+  struct ClosedStreams {
+    enum class Seen : uint8_t { kNo, kClosed, kResetByUs };
+    void add(int32_t id, bool reset_by_us) noexcept;
+    Seen find(int32_t id) const noexcept;
+    std::array<int32_t, 16> ids{};
+    std::array<bool, 16> reset_by_us{};
+    uint8_t next = 0;
+  };
+  // on_begin_frame's check of a HEADERS frame on stream `id` (see ClosedStreams): 0, or the
+  // connection error to end the session with.
+  uint32_t headers_on_old_stream(int32_t id) const noexcept;
+  ClosedStreams closed_;
   double reset_tokens_ = 0;
   uint64_t reset_refill_ms_ = 0;
-  int open_handles_ = 0;
   bool flushing_ = false;
   bool flush_queued_ = false;  // in the worker's flush list for this pass
   bool in_recv_ = false;

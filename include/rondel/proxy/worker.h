@@ -18,19 +18,19 @@
 #include "rondel/http/parser.h"
 #include "rondel/net/splice_relay.h"
 #include "rondel/net/timeout_queue.h"
-#include "rondel/proxy/h2_mem.h"
 #include "rondel/proxy/log.h"
 #include "rondel/proxy/router.h"
 #include "rondel/proxy/snapshot.h"
+#include "rondel/util/intrusive_list.h"
 
 namespace rondel::proxy {
 
-class Http1Session;
+struct ClientConnectionTag;
+class ClientCodec;
+class ClientConnection;
 class Http2Session;
 class BackendConn;
 class Exchange;
-struct Http1Buffers;
-class Http2Stream;
 
 // Why a request was refused or failed before a full response; indexes Stats::rejected.
 enum class Reject : uint8_t {
@@ -108,6 +108,26 @@ struct ExchangeRecord {
   uint8_t reason = 0;    // core::RouteReason of the final pick, when keyed
 };
 
+// A codec's per-worker state (Worker::codec_state): pools and allocators of one protocol.
+class CodecWorkerState {
+ public:
+  virtual ~CodecWorkerState() = default;
+};
+
+// Keeps `p` in `free` within Worker::kPoolReserve, else deletes it (a pool's give).
+template <typename T>
+void keep_or_delete(std::vector<T*>& free, T* p, size_t reserve) noexcept {
+  if (free.size() >= reserve) {
+    delete p;
+    return;
+  }
+  try {
+    free.push_back(p);  // allocates only when the reserve grows (doubling)
+  } catch (...) {
+    delete p;
+  }
+}
+
 class Worker {
  public:
   // `id` (0 .. workers-1) indexes this worker's idle lists in BackendState.
@@ -133,23 +153,27 @@ class Worker {
   net::PipePool& pipes() noexcept { return pipes_; }
   // The relays' readiness (net/splice_relay.h).
   net::SplicePoller& splice_poller() noexcept { return splice_poller_; }
-  // nghttp2's heap for this worker's HTTP/2 sessions (h2_mem.h).
-  H2Mem& h2_mem() noexcept { return h2_mem_; }
+  // The hop-by-hop marker of request heads that no parser of their own marks (HTTP/2's); its
+  // tables are kept between heads.
+  http::HopByHopMarker& hop_by_hop_marker() noexcept { return hop_by_hop_marker_; }
+  // Per-worker state of one client codec (its pools, its allocator: CodecWorkerState), in slot
+  // `slot` (the codec's ClientProtocol); null until the codec makes it on first use. Freed with
+  // the worker, after every connection.
+  static constexpr size_t kCodecSlots = 4;
+  std::unique_ptr<CodecWorkerState>& codec_state(size_t slot) noexcept {
+    return codec_states_[slot];
+  }
   // The client connections' timeouts (idle, header, body, linger), on one timer.
   net::TimeoutQueue& timeouts() noexcept { return timeouts_; }
-  // Pooled per-request state, reused from free lists or allocated (null: out of memory). An
-  // Exchange (with its response parser, backend queue and rewritten head); the HTTP/1 codec's
-  // buffers for a listener whose requests are parsed with `limits`. give_* keep a bounded
-  // reserve and free the strings of one whose capacity grew past kMaxPooledStringCapacity; an
-  // Exchange given back with a backend write pending returns to the pool on its callback.
+  // Pooled Exchanges (with their response parser, backend queue and rewritten head), reused from
+  // a free list or allocated (null: out of memory). give_exchange keeps a bounded reserve
+  // (kPoolReserve) and frees the strings of one whose capacity grew past
+  // kMaxPooledStringCapacity; an Exchange given back with a backend write pending returns to the
+  // pool on its callback.
   static constexpr size_t kMaxPooledStringCapacity = 16 * 1024;
+  static constexpr size_t kPoolReserve = 1024;
   Exchange* take_exchange() noexcept;
   void give_exchange(Exchange* ex) noexcept;
-  Http1Buffers* take_http1(const http::Limits& limits) noexcept;
-  void give_http1(Http1Buffers* cb) noexcept;
-  // An HTTP/2 stream object (its header, body and response buffers), made stream `id` of `s`.
-  Http2Stream* take_h2_stream(Http2Session& s, int32_t id) noexcept;
-  void give_h2_stream(Http2Stream* st) noexcept;
   // A scratch string for formatting one log line (reused; loop thread only).
   std::string& log_line() noexcept { return log_line_; }
   std::span<uint64_t> scratch(size_t words);  // grows once per snapshot, then reused
@@ -177,49 +201,45 @@ class Worker {
     exchanges_.store(exchanges_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
   }
 
-  // Session registry (intrusive list) for draining.
-  void add_session(Http1Session* s) noexcept;
-  void remove_session(Http1Session* s) noexcept;
-  void add_h2_session(Http2Session* s) noexcept;
-  void remove_h2_session(Http2Session* s) noexcept;
-  // HTTP/2 output, once per loop pass: a session with frames to send asks here (at most once
-  // until it is served), and after the pass's I/O callbacks (a uv_check) the worker has every
-  // such session write what it has. So a response's head, body and end, and the responses of
-  // all the streams answered in the same pass, leave as one write. cancel_h2_flush: the session
-  // is closing (it is forgotten; it may ask again only after a later want_h2_flush).
-  void want_h2_flush(Http2Session* s) noexcept;
-  void cancel_h2_flush(Http2Session* s) noexcept;
+  // The client connections (ClientConnection registers itself while open), for draining.
+  void add_connection(ClientConnection& c) noexcept;
+  void remove_connection(ClientConnection& c) noexcept;
+  // Output once per loop pass: a codec with output to write asks here (at most once until it is
+  // served), and after the pass's I/O callbacks (a uv_check) the worker calls its on_flush(). So
+  // an HTTP/2 response's head, body and end, and the responses of all the streams answered in
+  // the same pass, leave as one write. cancel_flush: the codec is closing (it is forgotten; it
+  // may ask again only after a later want_flush).
+  void want_flush(ClientCodec* c) noexcept;
+  void cancel_flush(ClientCodec* c) noexcept;
 
   // Hook for the metrics module; called on the loop thread after each exchange.
   void (*on_exchange)(void* ctx, const ExchangeRecord& rec) = nullptr;
   void* on_exchange_ctx = nullptr;
 
  private:
-  void drain_removed_h2() noexcept;
+  void drain_removed_listeners() noexcept;
   static void on_flush_check(uv_check_t* h) noexcept;
   uv_loop_t* loop_;
   Logger& log_;
   LogSink& access_log_;
   WorkerStats& stats_;
   BufferPool buffers_;
-  H2Mem h2_mem_;  // nghttp2's heap for this worker's sessions (all freed before the worker is)
+  http::HopByHopMarker hop_by_hop_marker_;
   net::PipePool pipes_;
   net::SplicePoller splice_poller_;  // the relays' readiness (its epoll set made on first use)
   net::TimeoutQueue timeouts_;
   std::vector<Exchange*> free_exchanges_;
-  std::vector<Http1Buffers*> free_http1_;
-  std::vector<Http2Stream*> free_h2_streams_;
-  uv_check_t flush_check_;                 // runs while h2_flush_ is not empty
-  bool flush_check_ready_ = false;         // flush_check_ initialised (the first want_h2_flush)
+  std::array<std::unique_ptr<CodecWorkerState>, kCodecSlots> codec_states_;
+  uv_check_t flush_check_;                 // runs while flush_ is not empty
+  bool flush_check_ready_ = false;         // flush_check_ initialised (the first want_flush)
   bool flush_closed_ = false;              // close_all ran
-  std::vector<Http2Session*> h2_flush_;    // sessions to flush this pass (null: cancelled)
+  std::vector<ClientCodec*> flush_;        // codecs to flush this pass (null: cancelled)
   std::string log_line_;
   std::shared_ptr<const Snapshot> snapshot_;
   std::vector<uint64_t> scratch_;
   Router routing_;
-  Http1Session* sessions_head_ = nullptr;
-  Http2Session* h2_head_ = nullptr;
-  std::atomic<size_t> sessions_{0};
+  util::IntrusiveList<ClientConnection, ClientConnectionTag> connections_;
+  std::atomic<size_t> sessions_{0};  // connections_'s length, for other threads
   std::atomic<size_t> exchanges_{0};
   uint32_t id_ = 0;
   bool draining_ = false;

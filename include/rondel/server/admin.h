@@ -4,13 +4,16 @@
 // (405 otherwise), unknown paths 404. The paths are one table (Admin::handle) that a loop
 // walks; every JSON view is written with rondel::util::JsonWriter. One write operation:
 // PUT /api/pools/{pool}/backends/{id} (admin_ops.cpp), which needs the bearer token of
-// `admin.token_file`; one read-only POST: /api/diff (the reload dry-run).
+// `admin.token_file`; one read-only POST: /api/diff (the reload dry-run). Connections are
+// bounded in number and time by `admin.max_connections`, `header_timeout` and `idle_timeout`
+// (admin_conn.cpp).
 #pragma once
 
 #include <uv.h>
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "rondel/config/config.h"
 #include "rondel/core/result.h"
@@ -36,13 +39,25 @@ struct AdminResponse {
   std::string headers;  // extra header lines, each ending in CRLF (e.g. WWW-Authenticate)
 };
 
+class AdminConn;
+
 class Admin {
  public:
   Admin(Daemon& daemon) : daemon_(daemon) {}
   ~Admin();
+  // Takes the connection limits of `cfg` (at start and on each reload; connections already
+  // open keep the timeouts they were given). The cap used is max_connections, but at most
+  // 1/16 of the process's descriptor limit (RLIMIT_NOFILE), so that admin connections never
+  // hold the descriptors the data listeners need; returns the log fields when it lowered the
+  // cap that way, else "".
+  std::string configure(const config::AdminConfig& cfg);
   core::Result<bool> open(const config::Address& bind);
+  // Closes the listener and every admin connection (shutdown; the destructor calls it).
   void close() noexcept;
   uint16_t port() const noexcept { return listener_ ? listener_->port() : 0; }
+  // Admin connections open now (each from its accept to its close), and the cap in use.
+  size_t connections() const noexcept { return conns_.size(); }
+  uint32_t max_connections() const noexcept { return limits_.max_connections; }
 
   // Answers one request: fills status, content type and body. Exposed for unit tests.
   void handle(std::string_view method, std::string_view target, int& status,
@@ -63,7 +78,15 @@ class Admin {
                    std::string& content_type, std::string& body);
 
  private:
+  friend class AdminConn;
+  struct Limits {
+    uint32_t max_connections = 10;
+    uint64_t header_timeout_ms = 10000;
+    uint64_t idle_timeout_ms = 10000;
+  };
   struct Route;
+  // Accepts and closes at once a connection over the cap (counted, logged).
+  void refuse(uv_stream_t* server);
   // The route table's handlers: fill `body`, return the status.
   int serve_healthz(std::string_view query, std::string& body);
   int serve_readyz(std::string_view query, std::string& body);
@@ -89,6 +112,10 @@ class Admin {
 
   Daemon& daemon_;
   net::TcpListener* listener_ = nullptr;
+  Limits limits_;
+  std::vector<AdminConn*> conns_;     // open connections (at most the cap: a vector is enough)
+  uint64_t refused_ = 0;              // connections refused over the cap, since start
+  uint64_t refused_logged_at_ = 0;    // loop time of the last admin_connection_refused line
 };
 
 }  // namespace rondel::server

@@ -122,10 +122,20 @@ class Daemon {
   void watch_connect_failures();
   void wait_for_dns(const config::Config& cfg);
   void install_signals();
+  // At start: logs the admin section's warnings (admin_checks.h) and, when the admin endpoint
+  // is on, sets up the metrics and opens the admin listener; false when it cannot bind.
+  bool open_admin(const config::Config& cfg);
+  // Gives the admin listener (if open) the connection limits of `admin`, logging a lowered cap.
+  void configure_admin(const config::AdminConfig& admin);
   // Reads admin.token_file of `cfg` into admin_token_ (cleared when none is configured).
   core::Result<bool> read_admin_token(const config::Config& cfg);
   // Loads admin.state_file of `cfg` (at start), logging what it skipped.
   void load_admin_states(const config::Config& cfg);
+  // Logs (admin_state_skipped) each weight override left out that the previous build did not
+  // leave out already, so a DNS update does not repeat the same lines.
+  void report_skipped_weights(const std::vector<SkippedWeight>& skipped);
+  // The weight overrides of the running configuration, with the stored settings, left out.
+  std::vector<SkippedWeight> skipped_weights();
   void check_health() noexcept;
   static void on_signal(uv_signal_t* h, int signum) noexcept;
   static void on_tick(uv_timer_t* t) noexcept;
@@ -168,6 +178,7 @@ class Daemon {
   std::unique_ptr<Metrics> metrics_;  // with the admin listener; feeds on worker exchanges
   std::string admin_bind_;
   AdminStates admin_states_;
+  std::vector<std::string> skipped_logged_;  // the messages of the last report_skipped_weights
   std::string admin_token_;
 
   uv_signal_t sig_hup_{}, sig_term_{}, sig_int_{}, sig_usr1_{};

@@ -572,6 +572,36 @@ TEST_CASE("an admin section with enabled: false needs no bind") {
   CHECK_FALSE(r.config.admin.enabled);
 }
 
+TEST_CASE("the admin listener's connection limits: defaults, values and errors") {
+  struct Case {
+    const char* keys;  // added to `admin: { bind: 127.0.0.1:0 ... }`
+    uint32_t max_connections;
+    uint64_t header_timeout_ms, idle_timeout_ms;
+  };
+  const Case cases[] = {
+      {"", 10, 10000, 10000},  // HAProxy's `stats maxconn` and `stats timeout` defaults
+      {", max_connections: 4, header_timeout: 2s, idle_timeout: 500ms", 4, 2000, 500},
+  };
+  for (const Case& c : cases) {
+    const LoadResult r = load_string(
+        std::string(kMinimal) + "admin: { bind: 127.0.0.1:0" + c.keys + " }\n", "a.yaml");
+    REQUIRE_MESSAGE(r.ok(), c.keys);
+    CHECK(r.config.admin.max_connections == c.max_connections);
+    CHECK(r.config.admin.header_timeout_ms == c.header_timeout_ms);
+    CHECK(r.config.admin.idle_timeout_ms == c.idle_timeout_ms);
+  }
+  const LoadResult bad = load_string(
+      std::string(kMinimal) + "admin: { bind: 127.0.0.1:0, max_connections: 0, "
+                              "header_timeout: 0ms, idle_timeout: soon }\n",
+      "b.yaml");
+  CHECK(error_strings(bad) ==
+        std::vector<std::string>{
+            "b.yaml:8:46: 'max_connections' must be between 1 and 65535, got 0",
+            "b.yaml:8:65: 'header_timeout' must be at least 1ms, got 0ms",
+            "b.yaml:8:84: 'idle_timeout' must be a duration such as 500ms, 2s, 1m or 1h, got "
+            "'soon'"});
+}
+
 TEST_CASE("two listeners on port 0 do not collide: each gets its own free port") {
   constexpr std::string_view kYaml = R"(
 listeners:

@@ -62,19 +62,19 @@ TEST_CASE("pooled codec buffers do not keep the capacity of one huge rewritten h
     rondel::proxy::WorkerStats stats;
     rondel::proxy::Worker worker(&loop, log, sink, stats);
     rondel::http::Limits limits;
-    rondel::proxy::Http1Buffers* cb = worker.take_http1(limits);
+    rondel::proxy::Http1Buffers* cb = rondel::proxy::take_http1_buffers(worker, limits);
     REQUIRE(cb != nullptr);
     cb->resp_head_out.assign(1 << 20, 'x');  // a 1 MiB response head rewritten once
-    worker.give_http1(cb);
-    rondel::proxy::Http1Buffers* again = worker.take_http1(limits);
+    rondel::proxy::give_http1_buffers(worker, cb);
+    rondel::proxy::Http1Buffers* again = rondel::proxy::take_http1_buffers(worker, limits);
     REQUIRE(again == cb);  // the same pooled object comes back
     CHECK(again->resp_head_out.capacity() <= rondel::proxy::Worker::kMaxPooledStringCapacity);
     again->resp_head_out.assign(200, 'y');  // an ordinary one stays warm
     size_t small_capacity = again->resp_head_out.capacity();
-    worker.give_http1(again);
-    again = worker.take_http1(limits);
+    rondel::proxy::give_http1_buffers(worker, again);
+    again = rondel::proxy::take_http1_buffers(worker, limits);
     CHECK(again->resp_head_out.capacity() == small_capacity);
-    worker.give_http1(again);
+    rondel::proxy::give_http1_buffers(worker, again);
     // Exchanges are pooled too: the one given back is the next one taken.
     rondel::proxy::Exchange* ex = worker.take_exchange();
     REQUIRE(ex != nullptr);

@@ -156,6 +156,7 @@ struct FakeOwner final : ExchangeOwner {
     last.stale_retried = ex.state().stale_retried;
     last.response = ex.state().response;
   }
+  ClientSide client_side() noexcept override { return {}; }
 };
 
 // A request head with its header fields (kept alive by the struct).

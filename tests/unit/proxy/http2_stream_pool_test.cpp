@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "rondel/config/config.h"
+#include "rondel/proxy/client_connection.h"
 #include "rondel/proxy/http2_session.h"
 #include "rondel/proxy/log.h"
 #include "rondel/proxy/worker.h"
@@ -107,7 +108,8 @@ struct NoPoolSession : Loop {
 
   NoPoolSession() {
     l.name = "t";
-    t.events = rondel::proxy::Http2Session::attach(worker, t, {&l, nullptr, state, nullptr});
+    t.events = rondel::proxy::ClientConnection::attach(
+        worker, t, {&l, nullptr, state, nullptr}, rondel::proxy::ClientProtocol::kHttp2);
     REQUIRE(t.events != nullptr);
   }
   ~NoPoolSession() {
@@ -143,11 +145,11 @@ TEST_CASE("steady-state HTTP/2 streams reuse pooled stream objects and buffers")
   // its priority tree (one more per request until it holds max_concurrent_streams of them).
   for (int i = 0; i < 150; ++i) one();
   uint64_t news = g_news.load();
-  uint64_t system = h.worker.h2_mem().from_system();
-  REQUIRE(h.worker.h2_mem().outstanding() > 0);  // the session's blocks are the H2Mem's
+  uint64_t system = rondel::proxy::Http2WorkerState::of(h.worker)->mem.from_system();
+  REQUIRE(rondel::proxy::Http2WorkerState::of(h.worker)->mem.outstanding() > 0);  // the session's blocks are the H2Mem's
   for (int i = 0; i < 200; ++i) one();
   CHECK(g_news.load() - news == 0);
-  CHECK(h.worker.h2_mem().from_system() - system == 0);  // nghttp2: every block reused
+  CHECK(rondel::proxy::Http2WorkerState::of(h.worker)->mem.from_system() - system == 0);  // nghttp2: every block reused
   CHECK(h.stats.h2_streams.load() == 350);
 }
 
