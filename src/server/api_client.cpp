@@ -64,7 +64,7 @@ void ApiCall::begin(std::shared_ptr<const tls::ClientContext> tls) noexcept {
   if (ep_.tls) {
     server_name_ = ep_.host;
     tls_ = tls ? tls::ClientTls::start(std::move(tls), ep_.text, server_name_) : nullptr;
-    if (!tls_) return end("tls: no context");
+    if (!tls_) return fail_soon("tls: no context");
   }
   if (auto sa = net::to_sockaddr(ep_.host, ep_.port)) {
     return connect(reinterpret_cast<const sockaddr*>(&*sa));
@@ -74,7 +74,7 @@ void ApiCall::begin(std::shared_ptr<const tls::ClientContext> tls) noexcept {
   hints.ai_socktype = SOCK_STREAM;
   const std::string port = std::to_string(ep_.port);
   int r = uv_getaddrinfo(loop_, &resolve_, &on_resolved, ep_.host.c_str(), port.c_str(), &hints);
-  if (r != 0) return end(std::string("resolve: ") + uv_strerror(r));
+  if (r != 0) return fail_soon(std::string("resolve: ") + uv_strerror(r));
   resolving_ = true;
 }
 
@@ -95,7 +95,13 @@ void ApiCall::on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res) noex
 
 void ApiCall::connect(const sockaddr* sa) noexcept {
   int r = uv_tcp_connect(&connect_req_, &tcp_, sa, &on_connect);
-  if (r != 0) return end(std::string("connect: ") + uv_strerror(r));
+  if (r != 0) return fail_soon(std::string("connect: ") + uv_strerror(r));
+}
+
+void ApiCall::fail_soon(std::string error) noexcept {
+  // From the timer: start() has returned, so the owner holds the pointer on_end clears.
+  pending_error_ = std::move(error);
+  uv_timer_start(&timer_, &on_timer, 0, 0);
 }
 
 void ApiCall::on_connect(uv_connect_t* req, int status) noexcept {
@@ -258,7 +264,9 @@ void ApiCall::arm(uint64_t ms) noexcept {
 
 void ApiCall::on_timer(uv_timer_t* t) noexcept {
   auto* c = static_cast<ApiCall*>(t->data);
-  if (!c->ended_) c->end(c->head_seen_ ? "idle timeout" : "timeout");
+  if (c->ended_) return;
+  if (!c->pending_error_.empty()) return c->end(c->pending_error_);
+  c->end(c->head_seen_ ? "idle timeout" : "timeout");
 }
 
 void ApiCall::end(std::string_view error) noexcept {

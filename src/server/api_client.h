@@ -35,8 +35,9 @@ struct ApiRequest {
   uint64_t idle_ms = 0;        // once the head came: no byte for this long ends it; 0 = never
 };
 
-// What a call reports. on_end runs exactly once, last (unless the call was cancelled first); the
-// call frees itself after it returns, so the owner forgets its pointer there.
+// What a call reports, never from inside ApiCall::start. on_end runs exactly once, last (unless
+// the call was cancelled first); the call frees itself after it returns, so the owner forgets
+// its pointer there.
 struct ApiHandlers {
   std::function<void(uint16_t status)> on_head;      // the final response's status
   std::function<void(std::string_view body)> on_data;  // de-chunked body bytes, in order
@@ -60,6 +61,8 @@ class ApiCall final : public net::HandleCloser {
   void on_all_closed() noexcept override { delete this; }
   void begin(std::shared_ptr<const tls::ClientContext> tls) noexcept;
   void connect(const sockaddr* sa) noexcept;
+  // Ends the call with `error` from the next loop turn (a failure inside start()).
+  void fail_soon(std::string error) noexcept;
   void connected() noexcept;
   void send_request() noexcept;
   bool send(std::string bytes) noexcept;  // plain bytes or TLS wire bytes, as they are
@@ -89,6 +92,7 @@ class ApiCall final : public net::HandleCloser {
   bool head_seen_ = false;
   bool ended_ = false;
   std::string server_name_;
+  std::string pending_error_;  // fail_soon()
   std::unique_ptr<tls::ClientTls> tls_;
   http::ResponseParser parser_;
 };

@@ -163,9 +163,10 @@ core::Result<std::shared_ptr<const proxy::Snapshot>> Daemon::build_snapshot(
   for (const auto& p : (*snap)->pools()) {
     if (!p->empty()) continue;
     p->state().empty_builds.fetch_add(1, std::memory_order_relaxed);
+    const bool source = p->config().discovery.kind != config::DiscoveryKind::kNone;
     log_.log(proxy::Level::kWarn, "pool_without_backends",
-             "pool=" + p->name() + " generation=" + std::to_string(generation) +
-                 " reason=names_resolved_to_nothing");
+             "pool=" + p->name() + " generation=" + std::to_string(generation) + " reason=" +
+                 (source ? "source_lists_nothing" : "names_resolved_to_nothing"));
   }
   return snap;
 }

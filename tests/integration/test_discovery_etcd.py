@@ -376,6 +376,32 @@ class CompactingGateway:
         self.httpd.server_close()
 
 
+class Unreachable(unittest.TestCase):
+    def test_endpoints_that_fail_at_once_or_do_not_resolve_start_the_pool_empty(self):
+        # fe80::1 without a scope: connect fails inside the call (EINVAL), before any callback;
+        # a .invalid name fails in the resolver. Both endpoints are retried in turn.
+        text = ("listeners:\n  - { name: web, bind: 127.0.0.1:0, pool: p }\n"
+                "pools:\n  - name: p\n"
+                "    discovery: { etcd: { endpoints: [\"http://[fe80::1]:2379\", "
+                "\"http://etcd.invalid:2379\"], prefix: /x/ }, retry: 50ms }\n"
+                "admin: { bind: 127.0.0.1:0 }\nlog: { level: info }\n")
+        r = Rondel(text)
+        try:
+            r.out.wait_for(r"warn discovery_failed pool=p reason=connect error=\"etcd:/x/: "
+                           r"http://\[fe80::1\]:2379: range: connect: ", timeout=5)
+            r.out.wait_for(r"warn pool_without_backends pool=p generation=1 "
+                           r"reason=source_lists_nothing", timeout=5)
+            self.assertEqual(http_get(r.port, "/x")[0], 503)
+
+            def failures():
+                _, m, _ = scrape(r.admin_port)
+                return metric_sum(m, "rondel_discovery_errors_total", pool="p",
+                                  reason="connect") >= 6
+            wait_until(failures, timeout=10, what="both endpoints retried")
+        finally:
+            self.assertEqual(r.stop(), 0)
+
+
 class Compaction(unittest.TestCase):
     def test_a_compacted_watch_reads_the_prefix_again(self):
         backend = Backend("c1")
