@@ -10,6 +10,7 @@
 #include "edge_reader.h"
 #include "upstream_reader.h"
 #include "health_reader.h"
+#include "discovery_reader.h"
 #include "load_report_reader.h"
 #include "reader_util.h"
 #include "scalars.h"
@@ -46,6 +47,7 @@ class ConfigReader {
     if (auto* f = r_.require(top, "listeners")) read_listeners(*f, c);
     if (auto* f = r_.require(top, "pools")) read_pools(*f, c);
     if (auto* f = top.get("admin")) read_admin(*f, c.admin);
+    if (auto* f = top.get("fleet")) read_fleet(r_, *f, c.fleet);
     if (auto* f = top.get("config_watch")) read_config_watch(*f, c.config_watch);
     check_listeners(c);
     return c;
@@ -154,7 +156,12 @@ class ConfigReader {
     if (auto* g = m.get("send_proxy_protocol")) {
       r_.read_choice<SendProxyProtocol>(*g, kSendProxyProtocols, p.send_proxy_protocol);
     }
-    if (auto* g = r_.require(m, "backends")) read_backends(*g, p);
+    const Field* discovery = m.get("discovery");
+    if (discovery != nullptr) read_discovery(r_, *discovery, p.discovery);
+    // With a discovery source the list is optional: the source may bring every backend.
+    if (auto* g = discovery == nullptr ? r_.require(m, "backends") : m.get("backends")) {
+      read_backends(*g, p);
+    }
     if (auto* g = m.get("range_chunk")) read_range_chunk(*g, p);
     if (auto* g = m.get("previous")) read_previous(*g, p);
     if (auto* g = m.get("migrate_percent")) {
@@ -438,6 +445,7 @@ class ConfigReader {
     if (auto* g = m.get("jitter")) read_percent(*g, d.jitter_percent);
     if (auto* g = m.get("timeout")) r_.read_duration(*g, d.timeout_ms, 1);
     if (auto* g = m.get("attempts")) r_.read_unsigned(*g, d.attempts, 1, kMaxDnsAttempts);
+    if (auto* g = m.get("hold")) r_.read_duration(*g, d.hold_ms, 0);
   }
 
   // "10%" or a bare integer, 0..100.

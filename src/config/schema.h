@@ -52,7 +52,7 @@ constexpr string_view kSubsetWhenKeys[] = {"listener", "header", "value", "path_
 
 constexpr string_view kRootKeys[] = {"workers", "drain_timeout", "log",  "listeners",
                                      "pools",   "admin",         "dns",
-                                     "config_watch"};
+                                     "config_watch", "fleet"};
 constexpr string_view kConfigWatchKeys[] = {"enabled", "debounce"};
 constexpr string_view kLogKeys[] = {"access_log", "error_log", "level", "access_format"};
 constexpr string_view kListenerKeys[] = {"name",
@@ -116,6 +116,7 @@ constexpr string_view kPoolKeys[] = {"name",
                                      "health_check",
                                      "passive_health",
                                      "dns",
+                                     "discovery",
                                      "backends",
                                      "range_chunk",
                                      "seed",
@@ -145,6 +146,15 @@ constexpr ScalarKey<P> kPoolScalars[] = {
     count64("seed", &P::seed, 0, UINT64_MAX),
 };
 // Backend-reported load (docs/algorithms.md): `load_report` of a pool.
+// A pool's `discovery` section (discovery_reader.cpp): one source, etcd or kubernetes.
+constexpr string_view kDiscoveryKeys[] = {"etcd", "kubernetes", "allow_empty", "timeout", "retry"};
+constexpr string_view kEtcdKeys[] = {"endpoints", "prefix", "ca"};
+constexpr string_view kKubernetesKeys[] = {"service", "namespace", "port", "server", "token_file",
+                                           "ca"};
+constexpr uint64_t kMinDiscoveryRetryMs = 10;
+constexpr string_view kFleetKeys[] = {"etcd", "id", "ttl", "timeout", "retry"};
+// etcd leases are whole seconds, and a keep-alive goes every third of the TTL.
+constexpr uint64_t kMinFleetTtlMs = 2000;
 constexpr string_view kLoadReportKeys[] = {"header", "metric", "max_age", "scale"};
 constexpr uint32_t kMaxLoadReportScale = 1'000'000;
 // Gradual migration (docs/routing.md): the placement keys move from, under `previous`.
@@ -191,7 +201,7 @@ constexpr ScalarKey<A> kAdminScalars[] = {
     duration("header_timeout", &A::header_timeout_ms, 1),
     duration("idle_timeout", &A::idle_timeout_ms, 1),
 };
-constexpr string_view kDnsKeys[] = {"nameservers", "ttl", "jitter", "timeout", "attempts"};
+constexpr string_view kDnsKeys[] = {"nameservers", "ttl", "jitter", "timeout", "attempts", "hold"};
 // Re-resolving more often than this only loads the nameserver.
 constexpr uint64_t kMinDnsTtlMs = 100;
 constexpr uint64_t kMaxDnsAttempts = 16;

@@ -111,7 +111,8 @@ bool read_require(NodeReader& r, const Field& f, SubsetRule& rule, const PoolCon
   bool ok = true;
   for (const YAML::Node& entry : f.value) {
     const std::string text = entry.Scalar();
-    if (!contains(known, text)) {
+    // A pool with a discovery source learns its backends' labels (zones) at run time.
+    if (!contains(known, text) && p.discovery.kind == DiscoveryKind::kNone) {
       r.error(NodeReader::value_position(entry_field(f, entry)),
               "unknown label " + quote(text) + ": no backend of pool " + quote(p.name) +
                   " carries it");

@@ -14,6 +14,7 @@
 #include "rondel/server/discovery.h"
 #include "rondel/server/metrics.h"
 #include "config_watch.h"
+#include "fleet.h"
 #include "systemd_notify.h"
 
 namespace rondel::server {
@@ -56,6 +57,7 @@ Daemon::~Daemon() {
   admin_.reset();
   watch_.reset();
   health_.reset();
+  fleet_.reset();
   discovery_.reset();
   worker_.reset();
   uv_run(&loop_, UV_RUN_NOWAIT);
@@ -96,6 +98,7 @@ bool Daemon::start(config::Config cfg) {
     log_.log(proxy::Level::kError, "config_invalid", snap.error().message);
     return false;
   }
+  configure_fleet(cfg);
   publish(*snap);
   after_publish(nullptr);
   if (!apply_listeners(cfg, true)) return false;
@@ -145,7 +148,9 @@ core::Result<std::shared_ptr<const proxy::Snapshot>> Daemon::build_snapshot(
     // At start-up a pool with nothing to serve is a configuration error (exit 2). Once running,
     // one name that resolves to nothing must not block every reload and every other pool's DNS
     // update: that pool is built empty and answers 503 until its names resolve again.
-    if (p.backends.empty() && !started_) {
+    // A pool with a discovery source may start empty (its source down or not yet listing
+    // anything): it answers 503 until the source lists a backend.
+    if (p.backends.empty() && !started_ && p.discovery.kind == config::DiscoveryKind::kNone) {
       return core::fail("pool " + p.name + ": no backend (its host names resolved to no address)");
     }
   }
@@ -158,9 +163,10 @@ core::Result<std::shared_ptr<const proxy::Snapshot>> Daemon::build_snapshot(
   for (const auto& p : (*snap)->pools()) {
     if (!p->empty()) continue;
     p->state().empty_builds.fetch_add(1, std::memory_order_relaxed);
+    const bool source = p->config().discovery.kind != config::DiscoveryKind::kNone;
     log_.log(proxy::Level::kWarn, "pool_without_backends",
-             "pool=" + p->name() + " generation=" + std::to_string(generation) +
-                 " reason=names_resolved_to_nothing");
+             "pool=" + p->name() + " generation=" + std::to_string(generation) + " reason=" +
+                 (source ? "source_lists_nothing" : "names_resolved_to_nothing"));
   }
   return snap;
 }
@@ -202,6 +208,13 @@ void Daemon::after_publish(const std::shared_ptr<const proxy::Snapshot>& prev) {
   }
   health_->sync(*snap, now);
   refresh_pools();
+  if (fleet_) fleet_->set_placement(*snap);
+}
+
+void Daemon::configure_fleet(const config::Config& cfg) {
+  if (fleet_ && Fleet::same_settings(fleet_->config(), cfg.fleet)) return;
+  fleet_.reset();
+  if (cfg.fleet.enabled) fleet_ = std::make_unique<Fleet>(*discovery_, cfg.fleet);
 }
 
 void Daemon::refresh_pools() noexcept {
@@ -374,6 +387,7 @@ bool Daemon::finish_reload(config::Config cfg) {
              "configured=" + std::to_string(cfg.workers) + " running=" +
                  std::to_string(workers_) + " reason=needs_restart");
   }
+  configure_fleet(cfg);
   publish(*snap);
   base_cfg_ = std::move(cfg);
   discovery_->retain(base_cfg_);
@@ -397,6 +411,8 @@ void Daemon::notify_reload_failed() noexcept {
 
 void Daemon::on_dns_change() {
   if (!started_ || stopped_) return;
+  // Named after what changed: a watched source only (discovery_*), or DNS answers (dns_*).
+  const std::string kind = discovery_->take_source_only() ? "discovery" : "dns";
   if (pending_ && discovery_->settled(*pending_)) {
     config::Config cfg = std::move(*pending_);
     pending_.reset();
@@ -406,18 +422,18 @@ void Daemon::on_dns_change() {
   auto old = worker_->snapshot();
   auto snap = build_snapshot(base_cfg_, generation_ + 1);
   if (!snap) {
-    log_.log(proxy::Level::kError, "dns_update_failed",
+    log_.log(proxy::Level::kError, kind + "_update_failed",
              "error=\"" + snap.error().message + "\" keeping=generation:" +
                  std::to_string(old->generation()));
     return;
   }
   ++generation_;
-  report_moved(*old, **snap, "dns_moved");
+  report_moved(*old, **snap, kind + "_moved");
   publish(*snap);
   after_publish(old);
   old.reset();
   registry_.prune();
-  log_.log(proxy::Level::kInfo, "dns_update", "generation=" + std::to_string(generation_));
+  log_.log(proxy::Level::kInfo, kind + "_update", "generation=" + std::to_string(generation_));
 }
 
 void Daemon::watch_connect_failures() {
@@ -527,6 +543,7 @@ void Daemon::finish_shutdown() noexcept {
   stopped_ = true;
   pending_.reset();
   health_->stop();
+  if (fleet_) fleet_->stop();
   discovery_->stop();
   if (watch_) watch_->stop();
   worker_->close_all();

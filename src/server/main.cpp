@@ -12,6 +12,7 @@
 #include "rondel/server/config_diff.h"
 #include "rondel/server/daemon.h"
 #include "rondel/tls/server_context.h"
+#include "rondel/server/discovery.h"
 
 #ifndef RONDEL_VERSION
 #define RONDEL_VERSION "unknown"
@@ -100,6 +101,8 @@ int main(int argc, char** argv) {
     for (const auto& w : rondel::server::check_admin(lr.config)) {
       std::fprintf(stderr, "rondel: warning: %s\n", w.text.c_str());
     }
+    // Discovery and fleet files (CA bundles, tokens), read as a start would; no source is asked.
+    if (!rondel::server::check_discovery_files(lr.config, stderr)) return 1;
     std::puts("OK");
     return 0;
   }

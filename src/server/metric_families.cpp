@@ -11,6 +11,8 @@
 #include <optional>
 #include <span>
 
+#include "discovery_source.h"
+#include "fleet.h"
 #include "metrics_shards.h"
 #include "rondel/core/bounded.h"
 #include "rondel/core/reported_load.h"
@@ -18,6 +20,7 @@
 #include "rondel/server/admin_states.h"
 #include "rondel/net/proxy_protocol.h"
 #include "rondel/server/daemon.h"
+#include "rondel/server/discovery.h"
 #include "rondel/server/metrics.h"
 #include "rondel/tls/client_context.h"
 #include "rondel/tls/tls_stats.h"
@@ -308,6 +311,58 @@ void placement_fingerprints(const Scrape& s, FamilyOut& o) {
 
 void moved_shares(const Scrape& s, FamilyOut& o) {
   for (const auto& [pool, share] : s.daemon.reload_stats().last_moved) o.sample({pool}, share);
+}
+
+// One source per pool: while a reload that changes a pool's source waits for the new one's
+// first answer, both run; the one serving (the first started) is shown.
+std::vector<const DiscoverySource*> pool_sources(const Scrape& s) {
+  std::vector<const DiscoverySource*> out;
+  if (s.daemon.discovery() == nullptr) return out;
+  for (const DiscoverySource* src : s.daemon.discovery()->sources()) {
+    if (std::none_of(out.begin(), out.end(),
+                     [src](const DiscoverySource* o) { return o->pool() == src->pool(); })) {
+      out.push_back(src);
+    }
+  }
+  return out;
+}
+
+void discovery_up(const Scrape& s, FamilyOut& o) {
+  for (const DiscoverySource* src : pool_sources(s)) {
+    o.sample({src->pool(), src->kind()}, src->up() ? 1.0 : 0.0);
+  }
+}
+
+void discovery_errors(const Scrape& s, FamilyOut& o) {
+  for (const DiscoverySource* src : pool_sources(s)) {
+    for (size_t i = 0; i < kSourceErrorNames.size(); ++i) {
+      o.sample({src->pool(), src->kind(), kSourceErrorNames[i]}, d(src->errors(i)));
+    }
+  }
+}
+
+void fleet_instances(const Scrape& s, FamilyOut& o) {
+  if (const Fleet* f = s.daemon.fleet()) o.sample({}, d(f->members().size()));
+}
+
+void fleet_registered(const Scrape& s, FamilyOut& o) {
+  if (const Fleet* f = s.daemon.fleet()) o.sample({}, f->registered() ? 1.0 : 0.0);
+}
+
+void fleet_fingerprints(const Scrape& s, FamilyOut& o) {
+  const Fleet* f = s.daemon.fleet();
+  if (f == nullptr) return;
+  for (const auto& [id, m] : f->members()) {
+    for (const auto& [pool, fp] : m.fingerprints) o.sample({pool, id, fp}, 1);
+  }
+}
+
+void fleet_disagrees(const Scrape& s, FamilyOut& o) {
+  const Fleet* f = s.daemon.fleet();
+  if (f == nullptr) return;
+  for (const auto& p : s.pools) {
+    o.sample({p.pool->name()}, f->disagrees(p.pool->name()) ? 1.0 : 0.0);
+  }
 }
 
 void durations(const Scrape& s, FamilyOut& o) {

@@ -2,8 +2,10 @@
 
 dnsmasq, run by hand on a high port, serves caches.test with three loopback addresses
 (127.0.0.2, .3, .4), each with a test backend on the same port. rondel (c-ares, TTL 1 s, jitter
-10%) makes each address a backend with id ADDRESS:PORT, follows changed answers within TTL plus
-jitter moving only the changed backends' keys, and drops an address whose connection fails at once.
+10%, hold 2 s) makes each address a backend with id ADDRESS:PORT, follows an added address within
+TTL plus jitter, keeps an address the answers stop listing for the hold and then removes it,
+moving only the changed backends' keys, and drops an address whose connection fails at once
+(whatever the hold).
 """
 import math
 import os
@@ -23,6 +25,7 @@ DNSMASQ = shutil.which("dnsmasq") or ("/usr/sbin/dnsmasq" if os.path.exists("/us
 NAME = "caches.test"
 ADDRS = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
 TTL_S = 1.0
+HOLD_S = 2.0
 SAMPLE_KEYS = 600
 
 
@@ -156,7 +159,8 @@ class DnsDiscovery(unittest.TestCase):
         cls.dns = Dnsmasq(cls.dir, ADDRS)
         cls.backends = backends_on_one_port([f"d{a.rsplit('.', 1)[1]}" for a in ADDRS], ADDRS)
         cls.port = cls.backends[ADDRS[0]].port
-        text = (f"dns: {{ nameservers: [127.0.0.1:{cls.dns.port}], ttl: 1s, jitter: 10% }}\n"
+        text = (f"dns: {{ nameservers: [127.0.0.1:{cls.dns.port}], ttl: 1s, jitter: 10%, "
+                f"hold: {HOLD_S:g}s }}\n"
                 "listeners:\n  - { name: web, bind: 127.0.0.1:0, pool: p }\n"
                 "pools:\n  - name: p\n"
                 "    passive_health: { consecutive_failures: 0 }\n"
@@ -200,7 +204,7 @@ class DnsDiscovery(unittest.TestCase):
         self.assertEqual(seen, {b.name for b in self.backends.values()})
         self.rondel.wait_idle()
 
-    def test_changed_answers_are_followed_within_ttl_and_only_their_keys_move(self):
+    def test_changed_answers_are_followed_after_the_hold_and_only_their_keys_move(self):
         keys = [f"/k/{i}" for i in range(SAMPLE_KEYS)]
         before = self.owners(keys)
         gone = f"{ADDRS[2]}:{self.port}"
@@ -212,12 +216,20 @@ class DnsDiscovery(unittest.TestCase):
         start = self.rondel.out.count()
         self.dns.serve(ADDRS[:2])
         t0 = time.monotonic()  # from when the new answer is served (not when dnsmasq got HUP)
-        wait_until(lambda: self.ids() == self.expect(ADDRS[:2]), timeout=5, interval=0.05,
+        # The first answer without it (within a TTL plus jitter) holds it: still a backend.
+        self.rondel.out.wait_for(rf"info dns_address_held pool=p name={NAME} "
+                                 rf"backend={re.escape(gone)} hold_ms=2000", timeout=5,
+                                 start=start)
+        self.assertIn(gone, self.ids())
+        self.assertLess(time.monotonic() - t0, HOLD_S)  # else the check above proves nothing
+        wait_until(lambda: self.ids() == self.expect(ADDRS[:2]), timeout=10, interval=0.05,
                    what="rondel following the removal")
         took = time.monotonic() - t0
-        # The failure this guards is "TTL not honoured" (the default TTL is 60 s); 3 TTLs leave
-        # 2 s for rondel's timer, c-ares, the snapshot hand-over and this thread's polling.
-        self.assertLess(took, 3 * TTL_S)
+        # Removed `hold` after the last answer that listed it, which came at most a TTL plus
+        # jitter (1.1 s) before t0; the upper bound leaves 3 TTLs for the re-resolution at the end
+        # of the hold, c-ares, the snapshot hand-over and this thread's polling.
+        self.assertGreater(took, HOLD_S - 1.1 * TTL_S)
+        self.assertLess(took, HOLD_S + 3 * TTL_S)
         after = self.owners(keys)
         moved = [k for k in keys if before[k] != after[k]]
         for k in moved:
@@ -227,7 +239,8 @@ class DnsDiscovery(unittest.TestCase):
                                      start=start)
         logged = float(m.group(1))
         measured = len(moved) / len(keys)
-        print(f"\ndns: removal followed in {took:.2f}s; moved share logged {logged:.4f}, "
+        print(f"\ndns: removal followed in {took:.2f}s (hold {HOLD_S:g}s); "
+              f"moved share logged {logged:.4f}, "
               f"ring {truth:.4f}, measured over {len(keys)} keys {measured:.4f}")
         # rondel estimates the share from 65536 sampled hashes: sd = sqrt(p(1-p)/65536) <= 0.00196,
         # so 0.01 is >= 5.1 sd and a false failure has P < 3.1e-7.

@@ -1,15 +1,20 @@
-"""A DNS name that resolves to nothing empties its pool, and nothing else (issue 13, defect 5).
+"""A DNS name that resolves to nothing empties its pool once its hold is over, and nothing else
+(issue 13, defect 5); a glitch shorter than the hold empties nothing (issue 36).
 
 dnsmasq serves gone.test (127.0.0.2, pool p) and caches.test (127.0.0.3, later .4, pool q), each
-address with a test backend on one port. When gone.test stops resolving (NXDOMAIN), or its only
+address with a test backend on one port. When gone.test stops resolving (NXDOMAIN) for longer
+than the hold (1 s here), or its only
 address is dropped after a connect failure, pool p is left with no backend: it answers 503 and
 `warn pool_without_backends pool=p` is logged, while pool q keeps following its own DNS answers,
 SIGHUP reloads keep succeeding, and p is served again once its name resolves. Before the fix,
 every snapshot build failed (`dns_update_failed`, `reload_failed`) for as long as the name did
-not resolve.
+not resolve. With the default hold (30 s) a name that answers NXDOMAIN for a few TTLs keeps its
+address and its pool serves throughout; before issue 36 the first NXDOMAIN emptied the pool.
 """
 import os
+import re
 import tempfile
+import time
 import unittest
 
 from harness import Backend, Rondel, http_get, main, metric_sum, scrape, wait_until
@@ -44,7 +49,7 @@ class EmptyPool(unittest.TestCase):
         cls.backends = backends_on_one_port(["g", "q3", "q4"], [P_ADDR, Q_ADDR, Q_ADDR2])
         cls.port = cls.backends[P_ADDR].port
         cls.text = (
-            f"dns: {{ nameservers: [127.0.0.1:{cls.dns.port}], ttl: 1s, jitter: 0% }}\n"
+            f"dns: {{ nameservers: [127.0.0.1:{cls.dns.port}], ttl: 1s, jitter: 0%, hold: 1s }}\n"
             "listeners:\n"
             "  - { name: web, bind: 127.0.0.1:0, pool: p }\n"
             "  - { name: other, bind: 127.0.0.1:0, pool: q }\n"
@@ -140,6 +145,51 @@ class EmptyPool(unittest.TestCase):
         wait_until(lambda: self.ids("p") == self.at(P_ADDR), timeout=5, interval=0.05,
                    what="address back after re-resolution")
         self.assertEqual(self.get("web", "/back"), (200, "g"))
+
+
+@unittest.skipIf(DNSMASQ is None, "dnsmasq is not installed (Debian package dnsmasq-base)")
+class DnsGlitch(unittest.TestCase):
+    """The default hold: a name that answers NXDOMAIN for a few TTLs empties no pool."""
+
+    def test_nxdomain_shorter_than_the_hold_keeps_the_pool_serving(self):
+        workdir = tempfile.mkdtemp(prefix="rondel-it-dns-glitch-")
+        dns = NamedDnsmasq(workdir, INITIAL)  # NAME too: the base class waits for its answer
+        backend = Backend("g", host=P_ADDR, port=0)
+        addr = f"{P_ADDR}:{backend.port}"
+        rondel = Rondel(
+            f"dns: {{ nameservers: [127.0.0.1:{dns.port}], ttl: 1s, jitter: 0% }}\n"  # hold: 30s
+            "listeners:\n  - { name: web, bind: 127.0.0.1:0, pool: p }\n"
+            "pools:\n  - name: p\n"
+            f"    backends: [{{ address: {GONE}:{backend.port} }}]\n"
+            "admin: { bind: 127.0.0.1:0 }\nlog: { level: info }\n", workdir=workdir)
+        try:
+            def ids():
+                return [b["id"] for b in rondel.pools()["pools"][0]["backends"]]
+
+            self.assertEqual(ids(), [addr])
+            start = rondel.out.count()
+            dns.change([(Q_ADDR, NAME)])  # gone.test: NXDOMAIN
+            # Three TTLs of NXDOMAIN: the pool keeps its backend and serves every request.
+            deadline = time.monotonic() + 3.0
+            n = 0
+            while time.monotonic() < deadline:
+                status, headers, _ = http_get(rondel.port, f"/glitch/{n}")
+                self.assertEqual((status, headers.get("x-backend")), (200, "g"))
+                self.assertEqual(ids(), [addr])
+                n += 1
+                time.sleep(0.1)
+            # rondel did see the NXDOMAIN (re-resolving every TTL) and held the address.
+            rondel.out.wait_for(rf"info dns_address_held pool=p name={GONE} "
+                                rf"backend={re.escape(addr)} hold_ms=30000", timeout=1, start=start)
+            self.assertFalse(rondel.lines(r"pool_without_backends|dns_update "))
+            dns.change(INITIAL)  # the name answers again: nothing to change
+            time.sleep(2.5)  # two more re-resolutions
+            self.assertEqual(ids(), [addr])
+            self.assertFalse(rondel.lines(r"pool_without_backends|dns_update "))
+        finally:
+            self.assertEqual(rondel.stop(), 0)
+            backend.stop()
+            dns.stop()
 
 
 if __name__ == "__main__":

@@ -9,14 +9,18 @@ count), then:
   them: it had none before the counters were read directly), and promtool accepts the scrape;
 - the exchange histograms, merged at scrape time from both workers' shards, count exactly the
   requests served, and both workers served some (the access log's worker=N).
-DNS discovery is left out (it needs a resolver).
+DNS discovery is left out (it needs a resolver). With etcd installed, a second pool discovers
+its backend in etcd and the instance registers in a fleet (the discovery and fleet families);
+without it those families are not expected.
 """
+import json
 import os
 import re
 import shutil
 import subprocess
 import threading
 
+from test_discovery_etcd import ETCD, ETCDCTL, Etcd
 from test_metrics_scrape import documented_names
 from tls_certs import Certs
 
@@ -69,11 +73,31 @@ class EveryFamilyHasSamples(RondelTestCase):
                             f"address: {cls.slow.address}, labels: [slow]", 1)
         text = text.replace("    backends:\n", "    subsets: [{when: {header: X-Subset, value: s}, "
                             "require: [slow]}]\n    backends:\n", 1)
+        cls.etcd = Etcd(cls.dir) if ETCD and ETCDCTL else None
+        if cls.etcd is not None:
+            # A pool discovered in etcd and a fleet of one (the discovery and fleet families).
+            f2 = cls.backends[2]
+            cls.etcd.ctl("put", "/rondel/pools/q/f2", json.dumps({"address": f2.address}))
+            text = text.replace("pools:\n", "pools:\n  - name: q\n    discovery: { etcd: { "
+                                f"endpoints: [{cls.etcd.url}], prefix: /rondel/pools/q/ }} }}\n", 1)
+            text += (f"fleet: {{ etcd: {{ endpoints: [{cls.etcd.url}], "
+                     "prefix: /rondel/instances/m/ }, id: m1 }\n")
         return text
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            if getattr(cls, "etcd", None) is not None:
+                cls.etcd.stop()
 
     def test_every_documented_family_has_samples_and_worker_shards_add_up(self):
         doc = documented_families()
         self.assertGreater(len(doc), 40)
+        if self.etcd is None:
+            doc = {n: t for n, t in doc.items()
+                   if not n.startswith(("rondel_discovery_", "rondel_fleet_"))}
         self.rondel.reload()  # the reload families
         raw_exchange(self.rondel.port, b"BAD REQUEST\r\n\r\n")  # a rejected request
         hot = next(k for k in (f"/hot/{i}" for i in range(500))

@@ -24,13 +24,15 @@ class Certs:
                   "-days", "30", "-subj", "/CN=" + cn)
         return self.path(name + ".pem")
 
-    def leaf(self, name, dns_names, days=10, expired=False, client=False, ca="ca"):
-        """Signs a certificate for `dns_names` (first = CN); returns (cert path, key path)."""
+    def leaf(self, name, dns_names, days=10, expired=False, client=False, ca="ca", ips=()):
+        """Signs a certificate for `dns_names` (first = CN) and IP addresses `ips`; returns
+        (cert path, key path)."""
         key, csr, cert = (self.path(name + s) for s in (".key", ".csr", ".pem"))
         ext = self.path(name + ".ext")
         with open(ext, "w") as f:
-            if dns_names:
-                f.write("subjectAltName=" + ",".join("DNS:" + n for n in dns_names) + "\n")
+            if dns_names or ips:
+                f.write("subjectAltName=" + ",".join(["DNS:" + n for n in dns_names] +
+                                                     ["IP:" + a for a in ips]) + "\n")
             f.write("extendedKeyUsage=" + ("clientAuth" if client else "serverAuth") + "\n")
         cn = dns_names[0] if dns_names else name
         self._run("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",

@@ -7,10 +7,12 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "rondel/core/choices.h"
 #include "rondel/core/cidr.h"
+#include "rondel/core/result.h"
 #include "rondel/core/reported_load.h"
 
 namespace rondel::config {
@@ -120,6 +122,52 @@ struct DnsConfig {
   uint32_t jitter_percent = 10;      // each interval is drawn from ttl ± this percent
   uint64_t timeout_ms = 2000;        // one query attempt to one nameserver
   uint32_t attempts = 2;             // query attempts per nameserver before giving up
+  uint64_t hold_ms = 30000;          // an address missing from answers stays this long; 0 = none
+};
+
+// A control-plane API's URL (`discovery` endpoints): http(s)://HOST[:PORT][/PATH], HOST a name
+// or an IP literal (IPv6 in brackets); the port defaults to 80 / 443.
+struct ApiUrl {
+  bool tls = false;
+  std::string host;       // without brackets
+  uint16_t port = 0;
+  std::string base_path;  // "" or "/PATH" without a trailing '/'
+  std::string text;       // as written
+};
+// Parses an ApiUrl; the error is a reason for the caller to place ("must start with http://").
+core::Result<ApiUrl> parse_api_url(std::string_view text);
+
+// Where a pool's backends come from besides its `backends` list (`discovery`,
+// docs/configuration.md): etcd keys under a prefix, or a Kubernetes Service's EndpointSlices.
+enum class DiscoveryKind : uint8_t { kNone, kEtcd, kKubernetes };
+struct DiscoveryConfig {
+  DiscoveryKind kind = DiscoveryKind::kNone;
+  // etcd: the cluster's client URLs (tried in turn) and the key prefix of the pool's backends.
+  std::vector<ApiUrl> endpoints;
+  std::string prefix;
+  // kubernetes: the Service, its namespace and the port (a name, or a number as text); the API
+  // server (host empty: in-cluster, from KUBERNETES_SERVICE_HOST/_PORT) and its credentials.
+  std::string service;
+  std::string namespace_name = "default";
+  std::string port;
+  ApiUrl server;
+  std::string token_file;  // "" = in-cluster: the service account's token (when present)
+  std::string ca;          // https: PEM CA bundle; "" = in-cluster CA, else the system store
+  bool allow_empty = false;     // an answer with no backend empties the pool (else: kept)
+  uint64_t timeout_ms = 5000;   // one request's connect + response head
+  uint64_t retry_ms = 1000;     // first back-off after a failure (doubled up to 30 s, jitter)
+  Position position;
+};
+
+// Self-registration (`fleet`, docs/configuration.md): each instance keeps one key under the
+// etcd prefix, under a lease it keeps alive, with its pools' placement fingerprints; watching
+// the prefix tells every instance how many they are and whether they agree.
+struct FleetConfig {
+  bool enabled = false;
+  DiscoveryConfig etcd;     // kind kEtcd: endpoints, prefix, ca; timeout and retry
+  std::string id;           // this instance's key under the prefix; "" = the host name
+  uint64_t ttl_ms = 10000;  // the lease: a silent instance leaves the fleet this long after
+  Position position;
 };
 
 // Hot-key replicas (docs/routing.md): keys whose share of the requests over `window_ms` makes
@@ -188,6 +236,7 @@ struct PoolConfig {
   HealthCheckConfig health;
   PassiveHealthConfig passive;
   DnsConfig dns;                     // used only by backends named by host name
+  DiscoveryConfig discovery;         // backends from etcd or Kubernetes, besides `backends`
   std::vector<BackendConfig> backends;
   Position position;
   // Range-chunk keys (docs/routing.md): with hash_key uri or path, a request with one
@@ -308,6 +357,7 @@ struct Config {
   AdminConfig admin;
   LogConfig log;
   ConfigWatchConfig config_watch;
+  FleetConfig fleet;
 };
 
 }  // namespace rondel::config

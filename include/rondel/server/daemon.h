@@ -26,6 +26,7 @@ namespace rondel::server {
 class Admin;
 class ConfigWatch;
 class Discovery;
+class Fleet;
 class Metrics;
 
 struct ReloadStats {
@@ -67,6 +68,10 @@ class Daemon {
   }
   bool draining() const noexcept { return draining_; }
   Metrics* metrics() noexcept { return metrics_.get(); }  // null when admin is off
+  // DNS and the watched sources (etcd, Kubernetes) of the pools' backends. Loop thread.
+  const Discovery* discovery() const noexcept { return discovery_.get(); }
+  // The fleet this instance registers in (`fleet`); null when not configured. Loop thread.
+  const Fleet* fleet() const noexcept { return fleet_.get(); }
 
   // Runtime operations (the admin API's PUT on a backend). The bearer token read from
   // `admin.token_file` at start and on each reload; empty when none is configured (the admin
@@ -156,6 +161,9 @@ class Daemon {
   uint64_t pending_deadline_ms_ = 0;
   std::unique_ptr<proxy::HealthChecker> health_;
   std::unique_ptr<Discovery> discovery_;
+  std::unique_ptr<Fleet> fleet_;  // after discovery_: its sources use it
+  // Starts, keeps or replaces fleet_ for `cfg` (start and every successful reload).
+  void configure_fleet(const config::Config& cfg);
   std::unique_ptr<ConfigWatch> watch_;  // config_watch: reload when the file changes
   bool started_ = false;
 

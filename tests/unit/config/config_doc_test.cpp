@@ -78,6 +78,10 @@ TEST_CASE("every schema key is documented in its section of docs/configuration.m
       {"### `health_check`", schema::kHealthKeys},
       {"### `passive_health`", schema::kPassiveKeys},
       {"### `dns`", schema::kDnsKeys},
+      {"### `discovery`: etcd and Kubernetes", schema::kDiscoveryKeys},
+      {"### `discovery`: etcd and Kubernetes", schema::kEtcdKeys},
+      {"### `discovery`: etcd and Kubernetes", schema::kKubernetesKeys},
+      {"## `fleet`", schema::kFleetKeys},
       {"### `backends[]`", schema::kBackendKeys},
       {"## `admin`", schema::kAdminKeys},
   };

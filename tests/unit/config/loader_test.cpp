@@ -355,6 +355,7 @@ TEST_CASE("defaults apply when keys are absent") {
   CHECK(c.dns.jitter_percent == 10);
   CHECK(c.dns.timeout_ms == 2000);
   CHECK(c.dns.attempts == 2);
+  CHECK(c.dns.hold_ms == 30000);
   CHECK(p.dns.nameservers.empty());
   CHECK(p.dns.ttl_ms == 60000);
   CHECK(p.dns.jitter_percent == 10);
@@ -505,12 +506,12 @@ admin:
 
 TEST_CASE("a pool's dns settings start from the top-level ones and override them key by key") {
   constexpr std::string_view kDns = R"(
-dns: { nameservers: [127.0.0.1:5353, "[::1]:53"], ttl: 30s, jitter: 5% }
+dns: { nameservers: [127.0.0.1:5353, "[::1]:53"], ttl: 30s, jitter: 5%, hold: 10s }
 listeners:
   - { name: web, bind: 127.0.0.1:8080, pool: a }
 pools:
   - name: a
-    dns: { ttl: 1s, jitter: 0 }
+    dns: { ttl: 1s, jitter: 0, hold: 0s }
     backends: [{ address: cache.internal:80, weight: 2 }]
   - name: b
     backends: [{ address: 127.0.0.1:9001 }]
@@ -527,11 +528,13 @@ pools:
   CHECK(a.dns.nameservers.size() == 2);
   CHECK(a.dns.ttl_ms == 1000);
   CHECK(a.dns.jitter_percent == 0);
+  CHECK(a.dns.hold_ms == 0);
   CHECK(a.backends.at(0).address.is_name);
   CHECK(a.backends.at(0).weight == 2);
   const PoolConfig& b = c.pools.at(1);
   CHECK(b.dns.ttl_ms == 30000);
   CHECK(b.dns.jitter_percent == 5);
+  CHECK(b.dns.hold_ms == 10000);
 }
 
 TEST_CASE("deployment keys: access_format, config_watch and srv backends") {
@@ -840,4 +843,73 @@ pools: [{name: p, backends: [{address: 127.0.0.1:9001}]}]
 }
 
 }  // namespace
+}  // namespace rondel::config
+
+namespace rondel::config {
+
+TEST_CASE("a pool's discovery section: etcd or kubernetes, checked without contacting them") {
+  constexpr std::string_view kOk = R"(
+listeners:
+  - { name: web, bind: 127.0.0.1:8080, pool: e }
+pools:
+  - name: e
+    discovery: { etcd: { endpoints: [http://127.0.0.1:2379, "https://[::1]:2379/x/"], prefix: /r/e/ }, retry: 200ms }
+  - name: k
+    discovery:
+      kubernetes: { service: cache, namespace: prod, port: http, server: https://10.0.0.1:6443 }
+      allow_empty: true
+    backends: [{ address: 127.0.0.1:9001 }]
+)";
+  const LoadResult r = load_string(kOk, "disc.yaml");
+  REQUIRE(r.ok());
+  const PoolConfig& e = r.config.pools.at(0);
+  CHECK(e.discovery.kind == DiscoveryKind::kEtcd);
+  CHECK(e.backends.empty());
+  REQUIRE(e.discovery.endpoints.size() == 2);
+  CHECK(e.discovery.endpoints[0].host == "127.0.0.1");
+  CHECK(e.discovery.endpoints[0].port == 2379);
+  CHECK_FALSE(e.discovery.endpoints[0].tls);
+  CHECK(e.discovery.endpoints[1].host == "::1");
+  CHECK(e.discovery.endpoints[1].tls);
+  CHECK(e.discovery.endpoints[1].base_path == "/x");
+  CHECK(e.discovery.prefix == "/r/e/");
+  CHECK(e.discovery.retry_ms == 200);
+  CHECK_FALSE(e.discovery.allow_empty);
+  const PoolConfig& k = r.config.pools.at(1);
+  CHECK(k.discovery.kind == DiscoveryKind::kKubernetes);
+  CHECK(k.discovery.service == "cache");
+  CHECK(k.discovery.namespace_name == "prod");
+  CHECK(k.discovery.port == "http");
+  CHECK(k.discovery.server.port == 6443);
+  CHECK(k.discovery.allow_empty);
+
+  constexpr std::string_view kBad = R"(
+listeners:
+  - { name: web, bind: 127.0.0.1:8080, pool: a }
+pools:
+  - name: a
+    discovery: { etcd: { endpoints: [ftp://x:1, "http://h:99999"], prefix: /p/ } }
+  - name: a2
+    discovery: { etcd: { endpoints: [http://h:1], prefix: /p/ }, kubernetes: { service: s, port: 80 } }
+  - name: b
+    discovery: { kubernetes: { service: Bad_Name, port: "0" } }
+  - name: c
+    discovery: { allow_empty: true }
+)";
+  const LoadResult bad = load_string(kBad, "bad.yaml");
+  std::vector<std::string> got;
+  for (const auto& err : bad.errors) got.push_back(err.to_string());
+  CHECK(got == std::vector<std::string>{
+                   "bad.yaml:6:38: bad URL 'ftp://x:1' for 'endpoints': must start with http:// or "
+                   "https://",
+                   "bad.yaml:6:49: bad URL 'http://h:99999' for 'endpoints': the port must be "
+                   "1..65535",
+                   "bad.yaml:8:78: 'discovery' takes one source: 'etcd' or 'kubernetes', not both",
+                   "bad.yaml:10:41: 'service' must be a Service name (lower-case letters, digits "
+                   "and '-', at most 63), got 'Bad_Name'",
+                   "bad.yaml:10:57: 'port' must be a port name (lower-case letters, digits and "
+                   "'-', at most 15) or a number 1..65535, got '0'",
+                   "bad.yaml:12:16: 'discovery' needs a source: 'etcd' or 'kubernetes'"});
+}
+
 }  // namespace rondel::config

@@ -1,0 +1,139 @@
+// A pool's `discovery` section: the etcd or Kubernetes source of its backends.
+#include "discovery_reader.h"
+
+#include <string>
+#include <string_view>
+
+#include "reader_util.h"
+#include "schema.h"
+
+namespace rondel::config {
+
+using namespace schema;
+
+namespace {
+
+// A Kubernetes object name as Services and namespaces use it (RFC 1123 label, DNS-1035 for
+// Services): lower-case letters, digits and '-', at most 63, starting and ending alphanumeric.
+bool k8s_label(std::string_view s, size_t max) {
+  if (s.empty() || s.size() > max || s.front() == '-' || s.back() == '-') return false;
+  for (char c : s) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
+  }
+  return true;
+}
+
+bool read_url(NodeReader& r, const Field& f, const YAML::Node& node, ApiUrl& out) {
+  Field one{f.key, f.key_node, node};
+  std::string text;
+  if (!r.read_string(one, text, false)) return false;
+  auto url = parse_api_url(text);
+  if (!url) {
+    r.error(NodeReader::value_position(one),
+            "bad URL " + quote(text) + " for " + quote(f.key) + ": " + url.error().message);
+    return false;
+  }
+  out = std::move(*url);
+  return true;
+}
+
+void read_etcd(NodeReader& r, const Field& f, DiscoveryConfig& out) {
+  MapFields m = r.map(f.value, quote(f.key), NodeReader::value_position(f), kEtcdKeys);
+  if (!m.is_map()) return;
+  if (auto* g = r.require(m, "endpoints")) {
+    for_each_entry(r, *g, [&](const YAML::Node& node, Position) {
+      ApiUrl u;
+      if (read_url(r, *g, node, u)) out.endpoints.push_back(std::move(u));
+    });
+  }
+  if (auto* g = r.require(m, "prefix"); g && r.read_string(*g, out.prefix, false)) {
+    if (has_space_or_control(out.prefix)) {
+      r.error(NodeReader::value_position(*g),
+              "'prefix' must have no spaces or control characters, got " + quote(out.prefix));
+    }
+  }
+  if (auto* g = m.get("ca")) r.read_string(*g, out.ca, false);
+}
+
+void read_kubernetes(NodeReader& r, const Field& f, DiscoveryConfig& out) {
+  MapFields m = r.map(f.value, quote(f.key), NodeReader::value_position(f), kKubernetesKeys);
+  if (!m.is_map()) return;
+  if (auto* g = r.require(m, "service"); g && r.read_string(*g, out.service, false)) {
+    if (!k8s_label(out.service, 63)) {
+      r.error(NodeReader::value_position(*g),
+              "'service' must be a Service name (lower-case letters, digits and '-', at most "
+              "63), got " + quote(out.service));
+    }
+  }
+  if (auto* g = m.get("namespace"); g && r.read_string(*g, out.namespace_name, false)) {
+    if (!k8s_label(out.namespace_name, 63)) {
+      r.error(NodeReader::value_position(*g),
+              "'namespace' must be a namespace name (lower-case letters, digits and '-', at "
+              "most 63), got " + quote(out.namespace_name));
+    }
+  }
+  if (auto* g = r.require(m, "port"); g && r.read_string(*g, out.port, false)) {
+    const bool number = out.port.find_first_not_of("0123456789") == std::string::npos;
+    const bool ok = number ? (out.port.size() <= 5 && std::stoul(out.port) >= 1 &&
+                              std::stoul(out.port) <= 65535)
+                           : k8s_label(out.port, 15);
+    if (!ok) {
+      r.error(NodeReader::value_position(*g),
+              "'port' must be a port name (lower-case letters, digits and '-', at most 15) or "
+              "a number 1..65535, got " + quote(out.port));
+    }
+  }
+  if (auto* g = m.get("server")) read_url(r, *g, g->value, out.server);
+  if (auto* g = m.get("token_file")) r.read_string(*g, out.token_file, false);
+  if (auto* g = m.get("ca")) r.read_string(*g, out.ca, false);
+}
+
+}  // namespace
+
+void read_discovery(NodeReader& r, const Field& f, DiscoveryConfig& out) {
+  MapFields m = r.map(f.value, quote(f.key), NodeReader::value_position(f), kDiscoveryKeys);
+  if (!m.is_map()) return;
+  out.position = m.position();
+  const Field* etcd = m.get("etcd");
+  const Field* k8s = m.get("kubernetes");
+  if (etcd != nullptr && k8s != nullptr) {
+    r.error(NodeReader::value_position(*k8s),
+            "'discovery' takes one source: 'etcd' or 'kubernetes', not both");
+  } else if (etcd != nullptr) {
+    out.kind = DiscoveryKind::kEtcd;
+    read_etcd(r, *etcd, out);
+  } else if (k8s != nullptr) {
+    out.kind = DiscoveryKind::kKubernetes;
+    read_kubernetes(r, *k8s, out);
+  } else {
+    r.error(m.position(), "'discovery' needs a source: 'etcd' or 'kubernetes'");
+  }
+  if (auto* g = m.get("allow_empty")) r.read_bool(*g, out.allow_empty);
+  if (auto* g = m.get("timeout")) r.read_duration(*g, out.timeout_ms, 1);
+  if (auto* g = m.get("retry")) r.read_duration(*g, out.retry_ms, kMinDiscoveryRetryMs);
+}
+
+void read_fleet(NodeReader& r, const Field& f, FleetConfig& out) {
+  MapFields m = r.map(f.value, quote(f.key), NodeReader::value_position(f), kFleetKeys);
+  if (!m.is_map()) return;
+  out.enabled = true;
+  out.position = m.position();
+  out.etcd.kind = DiscoveryKind::kEtcd;
+  out.etcd.position = m.position();
+  if (auto* g = r.require(m, "etcd")) read_etcd(r, *g, out.etcd);
+  if (auto* g = m.get("id"); g && r.read_string(*g, out.id, false)) {
+    if (has_space_or_control(out.id) || out.id.find('/') != std::string::npos) {
+      r.error(NodeReader::value_position(*g),
+              "'id' must have no spaces, control characters or '/', got " + quote(out.id));
+    }
+  }
+  if (auto* g = m.get("ttl"); g && r.read_duration(*g, out.ttl_ms, kMinFleetTtlMs)) {
+    if (out.ttl_ms % 1000 != 0) {
+      r.error(NodeReader::value_position(*g), "'ttl' must be whole seconds (an etcd lease)");
+    }
+  }
+  if (auto* g = m.get("timeout")) r.read_duration(*g, out.etcd.timeout_ms, 1);
+  if (auto* g = m.get("retry")) r.read_duration(*g, out.etcd.retry_ms, kMinDiscoveryRetryMs);
+}
+
+}  // namespace rondel::config

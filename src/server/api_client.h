@@ -1,0 +1,105 @@
+// ApiCall: one HTTP/1.1 request to a control-plane API (etcd's JSON gateway, the Kubernetes API
+// server) on the daemon's libuv loop, over TCP or TLS (tls::ClientTls), its response read by the
+// project's own http::ResponseParser and its body streamed to the caller as it arrives (a watch
+// is one long chunked body). No second HTTP stack: this is the thin driver around those two.
+//
+// One connection per call (`Connection: close`): discovery sources make a request every few
+// seconds at most, and a watch holds its connection for minutes. Loop thread only; never throws.
+#pragma once
+
+#include <uv.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "rondel/config/config.h"
+#include "rondel/core/result.h"
+#include "rondel/http/parser.h"
+#include "rondel/net/uv_util.h"
+#include "rondel/tls/client_context.h"
+#include "rondel/tls/client_tls.h"
+
+namespace rondel::server {
+
+struct ApiRequest {
+  std::string method = "GET";
+  std::string path;  // appended to the endpoint's base path; with its query string
+  std::string body;  // sent with Content-Length (POST/PUT); JSON
+  std::vector<std::pair<std::string, std::string>> headers;  // e.g. {"Authorization", "Bearer X"}
+  uint64_t timeout_ms = 5000;  // connect, TLS handshake and the response head, together
+  uint64_t idle_ms = 0;        // once the head came: no byte for this long ends it; 0 = never
+};
+
+// What a call reports, never from inside ApiCall::start. on_end runs exactly once, last (unless
+// the call was cancelled first); the call frees itself after it returns, so the owner forgets
+// its pointer there.
+struct ApiHandlers {
+  std::function<void(uint16_t status)> on_head;      // the final response's status
+  std::function<void(std::string_view body)> on_data;  // de-chunked body bytes, in order
+  // "" once the whole response arrived; else why it failed ("connect: connection refused",
+  // "timeout", "bad response: ...", "closed": the server closed the body before its end).
+  std::function<void(std::string_view error)> on_end;
+};
+
+class ApiCall final : public net::HandleCloser {
+ public:
+  // Starts a request to `ep` (TLS with `tls`, which must be set when ep.tls). Never null.
+  static ApiCall* start(uv_loop_t* loop, const config::ApiUrl& ep,
+                        std::shared_ptr<const tls::ClientContext> tls, ApiRequest req,
+                        ApiHandlers handlers);
+  // Stops the call: no handler runs any more; it frees itself once its handles are closed.
+  // Not after on_end (the call is gone then).
+  void cancel() noexcept;
+
+ private:
+  ApiCall(uv_loop_t* loop, const config::ApiUrl& ep, ApiRequest req, ApiHandlers handlers);
+  void on_all_closed() noexcept override { delete this; }
+  void begin(std::shared_ptr<const tls::ClientContext> tls) noexcept;
+  void connect(const sockaddr* sa) noexcept;
+  // Ends the call with `error` from the next loop turn (a failure inside start()).
+  void fail_soon(std::string error) noexcept;
+  void connected() noexcept;
+  void send_request() noexcept;
+  bool send(std::string bytes) noexcept;  // plain bytes or TLS wire bytes, as they are
+  bool flush_tls() noexcept;
+  void read(const char* p, size_t n) noexcept;
+  void read_tls(const char* p, size_t n) noexcept;
+  void parse(const char* p, size_t n) noexcept;
+  void eof() noexcept;
+  void end(std::string_view error) noexcept;
+  void arm(uint64_t ms) noexcept;
+  static void on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res) noexcept;
+  static void on_connect(uv_connect_t* req, int status) noexcept;
+  static void on_alloc(uv_handle_t* h, size_t hint, uv_buf_t* buf) noexcept;
+  static void on_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) noexcept;
+  static void on_timer(uv_timer_t* t) noexcept;
+
+  uv_loop_t* loop_;
+  config::ApiUrl ep_;
+  ApiRequest req_;
+  ApiHandlers handlers_;
+  uv_tcp_t tcp_{};
+  uv_timer_t timer_{};
+  uv_getaddrinfo_t resolve_{};
+  uv_connect_t connect_req_{};
+  bool resolving_ = false;
+  bool handshaking_ = false;
+  bool head_seen_ = false;
+  bool ended_ = false;
+  std::string server_name_;
+  std::string pending_error_;  // fail_soon()
+  std::unique_ptr<tls::ClientTls> tls_;
+  http::ResponseParser parser_;
+};
+
+// The TLS context for an https endpoint: `ca` a PEM bundle ("" = the system's trust store);
+// null for http. "FILE: reason" when the CA cannot be read.
+core::Result<std::shared_ptr<const tls::ClientContext>> api_tls_context(
+    const std::string& source, const config::ApiUrl& ep, const std::string& ca);
+
+}  // namespace rondel::server

@@ -1,0 +1,283 @@
+// Fleet: the lease-kept registration key and the watch of every instance's key.
+#include "fleet.h"
+
+#include <uv.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <utility>
+
+#include "etcd_client.h"
+#include "rondel/util/json_writer.h"
+
+namespace rondel::server {
+
+namespace json = boost::json;
+using djson::at;
+using djson::str;
+
+namespace {
+
+// Logs and metrics name the fleet's sources as if they served a pool called this.
+constexpr std::string_view kFleetPool = "fleet";
+
+std::string host_name() {
+  char buf[256];
+  size_t len = sizeof buf;
+  return uv_os_gethostname(buf, &len) == 0 ? std::string(buf, len) : std::string("rondel");
+}
+
+}  // namespace
+
+// grant -> put -> keep-alive every ttl/3 -> ...; a failure or a lost lease grants a new one.
+class FleetRegistrar final : public EtcdClient {
+ public:
+  FleetRegistrar(Discovery& owner, const config::FleetConfig& cfg, std::string id)
+      : EtcdClient(owner, std::string(kFleetPool), "fleet-registrar", cfg.etcd),
+        ttl_s_(cfg.ttl_ms / 1000), key_(cfg.etcd.prefix + id), id_(std::move(id)) {}
+
+  std::string name() const override { return "etcd:" + key_; }
+  std::string_view kind() const noexcept override { return "fleet"; }
+  bool registered() const noexcept { return registered_; }
+
+  void set_record(std::map<std::string, std::string> fingerprints) {
+    util::JsonWriter w;
+    w.begin();
+    w.field("id", id_);
+    w.begin("fingerprints");
+    for (const auto& [pool, fp] : fingerprints) w.field(pool, fp);
+    w.end();
+    w.end();
+    if (w.str() == record_) return;
+    record_ = w.take();
+    dirty_ = true;
+    if (call_ == nullptr && !lease_.empty()) put();  // else after the step under way
+  }
+
+ private:
+  void begin() noexcept override { grant(); }
+  void on_retry() noexcept override {
+    if (lease_.empty()) grant();
+    else if (dirty_) put();
+    else keep_alive();
+  }
+
+  void fail(SourceError why, const std::string& detail) {
+    registered_ = false;
+    lease_.clear();  // the old lease expires by itself
+    retry(why, detail);
+  }
+
+  void grant() noexcept {
+    json::object body;
+    body["TTL"] = std::to_string(ttl_s_);
+    post("/v3/lease/grant", json::serialize(body), nullptr, [this](std::string_view error) {
+      json::value v;
+      if (!answer("lease grant", error, v)) return;
+      lease_ = std::string(str(at(v, "ID")));
+      if (lease_.empty()) return fail(SourceError::kParse, "lease grant: no ID");
+      put();
+    });
+  }
+
+  void put() noexcept {
+    dirty_ = false;
+    json::object body;
+    body["key"] = etcd_base64(key_);
+    body["value"] = etcd_base64(record_);
+    body["lease"] = lease_;
+    post("/v3/kv/put", json::serialize(body), nullptr, [this](std::string_view error) {
+      json::value v;
+      if (!answer("put", error, v)) return fail_quietly();
+      registered_ = true;
+      mark_up();
+      next();
+    });
+  }
+
+  void keep_alive() noexcept {
+    json::object body;
+    body["ID"] = lease_;
+    post("/v3/lease/keepalive", json::serialize(body), nullptr, [this](std::string_view error) {
+      json::value v;
+      if (!answer("lease keep-alive", error, v)) return fail_quietly();
+      const json::value* result = at(v, "result");
+      if (result == nullptr || etcd_int(*result, "TTL") <= 0) {
+        // The lease expired (etcd was away longer than the TTL): a new one, the key again.
+        log(proxy::Level::kWarn, "fleet_lease_lost", "id=" + id_ + " lease=" + lease_);
+        registered_ = false;
+        lease_.clear();
+        return grant();
+      }
+      next();
+    });
+  }
+
+  // After a step: the record changed meanwhile, or the next keep-alive in a third of the TTL.
+  void next() {
+    if (dirty_) return put();
+    retry_in(ttl_s_ * 1000 / 3);
+  }
+
+  // answer() already counted, logged and scheduled the retry: only forget the lease.
+  void fail_quietly() {
+    registered_ = false;
+    lease_.clear();
+  }
+
+  uint64_t ttl_s_;
+  std::string key_;
+  std::string id_;
+  std::string record_ = "{}";
+  std::string lease_;  // "" = none
+  bool dirty_ = true;
+  bool registered_ = false;
+};
+
+// Every key under the prefix is one instance.
+class FleetWatcher final : public EtcdPrefix {
+ public:
+  FleetWatcher(Discovery& owner, const config::FleetConfig& cfg)
+      : EtcdPrefix(owner, std::string(kFleetPool), "fleet-watcher", cfg.etcd) {}
+
+  std::string name() const override { return "etcd:" + cfg_.prefix; }
+  std::string_view kind() const noexcept override { return "fleet"; }
+  const std::map<std::string, FleetMember>& members() const noexcept { return members_; }
+
+ private:
+  void reset() override { members_.clear(); }
+
+  bool apply(const std::string& key, const std::string* value, std::string& why) override {
+    const std::string id = key.substr(std::min(key.size(), cfg_.prefix.size()));
+    if (value == nullptr) {
+      members_.erase(id);
+      return true;
+    }
+    const json::value v = djson::parse(*value);
+    const json::value* f = at(v, "fingerprints");
+    const json::object* fps = f != nullptr ? f->if_object() : nullptr;
+    if (fps == nullptr) {
+      why = "not an instance record ({\"id\", \"fingerprints\": {POOL: HEX}})";
+      return false;
+    }
+    FleetMember m;
+    m.id = id;
+    for (const auto& [pool, fp] : *fps) {
+      if (fp.is_string()) m.fingerprints[std::string(pool)] = std::string(fp.get_string());
+    }
+    members_[id] = std::move(m);
+    return true;
+  }
+
+  void synced() override {
+    mark_up();
+    if (members_.size() != logged_) {
+      logged_ = members_.size();
+      log(proxy::Level::kInfo, "fleet_size", "instances=" + std::to_string(logged_));
+    }
+  }
+
+  std::map<std::string, FleetMember> members_;
+  size_t logged_ = SIZE_MAX;
+};
+
+Fleet::Fleet(Discovery& discovery, const config::FleetConfig& cfg)
+    : cfg_(cfg), id_(cfg.id.empty() ? host_name() : cfg.id) {
+  registrar_ = new FleetRegistrar(discovery, cfg_, id_);
+  watcher_ = new FleetWatcher(discovery, cfg_);
+  registrar_->start();
+  watcher_->start();
+}
+
+Fleet::~Fleet() { stop(); }
+
+void Fleet::stop() noexcept {
+  if (registrar_ != nullptr) std::exchange(registrar_, nullptr)->stop();
+  if (watcher_ != nullptr) std::exchange(watcher_, nullptr)->stop();
+}
+
+bool Fleet::same_settings(const config::FleetConfig& a, const config::FleetConfig& b) {
+  auto key = [](const config::FleetConfig& f) {
+    std::string k = f.enabled ? "1" : "0";
+    for (const auto& e : f.etcd.endpoints) k += '\0' + e.text;
+    return k + '\0' + f.etcd.prefix + '\0' + f.etcd.ca + '\0' + f.id + '\0' +
+           std::to_string(f.ttl_ms) + "/" + std::to_string(f.etcd.timeout_ms) + "/" +
+           std::to_string(f.etcd.retry_ms);
+  };
+  return key(a) == key(b);
+}
+
+void Fleet::set_placement(const proxy::Snapshot& snap) {
+  placement_.clear();
+  for (const auto& p : snap.pools()) {
+    char hex[24];
+    std::snprintf(hex, sizeof hex, "%016" PRIx64, p->placement_fingerprint());
+    placement_[p->name()] = hex;
+  }
+  if (registrar_ != nullptr) registrar_->set_record(placement_);
+}
+
+const std::map<std::string, FleetMember>& Fleet::members() const noexcept {
+  static const std::map<std::string, FleetMember> kNone;
+  return watcher_ != nullptr ? watcher_->members() : kNone;
+}
+
+bool Fleet::registered() const noexcept { return registrar_ != nullptr && registrar_->registered(); }
+bool Fleet::watching() const noexcept { return watcher_ != nullptr && watcher_->up(); }
+
+std::string Fleet::majority(const std::string& pool) const {
+  std::map<std::string, size_t> votes;
+  size_t voters = 0;
+  for (const auto& [id, m] : members()) {
+    auto it = m.fingerprints.find(pool);
+    if (it == m.fingerprints.end()) continue;
+    ++voters;
+    ++votes[it->second];
+  }
+  for (const auto& [fp, n] : votes) {
+    if (2 * n > voters) return fp;
+  }
+  return {};
+}
+
+bool Fleet::disagrees(const std::string& pool) const {
+  auto own = placement_.find(pool);
+  if (own == placement_.end()) return false;
+  const std::string m = majority(pool);
+  return !m.empty() && m != own->second;
+}
+
+std::string Fleet::json() const {
+  util::JsonWriter w;
+  w.begin();
+  w.field("id", id_);
+  w.field("instances", static_cast<uint64_t>(members().size()));
+  w.field("registered", registered());
+  w.field("watching", watching());
+  w.begin_array("members");
+  for (const auto& [id, m] : members()) {
+    w.begin();
+    w.field("id", id);
+    w.begin("fingerprints");
+    for (const auto& [pool, fp] : m.fingerprints) w.field(pool, fp);
+    w.end();
+    w.end();
+  }
+  w.end_array();
+  w.begin_array("pools");
+  for (const auto& [pool, fp] : placement_) {
+    w.begin();
+    w.field("pool", pool);
+    w.field("fingerprint", fp);
+    w.field("majority", majority(pool));
+    w.field("disagrees", disagrees(pool));
+    w.end();
+  }
+  w.end_array();
+  w.end();
+  return w.take();
+}
+
+}  // namespace rondel::server
