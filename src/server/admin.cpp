@@ -106,6 +106,7 @@ void Admin::handle(const AdminRequest& req, AdminResponse& res) {
       {"/api/route", kJson, &Admin::serve_route},
       {"/api/ring", kJson, &Admin::serve_ring},
       {"/api/certificates", kJson, &Admin::serve_certificates},
+      {"/api/fleet", kJson, &Admin::serve_fleet},
       {"/ui", kHtml, &Admin::serve_ui},
       {"/ui/", kHtml, &Admin::serve_ui},
   };

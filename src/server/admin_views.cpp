@@ -10,6 +10,8 @@
 #include "rondel/core/bounded.h"
 #include "rondel/proxy/hash_key.h"
 #include "rondel/server/admin.h"
+
+#include "fleet.h"
 #include "rondel/server/admin_states.h"
 #include "rondel/server/daemon.h"
 #include "rondel/server/metrics.h"
@@ -248,6 +250,16 @@ bool Admin::api_ring(std::string_view query, std::string& out) {
   j.newline();
   out = j.take();
   return true;
+}
+
+int Admin::serve_fleet(std::string_view, std::string& out) {
+  const Fleet* fleet = daemon_.fleet();
+  if (fleet == nullptr) {
+    out = "{\"error\":\"no fleet configured\"}";
+    return 404;
+  }
+  out = fleet->json();
+  return 200;
 }
 
 int Admin::serve_certificates(std::string_view, std::string& out) {

@@ -11,7 +11,7 @@ import tempfile
 import time
 import unittest
 
-from harness import Backend, Rondel, main, metric_sum, scrape, wait_until
+from harness import Backend, Rondel, http_get, main, metric_sum, scrape, wait_until
 from test_discovery_etcd import ETCD, ETCDCTL, Etcd
 
 FLEET = "/rondel/instances/c1/"
@@ -82,6 +82,13 @@ class Fleet(unittest.TestCase):
         flagged = time.monotonic() - changed
         self.assertEqual(metric_sum(self.metrics(self.rondels[0]), "rondel_fleet_disagrees",
                                     pool="p"), 0)
+        # /api/fleet says the same: N, the members' fingerprints, the majority and who differs.
+        doc = json.loads(http_get(self.rondels[2].admin_port, "/api/fleet")[2])
+        self.assertEqual((doc["id"], doc["instances"], doc["registered"]), ("r3", 3, True))
+        self.assertEqual({m["id"]: m["fingerprints"]["p"] for m in doc["members"]},
+                         {"r1": own, "r2": own, "r3": other})
+        self.assertEqual(doc["pools"], [{"pool": "p", "fingerprint": other, "majority": own,
+                                         "disagrees": True}])
 
         # r2 stops: it leaves when its lease (2 s) runs out.
         self.assertEqual(self.rondels[1].stop(), 0)

@@ -97,6 +97,8 @@ class Admin {
   int serve_ui(std::string_view query, std::string& body);
   // /api/certificates: each TLS listener's certificates, their names and expiry (no file paths).
   int serve_certificates(std::string_view query, std::string& body);
+  // The fleet this instance belongs to (Fleet::json); 404 without `fleet`.
+  int serve_fleet(std::string_view query, std::string& body);
 
   // GET/HEAD/PUT /api/pools/{pool}/backends/{id} (admin_ops.cpp).
   void serve_backend(const AdminRequest& req, std::string_view path, AdminResponse& res);
