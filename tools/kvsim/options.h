@@ -1,0 +1,34 @@
+// Command-line options of kvsim, read from one table of (flag, field, help).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "server_model.h"
+
+namespace kvsim {
+
+struct Options {
+  uint32_t servers = 8;
+  uint32_t port = 0;          // required: servers listen on port .. port + servers - 1
+  uint32_t oracle_port = 0;   // 0: no oracle
+  std::string host = "127.0.0.1";
+  ServerConfig server{18600, 256, TimeModel{0.05, 0.00037, 0.03}};
+  double speedup = 1;
+  uint64_t seed = 0x6b7673696d;  // "kvsim"
+  uint32_t oracle_factor = 125;
+  uint32_t oracle_slack = 8;
+  bool orca = false;
+  uint32_t chunk_ms = 50;
+  uint32_t default_max_tokens = 16;
+  uint64_t max_body = 64ull << 20;
+  bool help = false;
+};
+
+// Parses argv; on error returns nullopt with `error` set.
+std::optional<Options> parse_options(int argc, char** argv, std::string& error);
+std::string usage();
+
+}  // namespace kvsim
