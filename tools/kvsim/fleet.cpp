@@ -49,17 +49,22 @@ bool Fleet::listen(std::string& error) {
     int rc = uv_ip4_addr(options_.host.c_str(), static_cast<int>(port), &addr);
     if (rc == 0) rc = uv_tcp_bind(&l->tcp, reinterpret_cast<const sockaddr*>(&addr), 0);
     if (rc == 0) rc = uv_listen(reinterpret_cast<uv_stream_t*>(&l->tcp), 1024, on_connection);
+    sockaddr_storage bound{};
+    int len = sizeof bound;
+    if (rc == 0) rc = uv_tcp_getsockname(&l->tcp, reinterpret_cast<sockaddr*>(&bound), &len);
     listeners_.push_back(std::move(l));
     if (rc != 0) {
       error = options_.host + ":" + std::to_string(port) + ": " + uv_strerror(rc);
       return false;
     }
-    std::printf("listening %s:%u\n", options_.host.c_str(), port);
+    int actual = ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+    std::printf("%s %s:%d\n", endpoint < 0 ? "oracle" : "listening", options_.host.c_str(), actual);
+    if (endpoint >= 0) ports_.push_back(actual);
     return true;
   };
   for (uint32_t i = 0; i < options_.servers; ++i)
-    if (!add(options_.port + i, static_cast<int>(i))) return false;
-  if (options_.oracle_port && !add(options_.oracle_port, -1)) return false;
+    if (!add(options_.port ? options_.port + i : 0, static_cast<int>(i))) return false;
+  if ((options_.oracle_port || options_.oracle) && !add(options_.oracle_port, -1)) return false;
   std::fflush(stdout);
   return true;
 }
@@ -232,7 +237,7 @@ std::string Fleet::stats_json() const {
     requests += t.requests;
     output += t.output_tokens;
     list.push_back(json::object{
-        {"port", options_.port + i},
+        {"port", i < ports_.size() ? ports_[i] : 0},
         {"requests", t.requests},
         {"prompt_tokens", t.prompt_tokens},
         {"cached_tokens", t.cached_tokens},

@@ -25,7 +25,8 @@ class Fleet final : public RequestHandler {
   Fleet(const Fleet&) = delete;
   Fleet& operator=(const Fleet&) = delete;
 
-  // Binds every listener (servers, then the oracle) and prints "listening HOST:PORT" for each.
+  // Binds every listener and prints "listening HOST:PORT" for each server, in order, then
+  // "oracle HOST:PORT" for the oracle.
   bool listen(std::string& error);
   // Closes the listeners; requests in flight are dropped with the loop.
   void stop();
@@ -58,6 +59,7 @@ class Fleet final : public RequestHandler {
   Options options_;
   std::vector<ServerModel> servers_;
   std::vector<std::unique_ptr<Listener>> listeners_;
+  std::vector<int> ports_;  // each server's bound port
   std::unordered_map<uint64_t, Active*> active_;
   uint64_t next_id_ = 0;
   uint64_t start_ns_;

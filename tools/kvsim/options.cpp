@@ -22,8 +22,11 @@ struct Flag {
 const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = {
       {"--servers", &Options::servers, "simulated servers, one port each (8: llm-d's benchmark ran 8 pods)"},
-      {"--port", &Options::port, "first server port; server i listens on PORT + i (required)"},
-      {"--oracle-port", &Options::oracle_port, "port of the oracle router (0: none)"},
+      {"--port", &Options::port,
+       "first server port; server i listens on PORT + i (0: each on an ephemeral port);\n"
+       "      each prints \"listening HOST:PORT\" on stdout, then \"ready\""},
+      {"--oracle-port", &Options::oracle_port, "port of the oracle router (0: none, or see --oracle)"},
+      {"--oracle", &Options::oracle, "an oracle on an ephemeral port: prints \"oracle HOST:PORT\""},
       {"--host", &Options::host, "address to listen on (127.0.0.1)"},
       {"--kv-blocks", &ServerConfig::kv_blocks,
        "KV-cache blocks of 16 tokens per server (18600: Qwen3-32B keeps 256 KiB per token\n"
@@ -111,7 +114,7 @@ std::optional<Options> parse_options(int argc, char** argv, std::string& error) 
     }
   }
   if (o.help) return o;
-  if (o.port == 0 || o.port + o.servers > 65536) error = "--port: give a port P with P + servers <= 65536";
+  if (o.port + o.servers > 65536) error = "--port: give a port P with P + servers <= 65536";
   else if (o.servers == 0) error = "--servers must be at least 1";
   else if (o.speedup <= 0) error = "--speedup must be above 0";
   else if (o.server.kv_blocks == 0 || o.server.max_num_seqs == 0) error = "--kv-blocks and --max-num-seqs must be at least 1";
@@ -122,7 +125,7 @@ std::optional<Options> parse_options(int argc, char** argv, std::string& error) 
 
 std::string usage() {
   std::string text =
-      "usage: kvsim --port P [options]\n"
+      "usage: kvsim [--port P] [options]\n"
       "Simulated OpenAI-compatible inference servers with a KV-cache model, one port each\n"
       "(POST /v1/chat/completions and /v1/completions, streaming or not; GET /stats).\n"
       "Prompt: chat rendered with role markers, 4 bytes a token (OpenAI's rule of thumb),\n"

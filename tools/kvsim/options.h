@@ -12,8 +12,9 @@ namespace kvsim {
 
 struct Options {
   uint32_t servers = 8;
-  uint32_t port = 0;          // required: servers listen on port .. port + servers - 1
-  uint32_t oracle_port = 0;   // 0: no oracle
+  uint32_t port = 0;          // servers listen on port .. port + servers - 1; 0: ephemeral ports
+  uint32_t oracle_port = 0;   // 0: no oracle, unless `oracle` (then an ephemeral port)
+  bool oracle = false;
   std::string host = "127.0.0.1";
   ServerConfig server{18600, 256, TimeModel{0.05, 0.00037, 0.03}};
   double speedup = 1;

@@ -19,8 +19,11 @@ OracleChoice oracle_pick(const std::vector<ServerModel>& servers,
     uint32_t m = servers[i].match(chain);
     if (m > best_any) best_any = m;
     if (servers[i].load() >= bound) continue;
+    const ServerModel& b = servers[best.server];
     bool better = !found || m > best.matched_blocks ||
-                  (m == best.matched_blocks && servers[i].load() < servers[best.server].load());
+                  (m == best.matched_blocks &&
+                   (servers[i].load() < b.load() ||
+                    (servers[i].load() == b.load() && servers[i].cache().hashed() < b.cache().hashed())));
     if (better) {
       best = OracleChoice{i, m, false};
       found = true;

@@ -19,7 +19,8 @@ struct OracleChoice {
 // cached prefix among those whose load (running + waiting) is under the bound
 // ceil(factor_percent / 100 x (total load + 1) / servers) + slack (bounded loads, Mirrokni,
 // Thorup and Zadimoghaddam 2018, with rondel's capacity_slack, so that a handful of requests
-// does not count as overload); ties go to the least loaded, then the lowest index.
+// does not count as overload); ties go to the least loaded, then to the one holding the fewest
+// cached blocks (a new prefix goes where it evicts least), then to the lowest index.
 // factor_percent 0: no bound. Pure; O(servers x blocks). servers must not be empty.
 OracleChoice oracle_pick(const std::vector<ServerModel>& servers,
                          const std::vector<uint64_t>& chain, uint32_t factor_percent,

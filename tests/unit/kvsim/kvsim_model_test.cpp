@@ -186,3 +186,20 @@ TEST_CASE("oracle: longest cached prefix among servers under the load bound") {
   CHECK(oracle_pick(servers, next.chain, 0, 0).server == 2);  // no bound
   CHECK(oracle_pick(servers, next.chain, 125, 8).server == 2);
 }
+
+TEST_CASE("oracle: a prefix no server holds goes to the least loaded, then the emptiest cache") {
+  std::vector<ServerModel> servers;
+  for (int i = 0; i < 3; ++i) servers.emplace_back(config_of(1000, 64));
+  std::vector<Started> out;
+  REQUIRE(servers[0].submit(job_of(1, text_of(64 * 10, 'a'), 1), 0, out));
+  servers[0].finish(1, out[0].finish_at, out);
+  REQUIRE(servers[1].submit(job_of(2, text_of(64 * 5, 'b'), 1), 0, out));
+  servers[1].finish(2, out[1].finish_at, out);
+  // Idle servers 0 (10 cached blocks), 1 (5) and 2 (none): a new prompt goes to 2.
+  PromptBlocks fresh = hash_prompt(text_of(64 * 4, 'z'), kSeed);
+  CHECK(oracle_pick(servers, fresh.chain, 125, 8).server == 2);
+  REQUIRE(servers[2].submit(job_of(3, text_of(64 * 4, 'z'), 100), 0, out));
+  // Server 2 now busy (load 1): the next new prompt goes to the idle server with fewer blocks.
+  PromptBlocks other = hash_prompt(text_of(64 * 4, 'y'), kSeed);
+  CHECK(oracle_pick(servers, other.chain, 125, 8).server == 1);
+}
