@@ -8,7 +8,7 @@ import os
 import unittest
 
 import harness
-from harness import make_config
+from harness import http_request, make_config
 from rondel_support import daemons, llm_driver, llm_traces
 
 BUILD_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(harness.RONDEL_BIN))))
@@ -30,8 +30,8 @@ def trace():
                                       output_tokens=20, think_seconds=4)
 
 
-def kvsim_():
-    return daemons.Kvsim(harness._processes, KVSIM_BIN, SERVERS, KV_BLOCKS, SPEEDUP, 7)
+def kvsim_(*extra):
+    return daemons.Kvsim(harness._processes, KVSIM_BIN, SERVERS, KV_BLOCKS, SPEEDUP, 7, extra)
 
 
 def hit_rate(results):
@@ -89,6 +89,39 @@ class LlmBenchSmoke(unittest.TestCase):
         h_oracle, h_random = hit_rate(oracle), hit_rate(rand)
         print(f"token-weighted hit rate: oracle {h_oracle:.3f}, random via rondel {h_random:.3f}")
         self.assertGreater(h_oracle, h_random + 0.15)
+
+    def test_api_whole_answers_completions_and_errors(self):
+        kvsim = kvsim_("--orca")
+        port = kvsim.ports[1]
+        try:
+            text = "x" * 1000
+            chat = json.dumps({"messages": [{"role": "user", "content": text}], "max_tokens": 5})
+            first = http_request(port, "POST", "/v1/chat/completions", body=chat.encode())
+            again = http_request(port, "POST", "/v1/chat/completions", body=chat.encode())
+            comp = http_request(port, "POST", "/v1/completions",
+                                body=json.dumps({"prompt": text}).encode())
+            bad = http_request(port, "POST", "/v1/chat/completions", body=b"{not json")
+            missing = http_request(port, "GET", "/v1/nothing")
+        finally:
+            kvsim.stop()
+        self.assertEqual(first[0], 200)
+        a, b = json.loads(first[2]), json.loads(again[2])
+        rendered = len("<|user|>\n") + 1000 + len("\n<|assistant|>\n")
+        self.assertEqual(a["usage"]["prompt_tokens"], -(-rendered // 4))
+        self.assertEqual(a["usage"]["completion_tokens"], 5)
+        self.assertEqual(len(a["choices"][0]["message"]["content"]), 5 * 4)
+        self.assertEqual(a["usage"]["prompt_tokens_details"]["cached_tokens"], 0)
+        self.assertEqual(b["usage"]["prompt_tokens_details"]["cached_tokens"], rendered // 64 * 16)
+        self.assertRegex(first[1].get("endpoint-load-metrics", ""),
+                         r"^TEXT named_metrics\.kv_cache_utilization=[0-9.]+,"
+                         r"named_metrics\.num_requests_waiting=0$")
+        c = json.loads(comp[2])
+        self.assertEqual(c["object"], "text_completion")
+        self.assertEqual(c["usage"]["prompt_tokens"], 250)
+        self.assertEqual(c["usage"]["completion_tokens"], 16)  # --default-max-tokens
+        self.assertEqual(bad[0], 400)
+        self.assertIn("not JSON", json.loads(bad[2])["error"]["message"])
+        self.assertEqual(missing[0], 404)
 
 
 if __name__ == "__main__":

@@ -66,7 +66,8 @@ def drive(args, trace_path, targets, speedup=None):
 
 
 def run_point(ctx, args, start, trace_path, kv_blocks):
-    kvsim = daemons.Kvsim(ctx.registry, ctx.kvsim, args.servers, kv_blocks, args.speedup, args.seed)
+    kvsim = daemons.Kvsim(ctx.registry, ctx.kvsim, args.servers, kv_blocks, args.speedup, args.seed,
+                          ("--orca",))
     started = None
     try:
         started = start(ctx, kvsim)
@@ -95,7 +96,8 @@ def driver_check(ctx, args, records, kv_blocks):
     path = os.path.join(ctx.workdir, "driver_check.jsonl")
     with open(path, "w") as f:
         llm_traces.write_jsonl(fast, f)
-    kvsim = daemons.Kvsim(ctx.registry, ctx.kvsim, args.servers, kv_blocks, args.speedup, args.seed)
+    kvsim = daemons.Kvsim(ctx.registry, ctx.kvsim, args.servers, kv_blocks, args.speedup, args.seed,
+                          ("--orca",))
     try:
         results, summary = drive(args, path, [("127.0.0.1", kvsim.oracle_port)])
     finally:
@@ -123,7 +125,8 @@ def parse_args():
     ap.add_argument("--policies", default="round_robin,least_in_flight,haproxy_json,oracle,"
                     "rondel_llm_1,rondel_llm_4")
     ap.add_argument("--timeout", type=float, default=300, help="real seconds per request")
-    ap.add_argument("--out", default=None, help="results JSON (default tools/bench/results/llm-*.json)")
+    ap.add_argument("--out", default=None,
+                    help="results path without extension (default tools/bench/results/llm-TRACE-DATE)")
     ap.add_argument("--svg", default=None, help="write the picture here")
     ap.add_argument("--command", default=None, help="the command line to print in the report")
     ap.add_argument("--no-driver-check", action="store_true")
@@ -175,35 +178,39 @@ def main():
 
 def report(args, ctx, rows, share, kv_blocks, check, skipped):
     command = args.command or " ".join(sys.argv)
-    print(f"`{command}`\n")
-    print(f"trace {args.trace}, seed {args.seed}, {args.servers} kvsim servers of {kv_blocks} "
+    md = [f"`{command}`\n",
+          f"trace {args.trace}, seed {args.seed}, {args.servers} kvsim servers of {kv_blocks} "
           f"blocks, speedup {args.speedup:g}, {args.duration:g} model seconds of arrivals per "
-          f"rate; times in model seconds.\n")
-    print(llm_report.table([(r, label, f) for r, label, _, f in rows], share))
-    for why in skipped.values():
-        print(f"\n{why}")
+          f"rate; times in model seconds.\n",
+          llm_report.table([(r, label, f) for r, label, _, f in rows], share)]
+    md += [f"\n{why}" for why in skipped.values()]
     if check:
-        print(f"\nDriver: {check['requests']} requests at {check['rate_real']:g}/s real (twice "
-              f"the highest rate): CPU {check['cpu_per_request_ms']:.2f} ms a request, "
-              f"{100 * check['cpu_share']:.0f}% of one core, send lag p99 "
-              f"{check['lag_p99_ms']:.1f} ms, {check['errors']} errors.")
+        md.append(f"\nDriver: {check['requests']} requests at {check['rate_real']:g}/s real "
+                  f"(twice the highest rate): CPU {check['cpu_per_request_ms']:.2f} ms a request, "
+                  f"{100 * check['cpu_share']:.0f}% of one core, send lag p99 "
+                  f"{check['lag_p99_ms']:.1f} ms, {check['errors']} errors.")
     by = {}
     for rate, label, name, f in rows:
         by.setdefault(name, (label, {}))[1][rate] = f
-    if "oracle" in by and "round_robin" in by and args.rate73 in by["oracle"][1]:
-        o = by["oracle"][1][args.rate73]["ttft_p90"]
-        rr = by["round_robin"][1].get(args.rate73, {}).get("ttft_p90")
-        if rr is not None:
-            print(f"\nAt {args.rate73:g}/s (73% KV demand): oracle TTFT p90 {o:.2f} s, "
-                  f"round robin {rr:.2f} s: {'oracle well below' if o * 2 < rr else 'NOT well below'}")
-    out = args.out or os.path.join(HERE, "results", time.strftime("llm-%Y%m%d-%H%M%S.json"))
-    with open(out, "w") as f:
-        json.dump({"command": command, "args": {k: v for k, v in vars(args).items()},
-                   "kv_blocks": kv_blocks, "kv_demand_share": {str(k): v for k, v in share.items()},
+    o = by.get("oracle", (None, {}))[1].get(args.rate73)
+    rr = by.get("round_robin", (None, {}))[1].get(args.rate73)
+    if o and rr:
+        verdict = "well below" if o["ttft_p90"] * 2 < rr["ttft_p90"] else "NOT well below"
+        md.append(f"\nAt {args.rate73:g}/s (73% KV demand): oracle TTFT p90 {o['ttft_p90']:.2f} s, "
+                  f"round robin {rr['ttft_p90']:.2f} s: the oracle is {verdict} round robin.")
+    text = "\n".join(md)
+    print(text)
+    stem = args.out or os.path.join(HERE, "results", time.strftime(f"llm-{args.trace}-%Y%m%d-%H%M%S"))
+    stem = stem[:-5] if stem.endswith(".json") else stem
+    with open(stem + ".md", "w") as f:
+        f.write(text + "\n")
+    with open(stem + ".json", "w") as f:
+        json.dump({"command": command, "args": vars(args), "kv_blocks": kv_blocks,
+                   "kv_demand_share": {str(k): v for k, v in share.items()},
                    "driver_check": check, "skipped": skipped,
                    "points": [{"rate": r, "policy": n, "label": label, **f}
                               for r, label, n, f in rows]}, f, indent=1, default=str)
-    log(f"results in {out}")
+    log(f"results in {stem}.json and .md")
     if args.svg:
         series = [(label, sorted((r, f["ttft_p90"]) for r, f in pts.items()))
                   for label, pts in by.values()]

@@ -211,9 +211,10 @@ class Kvsim:
     """tools/kvsim: `servers` simulated inference servers and an oracle on ephemeral ports
     (their ports read back from its output)."""
 
-    def __init__(self, registry, binary, servers, kv_blocks, speedup, seed):
+    def __init__(self, registry, binary, servers, kv_blocks, speedup, seed, extra=()):
         argv = [binary, "--servers", str(servers), "--port", "0", "--oracle",
-                "--kv-blocks", str(kv_blocks), "--speedup", str(speedup), "--seed", str(seed)]
+                "--kv-blocks", str(kv_blocks), "--speedup", str(speedup), "--seed", str(seed),
+                *extra]
         self.process = Process(argv, registry)
         self.process.wait_for(r"^ready$", timeout=10)
         self.ports = [int(x) for x in
