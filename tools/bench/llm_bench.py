@@ -99,12 +99,15 @@ def driver_check(ctx, args, records, kv_blocks):
     kvsim = daemons.Kvsim(ctx.registry, ctx.kvsim, args.servers, kv_blocks, args.speedup, args.seed,
                           ("--orca",))
     try:
+        load = procfs.loadavg()
         results, summary = drive(args, path, [("127.0.0.1", kvsim.oracle_port)])
     finally:
         kvsim.stop()
     return {"rate_real": 2 * max(args.rates) * args.speedup, "requests": len(results),
             "cpu_s": summary["cpu"], "send_wall_s": summary["send_wall"],
             "cpu_share": summary["cpu"] / summary["wall"], "lag_p99_ms": summary["lag_p99"] * 1000,
+            "lag_p50_ms": llm_report.percentile([r["lag"] for r in results], 0.5) * 1000,
+            "loadavg": load,
             "errors": summary["errors"],
             "cpu_per_request_ms": summary["cpu"] / max(1, len(results)) * 1000}
 
@@ -130,6 +133,8 @@ def parse_args():
     ap.add_argument("--svg", default=None, help="write the picture here")
     ap.add_argument("--command", default=None, help="the command line to print in the report")
     ap.add_argument("--no-driver-check", action="store_true")
+    ap.add_argument("--replot", metavar="RESULTS_JSON",
+                    help="only redraw --svg from a results file of an earlier run")
     a = ap.parse_args()
     a.rates = [float(x) for x in a.rates.split(",")]
     if a.rate73 is None:
@@ -139,6 +144,10 @@ def parse_args():
 
 def main():
     args = parse_args()
+    if args.replot:
+        with open(args.replot) as f:
+            llm_report.svg_from_results(json.load(f), args.svg)
+        return
     ctx = Context(args)
     traces, demand = {}, {}
     for rate in sorted(set(args.rates + [args.rate73])):
@@ -187,8 +196,9 @@ def report(args, ctx, rows, share, kv_blocks, check, skipped):
     if check:
         md.append(f"\nDriver: {check['requests']} requests at {check['rate_real']:g}/s real "
                   f"(twice the highest rate): CPU {check['cpu_per_request_ms']:.2f} ms a request, "
-                  f"{100 * check['cpu_share']:.0f}% of one core, send lag p99 "
-                  f"{check['lag_p99_ms']:.1f} ms, {check['errors']} errors.")
+                  f"{100 * check['cpu_share']:.0f}% of one core, send lag p50 "
+                  f"{check['lag_p50_ms']:.1f} ms, p99 {check['lag_p99_ms']:.1f} ms, "
+                  f"{check['errors']} errors; load average {check['loadavg']} at its start.")
     by = {}
     for rate, label, name, f in rows:
         by.setdefault(name, (label, {}))[1][rate] = f

@@ -91,7 +91,7 @@ def svg(path, title, series, rate73=None):
     py = lambda y: mt + (1 - (math.log10(y) - math.log10(y0)) /  # noqa: E731
                          (math.log10(y1) - math.log10(y0))) * (h - mt - mb)
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" '
-             f'height="{h + 20 * ((len(series) + 1) // 2) + 10}" font-family="sans-serif" '
+             f'height="{h + 20 * len(series) + 10}" font-family="sans-serif" '
              f'font-size="11">', '<rect width="100%" height="100%" fill="white"/>',
              f'<text x="{w / 2}" y="18" font-size="14" text-anchor="middle">{title}</text>',
              f'<rect x="{ml}" y="{mt}" width="{w - ml - mr}" height="{h - mt - mb}" fill="none" '
@@ -128,9 +128,19 @@ def svg(path, title, series, rate73=None):
                              'text-anchor="middle">▲</text>')
             else:
                 parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="{colour}"/>')
-        lx, ly = 20 + (i % 2) * (w / 2), h + 16 + (i // 2) * 20
+        lx, ly = 20, h + 16 + i * 20
         parts.append(f'<circle cx="{lx}" cy="{ly}" r="4" fill="{colour}"/>')
         parts.append(f'<text x="{lx + 10}" y="{ly + 4}">{label}</text>')
     parts.append("</svg>")
     with open(path, "w") as f:
         f.write("\n".join(parts) + "\n")
+
+
+def svg_from_results(results, path):
+    """Redraws the picture of a results JSON written by llm_bench.py."""
+    by = {}
+    for p in results["points"]:
+        by.setdefault(p["policy"], (p["label"], []))[1].append((p["rate"], p["ttft_p90"]))
+    series = [(label, sorted(pts)) for label, pts in by.values()]
+    a = results["args"]
+    svg(path, f"TTFT p90, {a['trace']} trace, {a['servers']} kvsim servers", series, a["rate73"])
