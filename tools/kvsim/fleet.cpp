@@ -111,7 +111,8 @@ void Fleet::handle_completion(Connection& c, const HttpRequest& request, bool ch
   req->prompt_text.clear();
   size_t server = static_cast<size_t>(c.endpoint());
   if (c.endpoint() < 0) {
-    OracleChoice pick = oracle_pick(servers_, prompt.chain, options_.oracle_factor, options_.oracle_slack);
+    OracleChoice pick = oracle_pick(servers_, prompt.chain, prompt.tokens, model_now(),
+                                    options_.oracle_factor, options_.oracle_slack);
     server = pick.server;
     ++oracle_requests_;
     oracle_spills_ += pick.spilled ? 1 : 0;

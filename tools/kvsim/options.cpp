@@ -41,7 +41,8 @@ const std::vector<Flag>& flags() {
       {"--speedup", &Options::speedup, "model seconds per real second (1); every time is divided by it"},
       {"--seed", &Options::seed, "seed of the block hash and of the generated text"},
       {"--oracle-factor", &Options::oracle_factor,
-       "oracle's load bound, percent of the mean load (125, KubeAI's PrefixHash; 0: none)"},
+       "oracle's load bound, percent of the mean load (125, KubeAI's PrefixHash; 0: none);\n"
+       "      among the servers under it the oracle picks the soonest first token"},
       {"--oracle-slack", &Options::oracle_slack, "requests a server may always hold above the bound (8)"},
       {"--orca", &Options::orca,
        "send endpoint-load-metrics: TEXT named_metrics.kv_cache_utilization=U,\n"

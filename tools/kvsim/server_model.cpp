@@ -53,6 +53,7 @@ bool ServerModel::try_start(Job& job, double now, std::vector<Started>& started)
 bool ServerModel::submit(Job job, double now, std::vector<Started>& started) {
   if (blocks_for(job.prompt_tokens, job.output_tokens) > config_.kv_blocks) return false;
   if (waiting_.empty() && try_start(job, now, started)) return true;
+  waiting_tokens_ += job.prompt_tokens;
   waiting_.push_back(std::move(job));
   totals_.max_waiting = std::max(totals_.max_waiting, waiting_.size());
   return true;
@@ -64,7 +65,18 @@ void ServerModel::finish(uint64_t id, double now, std::vector<Started>& started)
   account_kv(now);
   cache_.release(it->second.chain, it->second.anonymous);
   running_.erase(it);
-  while (!waiting_.empty() && try_start(waiting_.front(), now, started)) waiting_.pop_front();
+  while (!waiting_.empty()) {
+    uint32_t tokens = waiting_.front().prompt_tokens;
+    if (!try_start(waiting_.front(), now, started)) break;
+    waiting_tokens_ -= tokens;
+    waiting_.pop_front();
+  }
+}
+
+double ServerModel::prefill_backlog(double now) const {
+  const TimeModel& t = config_.time;
+  return std::max(0.0, prefill_free_at_ - now) + t.p0 * double(waiting_.size()) +
+         t.p1 * double(waiting_tokens_);
 }
 
 }  // namespace kvsim

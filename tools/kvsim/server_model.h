@@ -62,6 +62,11 @@ class ServerModel {
   // Leading blocks of `chain` this server holds (what a request would hit here now).
   uint32_t match(const std::vector<uint64_t>& chain) const { return cache_.match(chain); }
 
+  // Model seconds from `now` until a request submitted now would start its prefill, at most:
+  // the prefill running or queued in the lane, plus a full prefill (p0 + p1 x prompt tokens) for
+  // every waiting request (their hits are not known before they are admitted).
+  double prefill_backlog(double now) const;
+
   size_t running() const { return running_.size(); }
   size_t waiting() const { return waiting_.size(); }
   size_t load() const { return running_.size() + waiting_.size(); }
@@ -91,6 +96,7 @@ class ServerModel {
   KvCache cache_;
   double prefill_free_at_ = 0;  // when the prefill lane is next free
   std::deque<Job> waiting_;
+  uint64_t waiting_tokens_ = 0;  // prompt tokens of the waiting requests
   struct Running {
     std::vector<uint64_t> chain;
     uint32_t anonymous = 0;
