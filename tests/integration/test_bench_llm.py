@@ -64,8 +64,9 @@ class LlmBenchSmoke(unittest.TestCase):
         self.assertEqual(stats["total"]["requests"], len(oracle))
         self.assertEqual(stats["total"]["cached_tokens"], sum(r.cached for r in oracle))
         self.assertEqual(stats["total"]["prompt_tokens"], sum(r.prompt for r in oracle))
-        # Every request of a tenant after its first finds the tenant's context cached; a second
-        # turn finds its first turn too.
+        # A tenant's requests after its first find the tenant's context cached, second turns
+        # their first turn too (90%: the oracle may send a request where it would start sooner
+        # if a burst queues prefills on its home).
         seen = set()
         context_hits = later = 0
         for rec, r in zip(self.records, oracle):
@@ -75,7 +76,8 @@ class LlmBenchSmoke(unittest.TestCase):
             seen.add(rec["tenant"])
         self.assertGreaterEqual(context_hits, 0.9 * later, (context_hits, later))
         turn2 = [r for rec, r in zip(self.records, oracle) if rec["turn"] == 1]
-        self.assertTrue(all(r.cached >= CONTEXT_BLOCKS * 16 + 16 for r in turn2))
+        turn2_hits = sum(r.cached >= CONTEXT_BLOCKS * 16 + 16 for r in turn2)
+        self.assertGreaterEqual(turn2_hits, 0.9 * len(turn2), (turn2_hits, len(turn2)))
 
         kvsim = kvsim_()
         rondel = harness.Rondel(make_config(

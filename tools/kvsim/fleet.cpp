@@ -69,12 +69,6 @@ bool Fleet::listen(std::string& error) {
   return true;
 }
 
-void Fleet::stop() {
-  for (auto& l : listeners_)
-    if (!uv_is_closing(reinterpret_cast<uv_handle_t*>(&l->tcp)))
-      uv_close(reinterpret_cast<uv_handle_t*>(&l->tcp), nullptr);
-}
-
 void Fleet::on_connection(uv_stream_t* server, int status) noexcept {
   if (status < 0) return;
   auto* l = static_cast<Listener*>(server->data);
@@ -111,8 +105,8 @@ void Fleet::handle_completion(Connection& c, const HttpRequest& request, bool ch
   req->prompt_text.clear();
   size_t server = static_cast<size_t>(c.endpoint());
   if (c.endpoint() < 0) {
-    OracleChoice pick = oracle_pick(servers_, prompt.chain, prompt.tokens, model_now(),
-                                    options_.oracle_factor, options_.oracle_slack);
+    OracleChoice pick =
+        oracle_pick(servers_, prompt.chain, prompt.tokens, model_now(), options_.oracle_params);
     server = pick.server;
     ++oracle_requests_;
     oracle_spills_ += pick.spilled ? 1 : 0;

@@ -28,8 +28,6 @@ class Fleet final : public RequestHandler {
   // Binds every listener and prints "listening HOST:PORT" for each server, in order, then
   // "oracle HOST:PORT" for the oracle.
   bool listen(std::string& error);
-  // Closes the listeners; requests in flight are dropped with the loop.
-  void stop();
 
   void on_request(Connection& c, HttpRequest request) noexcept override;
   void on_closed(Connection& c) noexcept override;

@@ -11,7 +11,7 @@ namespace {
 
 using Field = std::variant<uint32_t Options::*, uint64_t Options::*, double Options::*,
                            std::string Options::*, bool Options::*, uint32_t ServerConfig::*,
-                           double TimeModel::*>;
+                           double TimeModel::*, uint32_t OracleParams::*, double OracleParams::*>;
 
 struct Flag {
   std::string_view name;
@@ -40,10 +40,12 @@ const std::vector<Flag>& flags() {
       {"--decode", &TimeModel::d, "decode seconds per output token (0.03: assumed, no published figure)"},
       {"--speedup", &Options::speedup, "model seconds per real second (1); every time is divided by it"},
       {"--seed", &Options::seed, "seed of the block hash and of the generated text"},
-      {"--oracle-factor", &Options::oracle_factor,
-       "oracle's load bound, percent of the mean load (125, KubeAI's PrefixHash; 0: none);\n"
-       "      among the servers under it the oracle picks the soonest first token"},
-      {"--oracle-slack", &Options::oracle_slack, "requests a server may always hold above the bound (8)"},
+      {"--oracle-factor", &OracleParams::factor_percent,
+       "oracle's load bound, percent of the mean load (125, KubeAI's PrefixHash; 0: none)"},
+      {"--oracle-slack", &OracleParams::slack, "requests a server may always hold above the bound (8)"},
+      {"--oracle-work-weight", &OracleParams::work_weight,
+       "among the servers under the bound the oracle takes the least prefill backlog +\n"
+       "      WEIGHT x the prefill time this request adds there (3; see docs/benchmarks.md)"},
       {"--orca", &Options::orca,
        "send endpoint-load-metrics: TEXT named_metrics.kv_cache_utilization=U,\n"
        "      named_metrics.num_requests_waiting=W on every response"},
@@ -104,6 +106,9 @@ std::optional<Options> parse_options(int argc, char** argv, std::string& error) 
             return parse_number(value, o.server.*member);
           } else if constexpr (std::is_same_v<M, double TimeModel::*>) {
             return parse_number(value, o.server.time.*member);
+          } else if constexpr (std::is_same_v<M, uint32_t OracleParams::*> ||
+                               std::is_same_v<M, double OracleParams::*>) {
+            return parse_number(value, o.oracle_params.*member);
           } else {
             return parse_number(value, o.*member);
           }

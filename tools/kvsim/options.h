@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "oracle.h"
 #include "server_model.h"
 
 namespace kvsim {
@@ -19,8 +20,7 @@ struct Options {
   ServerConfig server{18600, 256, TimeModel{0.05, 0.00037, 0.03}};
   double speedup = 1;
   uint64_t seed = 0x6b7673696d;  // "kvsim"
-  uint32_t oracle_factor = 125;
-  uint32_t oracle_slack = 8;
+  OracleParams oracle_params;
   bool orca = false;
   uint32_t chunk_ms = 50;
   uint32_t default_max_tokens = 16;

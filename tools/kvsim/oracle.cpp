@@ -9,44 +9,44 @@ namespace kvsim {
 
 OracleChoice oracle_pick(const std::vector<ServerModel>& servers,
                          const std::vector<uint64_t>& chain, uint32_t prompt_tokens, double now,
-                         uint32_t factor_percent, uint32_t slack) {
+                         const OracleParams& params) {
+  size_t n = servers.size();
   uint64_t total = 0;
   for (const auto& s : servers) total += s.load();
-  uint64_t n = servers.size();
+  const TimeModel& t = servers[0].config().time;
+  bool bounded = params.factor_percent != 0;
   // ceil(factor / 100 * (total + 1) / n) in integers.
-  uint64_t bound = factor_percent == 0
-                       ? UINT64_MAX
-                       : (factor_percent * (total + 1) + 100 * n - 1) / (100 * n) + slack;
-  OracleChoice best;
-  bool found = false;
-  uint32_t best_any = 0;
-  auto before = [&](size_t i, double ttft) {  // is server i (expecting ttft) a better pick?
-    if (!found) return true;
-    if (ttft != best.expected_ttft) return ttft < best.expected_ttft;
-    const ServerModel& a = servers[i];
-    const ServerModel& b = servers[best.server];
-    if (a.load() != b.load()) return a.load() < b.load();
-    return a.cache().hashed() < b.cache().hashed();
+  uint64_t bound = (params.factor_percent * (total + 1) + 100 * n - 1) / (100 * n) + params.slack;
+  struct Option {
+    size_t server;
+    uint32_t matched;
+    bool eligible;
+    double score;   // backlog + work_weight x the prefill this request adds
+    double ttft;    // backlog + its own prefill
   };
-  for (size_t i = 0; i < servers.size(); ++i) {
+  auto option = [&](size_t i) {
     const ServerModel& s = servers[i];
     uint32_t m = s.match(chain);
-    best_any = std::max(best_any, m);
-    if (found && s.load() >= bound) continue;
-    const TimeModel& t = s.config().time;
-    uint32_t cached = std::min(m * kTokensPerBlock, prompt_tokens);
-    double ttft = s.prefill_backlog(now) + t.p0 + t.p1 * (prompt_tokens - cached);
-    // The first server is taken whatever its load, so that there is an answer; an over-bound
-    // one is replaced by the first under the bound.
-    bool over = s.load() >= bound;
-    bool best_over = found && servers[best.server].load() >= bound;
-    if ((best_over && !over) || before(i, ttft)) {
-      best = OracleChoice{i, m, ttft, false};
-      found = true;
-    }
+    double work = t.p1 * (prompt_tokens - std::min(m * kTokensPerBlock, prompt_tokens));
+    double backlog = s.prefill_backlog(now);
+    return Option{i, m, !bounded || s.load() < bound, backlog + params.work_weight * work,
+                  backlog + t.p0 + work};
+  };
+  auto better = [&](const Option& a, const Option& b) {
+    if (a.eligible != b.eligible) return a.eligible;
+    if (a.score != b.score) return a.score < b.score;
+    if (servers[a.server].load() != servers[b.server].load())
+      return servers[a.server].load() < servers[b.server].load();
+    return servers[a.server].cache().hashed() < servers[b.server].cache().hashed();
+  };
+  Option best = option(0);
+  uint32_t best_any = best.matched;
+  for (size_t i = 1; i < n; ++i) {
+    Option o = option(i);
+    best_any = std::max(best_any, o.matched);
+    if (better(o, best)) best = o;
   }
-  best.spilled = best_any > best.matched_blocks;
-  return best;
+  return OracleChoice{best.server, best.matched, best.ttft, best_any > best.matched};
 }
 
 }  // namespace kvsim

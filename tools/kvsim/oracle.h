@@ -12,23 +12,31 @@ namespace kvsim {
 struct OracleChoice {
   size_t server = 0;
   uint32_t matched_blocks = 0;  // on the chosen server
-  double expected_ttft = 0;     // model seconds, before decode
-  bool spilled = false;  // a server over the bound held a longer prefix than the one chosen
+  double expected_ttft = 0;     // backlog + p0 + p1 x uncached tokens, model seconds
+  bool spilled = false;         // another server held a longer prefix than the one chosen
+};
+
+struct OracleParams {
+  uint32_t factor_percent = 125;  // load bound; 0: none
+  uint32_t slack = 8;
+  double work_weight = 3;
 };
 
 // Picks, for a request arriving at model time `now` with `prompt_tokens` tokens and block chain
-// `chain`, the server where its first token would come soonest: the least prefill backlog plus
-// p0 + p1 x (tokens not cached there), knowing every cache and queue exactly. So a long cached
-// prefix wins unless the server holding it has a longer queue than recomputing the prefix costs
-// (a short prefix shared by every request, such as one system prompt, does not pile all requests
-// onto the first server that cached it). Only servers whose load (running + waiting) is under
-// ceil(factor_percent / 100 x (total load + 1) / servers) + slack are candidates (bounded loads,
-// Mirrokni, Thorup and Zadimoghaddam 2018, with rondel's capacity_slack); factor_percent 0: no
-// bound. Ties go to the least loaded, then to the one holding the fewest cached blocks (a new
-// prefix goes where it evicts least), then to the lowest index. `spilled`: another server held a
-// longer prefix than the one chosen. Pure; O(servers x blocks). servers must not be empty.
+// `chain`, among the servers whose load (running + waiting) is under
+// ceil(factor_percent / 100 x (total + 1) / servers) + slack (bounded loads, Mirrokni, Thorup and
+// Zadimoghaddam 2018, with rondel's capacity_slack), the one with the least
+//   prefill backlog (ServerModel::prefill_backlog, known exactly) + work_weight x p1 x the
+//   tokens not cached there.
+// A weight of 1 is the soonest first token for this request alone, which moves conversations
+// off their cached contexts whenever a queue forms and spends the servers on recomputing them;
+// a large weight is the longest cached prefix, which piles every request sharing one system
+// prompt onto the first server that cached it. docs/benchmarks.md measures both ends; 3 keeps
+// the oracle ahead on every trace there. If no server is under the bound, all are candidates.
+// Ties go to the least loaded, then the emptiest cache (a new prefix goes where it evicts
+// least), then the lowest index. Pure; O(servers x blocks). servers must not be empty.
 OracleChoice oracle_pick(const std::vector<ServerModel>& servers,
                          const std::vector<uint64_t>& chain, uint32_t prompt_tokens, double now,
-                         uint32_t factor_percent, uint32_t slack);
+                         const OracleParams& params);
 
 }  // namespace kvsim

@@ -172,7 +172,7 @@ TEST_CASE("oracle: the longest cached prefix wins among servers under the load b
   for (size_t i = 0; i < 4; ++i)  // every server as loaded as server 2
     if (i != 2) REQUIRE(servers[i].submit(job_of(100 + i, text_of(10, char('a' + i)), 1), 0, out));
   PromptBlocks next = hash_prompt(context + "two", kSeed);
-  OracleChoice c = oracle_pick(servers, next.chain, next.tokens, 10, 125, 0);
+  OracleChoice c = oracle_pick(servers, next.chain, next.tokens, 10, OracleParams{125, 0, 3});
   CHECK(c.server == 2);
   CHECK(c.matched_blocks == 30);
   CHECK_FALSE(c.spilled);
@@ -180,11 +180,11 @@ TEST_CASE("oracle: the longest cached prefix wins among servers under the load b
   // with a slack of 8 it stays.
   for (uint64_t id = 2; id <= 5; ++id)
     REQUIRE(servers[2].submit(job_of(id, context + std::to_string(id), 10), 0, out));
-  c = oracle_pick(servers, next.chain, next.tokens, 10, 125, 0);
+  c = oracle_pick(servers, next.chain, next.tokens, 10, OracleParams{125, 0, 3});
   CHECK(c.server != 2);
   CHECK(c.spilled);
-  CHECK(oracle_pick(servers, next.chain, next.tokens, 10, 0, 0).server == 2);  // no bound
-  CHECK(oracle_pick(servers, next.chain, next.tokens, 10, 125, 8).server == 2);
+  CHECK(oracle_pick(servers, next.chain, next.tokens, 10, OracleParams{0, 0, 3}).server == 2);  // no bound
+  CHECK(oracle_pick(servers, next.chain, next.tokens, 10, OracleParams{125, 8, 3}).server == 2);
 }
 
 TEST_CASE("oracle: a prefix no server holds goes to the least loaded, then the emptiest cache") {
@@ -197,31 +197,35 @@ TEST_CASE("oracle: a prefix no server holds goes to the least loaded, then the e
   servers[1].finish(2, out[1].finish_at, out);
   // Idle servers 0 (10 cached blocks), 1 (5) and 2 (none): a new prompt goes to 2.
   PromptBlocks fresh = hash_prompt(text_of(64 * 4, 'z'), kSeed);
-  CHECK(oracle_pick(servers, fresh.chain, fresh.tokens, 10, 125, 8).server == 2);
+  CHECK(oracle_pick(servers, fresh.chain, fresh.tokens, 10, OracleParams{125, 8, 3}).server == 2);
   REQUIRE(servers[2].submit(job_of(3, text_of(64 * 4, 'z'), 100), 10, out));
   // Server 2 now busy (load 1): the next new prompt goes to the idle server with fewer blocks.
   PromptBlocks other = hash_prompt(text_of(64 * 4, 'y'), kSeed);
-  CHECK(oracle_pick(servers, other.chain, other.tokens, 10, 125, 8).server == 1);
+  CHECK(oracle_pick(servers, other.chain, other.tokens, 10, OracleParams{125, 8, 3}).server == 1);
 }
 
-TEST_CASE("oracle: a queue longer than recomputing the prefix sends the request elsewhere") {
+TEST_CASE("oracle: prefill backlog against the weighted work a cached prefix saves") {
   std::vector<ServerModel> servers;
   for (int i = 0; i < 2; ++i) servers.emplace_back(config_of(10000, 64));  // p1 1 ms a token
   std::vector<Started> out;
   std::string system = text_of(64 * 10, 's');  // 160 tokens shared by every request
-  // Server 0 holds the shared prefix and three long prompts queued for prefill (about 3 s).
+  // Server 0 holds the shared prefix and three long prompts queued for prefill.
   for (uint64_t id = 1; id <= 3; ++id)
     REQUIRE(servers[0].submit(job_of(id, system + text_of(64 * 50, char('a' + id)), 10), 0, out));
   // 960 tokens each; the second and third find the shared 160 cached.
   CHECK(servers[0].prefill_backlog(0) == doctest::Approx(3 * 0.5 + 0.001 * (960 + 800 + 800)));
-  PromptBlocks shortp = hash_prompt(system + text_of(64 * 2, 'q'), kSeed);
-  OracleChoice c = oracle_pick(servers, shortp.chain, shortp.tokens, 0, 0, 0);
-  CHECK(c.server == 1);  // recomputing 160 tokens (0.16 s) beats waiting about 3 s
+  PromptBlocks shortp = hash_prompt(system + text_of(64 * 2, 'q'), kSeed);  // 192 tokens
+  // Server 0: 4.06 + 3 x 0.032; server 1: 0 + 3 x 0.192. The queue loses.
+  OracleChoice c = oracle_pick(servers, shortp.chain, shortp.tokens, 0, OracleParams{125, 8, 3});
+  CHECK(c.server == 1);
   CHECK(c.spilled);
   CHECK(c.expected_ttft == doctest::Approx(0.5 + 0.001 * 192));
-  // Once those prefills are done (the requests still decode), the prefix wins again.
+  // With a weight of 1000 the saved work outweighs the queue: the longest prefix wins.
+  CHECK(oracle_pick(servers, shortp.chain, shortp.tokens, 0, OracleParams{125, 8, 1000}).server == 0);
+  // Once those prefills are done (the requests still decode), the prefix wins at weight 3 too.
   CHECK(servers[0].prefill_backlog(5) == 0);
-  c = oracle_pick(servers, shortp.chain, shortp.tokens, 5, 0, 0);
+  c = oracle_pick(servers, shortp.chain, shortp.tokens, 5, OracleParams{125, 8, 3});
   CHECK(c.server == 0);
+  CHECK_FALSE(c.spilled);
   CHECK(c.expected_ttft == doctest::Approx(0.5 + 0.001 * 32));
 }

@@ -120,7 +120,7 @@ def policies(json_path):
          lambda ctx, k: _rondel(ctx, {**NO_KEY, "missing_key": "random"}, 1, k.ports), None),
         ("haproxy_json", f"HAProxy json_query {json_path}, factor 125",
          lambda ctx, k: _haproxy(ctx, "haproxy-json", hap_hash, 125, k.ports), None),
-        ("oracle", "oracle (kvsim: soonest first token, caches and queues known)",
+        ("oracle", "oracle (kvsim: least backlog + 3 x added prefill, bounded)",
          lambda ctx, k: _oracle(ctx, k), None),
         ("rondel_llm_1", "rondel llm_prefix, 1 instance",
          lambda ctx, k: _rondel(ctx, llm, 1, k.ports), llm),
