@@ -50,18 +50,18 @@ http {{
 
 
 def haproxy_conf(bind, servers, balance, factor=None, nbthread=1, maxconn="4096",
-                 extra_defaults=""):
+                 extra_defaults="", extra_global=""):
     """The HAProxy configuration of bench.py and routing_bench.py: keep-alive on both sides,
     `http-reuse always`, consistent hashing with `balance`. bind: the frontend's bind address
     (e.g. "fd@3" for a held socket); servers: (name, port) pairs; factor: the
-    hash-balance-factor line (None: unbounded, no line); extra_defaults: lines appended to the
-    defaults section (e.g. "    option splice-auto\n")."""
+    hash-balance-factor line (None: unbounded, no line); extra_defaults, extra_global: lines
+    appended to the defaults / global section (e.g. "    option splice-auto\n")."""
     lines = "\n".join(f"    server {n} 127.0.0.1:{p}" for n, p in servers)
     bound = f"    hash-balance-factor {factor}" if factor is not None else ""
     return f"""global
     nbthread {nbthread}
     maxconn {maxconn}
-
+{extra_global}
 defaults
     mode http
     option http-keep-alive

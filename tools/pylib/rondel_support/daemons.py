@@ -1,4 +1,4 @@
-"""rondel and rondel-test-backend as processes on 127.0.0.1: started on port 0, their ports read
+"""rondel, rondel-test-backend and kvsim as processes on 127.0.0.1: started on port 0, their ports read
 back from their own log lines, registered in a procs.ProcessRegistry, stopped by pid."""
 
 import json
@@ -205,3 +205,25 @@ class Rondel:
     def open_fds(self):
         """Number of file descriptors rondel has open."""
         return procfs.open_fds([self.pid])
+
+
+class Kvsim:
+    """tools/kvsim: `servers` simulated inference servers and an oracle on ephemeral ports
+    (their ports read back from its output)."""
+
+    def __init__(self, registry, binary, servers, kv_blocks, speedup, seed, extra=()):
+        argv = [binary, "--servers", str(servers), "--port", "0", "--oracle",
+                "--kv-blocks", str(kv_blocks), "--speedup", str(speedup), "--seed", str(seed),
+                *extra]
+        self.process = Process(argv, registry)
+        self.process.wait_for(r"^ready$", timeout=10)
+        self.ports = [int(x) for x in
+                      (re.match(r"listening \S+:(\d+)$", line).group(1)
+                       for line in self.process.lines(r"^listening "))]
+        self.oracle_port = int(self.process.lines(r"^oracle ")[0].rsplit(":", 1)[1])
+
+    def stats(self):
+        return json.loads(http_get(self.ports[0], "/stats", timeout=10)[2])
+
+    def stop(self):
+        self.process.stop()
