@@ -284,13 +284,17 @@ uint64_t Pool::placement_fingerprint() const {
   auto put = [&bytes](uint64_t v) {
     for (int k = 0; k < 8; ++k) bytes += static_cast<char>((v >> (8 * k)) & 0xff);
   };
-  put(static_cast<uint64_t>(cfg_.algorithm));
-  if (cfg_.algorithm == config::Algorithm::kRing) {
-    put(cfg_.points_per_weight);
-    put(cfg_.max_points);
-  } else if (cfg_.algorithm == config::Algorithm::kMaglev) {
-    put(cfg_.maglev_table_size);
-  }
+  auto put_algorithm = [&put](const auto& c) {
+    put(static_cast<uint64_t>(c.algorithm));
+    if (c.algorithm == config::Algorithm::kRing ||
+        c.algorithm == config::Algorithm::kSkeletonRendezvous) {
+      put(c.points_per_weight);
+      put(c.max_points);
+    } else if (c.algorithm == config::Algorithm::kMaglev) {
+      put(c.maglev_table_size);
+    }
+  };
+  put_algorithm(cfg_);
   if (!empty()) {
     for (core::BackendIndex i : set_.by_id()) {
       const std::string& id = set_[i].id;
@@ -298,6 +302,24 @@ uint64_t Pool::placement_fingerprint() const {
       bytes += id;
       put(set_[i].weight);
       put(backends_[i]->usable() ? 1 : 0);
+    }
+  }
+  // The key seed and a migration move keys too; a pool with neither keeps the digest it had
+  // before they were counted (the values above only).
+  constexpr uint64_t kSeedMark = 0x53454544u, kMigrationMark = 0x4d494752u;  // "SEED", "MIGR"
+  if (cfg_.seed != 0) {
+    put(kSeedMark);
+    put(cfg_.seed);
+  }
+  if (previous_ && cfg_.migrate_percent < 100) {
+    put(kMigrationMark);
+    put(cfg_.migrate_percent);
+    put_algorithm(cfg_.previous);
+    put(cfg_.previous.seed);
+    for (const auto& m : cfg_.previous.backends) {
+      put(m.id.size());
+      bytes += m.id;
+      put(m.weight);
     }
   }
   constexpr uint64_t kFingerprintSeed = 0x504c4143454d4e54ull;  // "PLACEMNT"

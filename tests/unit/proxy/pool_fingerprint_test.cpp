@@ -49,6 +49,30 @@ TEST_CASE("the fingerprint changes with what places keys") {
   CHECK(fingerprint(maglev_points) == fm);
   maglev.maglev_table_size = 251;
   CHECK(fingerprint(maglev) != fm);
+  // The key seed moves every key: a different digest (found by the discovery work: it did not).
+  auto seeded = base;
+  seeded.seed = 42;
+  CHECK(fingerprint(seeded) != fp);
+  seeded.seed = 43;
+  CHECK(fingerprint(seeded) != fingerprint([&] { auto c = base; c.seed = 42; return c; }()));
+  // Skeleton rendezvous has points too.
+  auto skel = base;
+  skel.algorithm = config::Algorithm::kSkeletonRendezvous;
+  auto skel_points = skel;
+  skel_points.points_per_weight = base.points_per_weight / 2;
+  CHECK(fingerprint(skel_points) != fingerprint(skel));
+  // A migration in progress places part of the keys by the previous placement.
+  auto migrating = base;
+  migrating.previous.present = true;
+  migrating.previous.algorithm = config::Algorithm::kMaglev;
+  migrating.previous.backends = {{"a", 1, {}}, {"b", 1, {}}};
+  migrating.migrate_percent = 50;
+  const uint64_t fmig = fingerprint(migrating);
+  CHECK(fmig != fp);
+  migrating.migrate_percent = 60;
+  CHECK(fingerprint(migrating) != fmig);
+  migrating.migrate_percent = 100;  // done: the previous placement no longer places a key
+  CHECK(fingerprint(migrating) == fp);
   // Ids are length-prefixed: {"ab","c"} is not {"a","bc"}.
   CHECK(fingerprint(pool_config({"ab", "c"})) != fingerprint(pool_config({"a", "bc"})));
 }
