@@ -53,6 +53,18 @@ void read_etcd(NodeReader& r, const Field& f, DiscoveryConfig& out) {
     }
   }
   if (auto* g = m.get("ca")) r.read_string(*g, out.ca, false);
+  if (auto* g = m.get("token_file")) r.read_string(*g, out.token_file, false);
+  const Field* user = m.get("username");
+  const Field* password = m.get("password_file");
+  if (user != nullptr) r.read_string(*user, out.username, false);
+  if (password != nullptr) r.read_string(*password, out.password_file, false);
+  if ((user == nullptr) != (password == nullptr)) {
+    r.error(NodeReader::value_position(user != nullptr ? *user : *password),
+            "'username' and 'password_file' go together");
+  } else if (user != nullptr && m.get("token_file") != nullptr) {
+    r.error(NodeReader::value_position(*user),
+            "'username' and 'token_file' are two ways to authenticate: give one");
+  }
 }
 
 void read_kubernetes(NodeReader& r, const Field& f, DiscoveryConfig& out) {

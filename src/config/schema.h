@@ -148,7 +148,8 @@ constexpr ScalarKey<P> kPoolScalars[] = {
 // Backend-reported load (docs/algorithms.md): `load_report` of a pool.
 // A pool's `discovery` section (discovery_reader.cpp): one source, etcd or kubernetes.
 constexpr string_view kDiscoveryKeys[] = {"etcd", "kubernetes", "allow_empty", "timeout", "retry"};
-constexpr string_view kEtcdKeys[] = {"endpoints", "prefix", "ca"};
+constexpr string_view kEtcdKeys[] = {"endpoints", "prefix",   "ca",
+                                     "token_file", "username", "password_file"};
 constexpr string_view kKubernetesKeys[] = {"service", "namespace", "port", "server", "token_file",
                                            "ca"};
 constexpr uint64_t kMinDiscoveryRetryMs = 10;

@@ -50,16 +50,6 @@ bool label_char(char c) {
          c == '_' || c == '-' || c == '.';
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return {};
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  std::string s = ss.str();
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
 }  // namespace
 
 namespace {
@@ -170,7 +160,7 @@ class K8sSource final : public DiscoverySource {
     req.idle_ms = idle_ms;
     // Re-read for every request: a projected service-account token is rotated in place.
     if (!token_file_.empty()) {
-      const std::string token = read_file(token_file_);
+      const std::string token = read_secret_file(token_file_);
       if (!token.empty()) req.headers.emplace_back("Authorization", "Bearer " + token);
     }
     request(server_, std::move(req), std::move(on_data), std::move(on_end));

@@ -1,6 +1,9 @@
 // DiscoverySource: last good membership, errors by reason, back-off with jitter.
 #include "discovery_source.h"
 
+#include <fstream>
+#include <sstream>
+
 #include <algorithm>
 #include <utility>
 
@@ -8,6 +11,16 @@
 #include "rondel/server/discovery.h"
 
 namespace rondel::server {
+
+std::string read_secret_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return {};
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  std::string s = ss.str();
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
 
 namespace {
 

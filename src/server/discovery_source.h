@@ -48,6 +48,10 @@ enum class SourceError : uint8_t {
 inline constexpr std::array<std::string_view, static_cast<size_t>(SourceError::kCount)>
     kSourceErrorNames = {"connect", "status", "parse", "empty"};
 
+// A secret's file (a token, a password) without its trailing newline; "" when it cannot be read.
+// Read again by each use, so a secret rotated in place is picked up.
+std::string read_secret_file(const std::string& path);
+
 class DiscoverySource : public net::HandleCloser {
  public:
   DiscoverySource(Discovery& owner, std::string pool, std::string key,

@@ -28,6 +28,8 @@ std::string source_key(const config::PoolConfig& pool) {
   add(d.port);
   add(d.server.text);
   add(d.token_file);
+  add(d.username);
+  add(d.password_file);
   add(d.ca);
   add(d.allow_empty ? "1" : "0");
   add(std::to_string(d.timeout_ms) + "/" + std::to_string(d.retry_ms));
@@ -51,16 +53,19 @@ bool check_files(const std::string& what, const config::DiscoveryConfig& d, std:
     }
     break;  // one context serves every endpoint
   }
-  if (!d.token_file.empty()) {
-    std::FILE* f = std::fopen(d.token_file.c_str(), "r");
+  auto readable = [&](const std::string& path, const char* kind) {
+    if (path.empty()) return;
+    std::FILE* f = std::fopen(path.c_str(), "r");
     if (f == nullptr) {
-      std::fprintf(err, "%s: %s: cannot read the token file: %s\n", what.c_str(),
-                   d.token_file.c_str(), std::strerror(errno));
+      std::fprintf(err, "%s: %s: cannot read the %s: %s\n", what.c_str(), path.c_str(), kind,
+                   std::strerror(errno));
       ok = false;
     } else {
       std::fclose(f);
     }
-  }
+  };
+  readable(d.token_file, "token file");
+  readable(d.password_file, "password file");
   return ok;
 }
 

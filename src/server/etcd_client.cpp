@@ -2,6 +2,7 @@
 #include "etcd_client.h"
 
 #include <algorithm>
+#include <functional>
 #include <utility>
 
 namespace rondel::server {
@@ -106,12 +107,49 @@ void EtcdClient::retry(SourceError why, const std::string& detail) {
 
 void EtcdClient::post(std::string path, std::string body, OnBytes on_data, OnBytes on_end,
                       uint64_t idle_ms) {
+  if (!cfg_.username.empty() && auth_token_.empty()) {
+    authenticate([this, path = std::move(path), body = std::move(body),
+                  on_data = std::move(on_data), on_end = std::move(on_end), idle_ms]() mutable {
+      post(std::move(path), std::move(body), std::move(on_data), std::move(on_end), idle_ms);
+    });
+    return;
+  }
   ApiRequest req;
   req.idle_ms = idle_ms;
   req.method = "POST";
   req.path = std::move(path);
   req.body = std::move(body);
+  // etcd takes its token as the whole Authorization value (no scheme).
+  if (!auth_token_.empty()) {
+    req.headers.emplace_back("Authorization", auth_token_);
+  } else if (!cfg_.token_file.empty()) {
+    req.headers.emplace_back("Authorization", read_secret_file(cfg_.token_file));
+  }
   request(endpoint(), std::move(req), std::move(on_data), std::move(on_end));
+}
+
+void EtcdClient::authenticate(std::function<void()> then) noexcept {
+  const std::string password = read_secret_file(cfg_.password_file);
+  if (password.empty()) {
+    failed(SourceError::kConnect, cfg_.password_file + ": cannot read the password file");
+    retry_in(backoff_ms());
+    return;
+  }
+  json::object body;
+  body["name"] = cfg_.username;
+  body["password"] = password;
+  ApiRequest req;
+  req.method = "POST";
+  req.path = "/v3/auth/authenticate";
+  req.body = json::serialize(body);
+  request(endpoint(), std::move(req), nullptr, [this, then = std::move(then)](std::string_view e) {
+    json::value v;
+    if (!answer("authenticate", e, v)) return;
+    const std::string_view token = str(at(v, "token"));
+    if (token.empty()) return retry(SourceError::kParse, "authenticate: no token in the answer");
+    auth_token_ = token;
+    then();
+  });
 }
 
 bool EtcdClient::answer(std::string_view what, std::string_view error, json::value& out) {
@@ -119,6 +157,7 @@ bool EtcdClient::answer(std::string_view what, std::string_view error, json::val
     retry(SourceError::kConnect, std::string(what) + ": " + std::string(error));
     return false;
   }
+  if (status_ == 401) token_refused();  // an expired or revoked token: authenticate again
   if (status_ != 200) {
     retry(SourceError::kStatus, std::string(what) + ": HTTP " + std::to_string(status_) + " " +
                                     body_.substr(0, 200));
@@ -199,6 +238,12 @@ bool EtcdPrefix::watch_message(std::string_view text) {
   const json::value v = djson::parse(text);
   const json::value* result = at(v, "result");
   if (result == nullptr) {
+    // A stream's error comes as a line: {"error": {"grpc_code": 16, ...}} when the token is no
+    // longer valid (Unauthenticated).
+    if (const json::value* e = at(v, "error"); e != nullptr && etcd_int(*e, "grpc_code") == 16) {
+      token_refused();
+      return restart(SourceError::kStatus, "watch: " + std::string(text.substr(0, 200)));
+    }
     return restart(SourceError::kParse, "watch: " + std::string(text.substr(0, 200)));
   }
   if (const int64_t compacted = etcd_int(*result, "compact_revision"); compacted > 0) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -35,14 +36,20 @@ class EtcdClient : public DiscoverySource {
   const config::ApiUrl& endpoint() const { return cfg_.endpoints[endpoint_ % cfg_.endpoints.size()]; }
   // A failed request: counted and logged with the endpoint; the next endpoint after the back-off.
   void retry(SourceError why, const std::string& detail);
-  // POST `body` (JSON) to `path` of the current endpoint; `idle_ms` as ApiRequest's.
+  // POST `body` (JSON) to `path` of the current endpoint; `idle_ms` as ApiRequest's. With
+  // credentials the request carries the token: token_file's content, or the token
+  // `username`/`password_file` buy from /v3/auth/authenticate first (kept until etcd refuses it).
   void post(std::string path, std::string body, OnBytes on_data, OnBytes on_end,
             uint64_t idle_ms = 0);
+  // An answer says the token is not (or no longer) valid: the next request authenticates anew.
+  void token_refused() noexcept { auth_token_.clear(); }
   // The response so far as JSON, or the reason it is not a 200 JSON object (error = the call's).
   bool answer(std::string_view what, std::string_view error, boost::json::value& out);
 
  private:
+  void authenticate(std::function<void()> then) noexcept;
   size_t endpoint_ = 0;
+  std::string auth_token_;  // from /v3/auth/authenticate (username + password_file)
 };
 
 class EtcdPrefix : public EtcdClient {

@@ -151,7 +151,12 @@ struct DiscoveryConfig {
   std::string namespace_name = "default";
   std::string port;
   ApiUrl server;
-  std::string token_file;  // "" = in-cluster: the service account's token (when present)
+  std::string token_file;  // "" = in-cluster: the service account's token (when present);
+                           // etcd: a token sent as is in Authorization (re-read per request)
+  // etcd: a user whose password (password_file) buys the token the requests carry
+  // (/v3/auth/authenticate), asked for again when etcd says it is no longer valid.
+  std::string username;
+  std::string password_file;
   std::string ca;          // https: PEM CA bundle; "" = in-cluster CA, else the system store
   bool allow_empty = false;     // an answer with no backend empties the pool (else: kept)
   uint64_t timeout_ms = 5000;   // one request's connect + response head
