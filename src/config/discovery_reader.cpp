@@ -118,9 +118,21 @@ void read_fleet(NodeReader& r, const Field& f, FleetConfig& out) {
   if (!m.is_map()) return;
   out.enabled = true;
   out.position = m.position();
-  out.etcd.kind = DiscoveryKind::kEtcd;
-  out.etcd.position = m.position();
-  if (auto* g = r.require(m, "etcd")) read_etcd(r, *g, out.etcd);
+  out.source.position = m.position();
+  const Field* etcd = m.get("etcd");
+  const Field* k8s = m.get("kubernetes");
+  if (etcd != nullptr && k8s != nullptr) {
+    r.error(NodeReader::value_position(*k8s),
+            "'fleet' takes one source: 'etcd' or 'kubernetes', not both");
+  } else if (k8s != nullptr) {
+    out.source.kind = DiscoveryKind::kKubernetes;
+    read_kubernetes(r, *k8s, out.source);
+  } else if (etcd != nullptr) {
+    out.source.kind = DiscoveryKind::kEtcd;
+    read_etcd(r, *etcd, out.source);
+  } else {
+    r.error(m.position(), "'fleet' needs a source: 'etcd' or 'kubernetes'");
+  }
   if (auto* g = m.get("id"); g && r.read_string(*g, out.id, false)) {
     if (has_space_or_control(out.id) || out.id.find('/') != std::string::npos) {
       r.error(NodeReader::value_position(*g),
@@ -132,8 +144,8 @@ void read_fleet(NodeReader& r, const Field& f, FleetConfig& out) {
       r.error(NodeReader::value_position(*g), "'ttl' must be whole seconds (an etcd lease)");
     }
   }
-  if (auto* g = m.get("timeout")) r.read_duration(*g, out.etcd.timeout_ms, 1);
-  if (auto* g = m.get("retry")) r.read_duration(*g, out.etcd.retry_ms, kMinDiscoveryRetryMs);
+  if (auto* g = m.get("timeout")) r.read_duration(*g, out.source.timeout_ms, 1);
+  if (auto* g = m.get("retry")) r.read_duration(*g, out.source.retry_ms, kMinDiscoveryRetryMs);
 }
 
 }  // namespace rondel::config
