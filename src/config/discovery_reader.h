@@ -13,7 +13,8 @@ namespace rondel::config {
 // retry.
 void read_discovery(NodeReader& r, const Field& f, DiscoveryConfig& out);
 // Fills `out` (enabled) from the top-level mapping `fleet`: exactly one of `etcd` {endpoints,
-// prefix, ca} and `kubernetes` (as in read_discovery), id (no spaces or '/'), ttl (whole seconds, >= 2 s), timeout, retry.
+// prefix, ca} and `kubernetes` (as in read_discovery), id (no spaces or '/'), ttl (whole
+// seconds, >= 2 s), timeout, retry.
 void read_fleet(NodeReader& r, const Field& f, FleetConfig& out);
 
 }  // namespace rondel::config

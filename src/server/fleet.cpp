@@ -235,7 +235,9 @@ void Fleet::set_placement(const proxy::Snapshot& snap) {
     placement_[p->name()] = hex;
   }
   if (registrar_ != nullptr) registrar_->set_record(placement_);
-  if (auto it = k8s_members_.find(id_); it != k8s_members_.end()) it->second.fingerprints = placement_;
+  if (auto it = k8s_members_.find(id_); it != k8s_members_.end()) {
+    it->second.fingerprints = placement_;
+  }
 }
 
 const std::map<std::string, FleetMember>& Fleet::members() const noexcept {

@@ -16,7 +16,7 @@ import time
 import unittest
 
 from harness import RONDEL_BIN, Backend, Rondel, http_get, main, metric_sum, scrape, wait_until
-from test_discovery_k8s import NS, SERVICE, FakeApiServer, endpoint
+from test_discovery_k8s import NS, SERVICE, FakeApiServer, endpoint, would_see_a_connection
 
 PODS = {"rondel-0": "10.0.0.10", "rondel-1": "10.0.0.11", "rondel-2": "10.0.0.12"}
 SELF = "rondel-1"
@@ -144,11 +144,7 @@ class FleetCheckOnly(unittest.TestCase):
                               timeout=10)
 
     def test_check_contacts_no_api_server(self):
-        listener = socket.socket()
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(8)  # a server that would see any connection attempt
-        port = listener.getsockname()[1]
-        listener.settimeout(0.5)
+        listener, port = would_see_a_connection()
         workdir = tempfile.mkdtemp(prefix="rondel-it-fleet-k8s-check-")
         p = self.run_check(os.path.join(workdir, "good.yaml"),
                            f"fleet: {{ kubernetes: {{ service: rondel, port: http, "

@@ -19,7 +19,8 @@ pools:
 
 std::vector<std::string> fleet_errors_of(std::string_view fleet) {
   std::vector<std::string> out;
-  for (const ConfigError& e : load_string(std::string(kHead) + std::string(fleet), "f.yaml").errors) {
+  for (const ConfigError& e :
+       load_string(std::string(kHead) + std::string(fleet), "f.yaml").errors) {
     out.push_back(e.to_string());
   }
   return out;
