@@ -92,6 +92,7 @@ class K8sFleet(unittest.TestCase):
                                          "disagrees": None}])
 
     def test_n_follows_readiness_within_2s(self):
+        generation = metric_sum(self.metrics(), "rondel_config_generation")
         self.api.set_slice("rondel-x1", endpoints(not_ready={"rondel-2"}), port=8080)
         t0 = time.monotonic()
         wait_until(lambda: self.instances() == 2, timeout=5, interval=0.01,
@@ -110,6 +111,8 @@ class K8sFleet(unittest.TestCase):
                    timeout=2, interval=0.01, what="unregistered")
         self.assertEqual(self.instances(), 2)
         self.assertEqual(self.fleet()["registered"], False)
+        # The fleet is no pool's source: its changes rebuild no snapshot.
+        self.assertEqual(metric_sum(self.metrics(), "rondel_config_generation"), generation)
 
     def test_a_failing_api_server_keeps_the_last_n(self):
         start = self.rondel.out.count()
