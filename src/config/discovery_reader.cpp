@@ -100,17 +100,14 @@ void read_kubernetes(NodeReader& r, const Field& f, DiscoveryConfig& out) {
   if (auto* g = m.get("ca")) r.read_string(*g, out.ca, false);
 }
 
-}  // namespace
-
-void read_discovery(NodeReader& r, const Field& f, DiscoveryConfig& out) {
-  MapFields m = r.map(f.value, quote(f.key), NodeReader::value_position(f), kDiscoveryKeys);
-  if (!m.is_map()) return;
-  out.position = m.position();
+// Exactly one of `etcd` and `kubernetes` of the section `what` into `out`.
+void read_source(NodeReader& r, const MapFields& m, const std::string& what,
+                 DiscoveryConfig& out) {
   const Field* etcd = m.get("etcd");
   const Field* k8s = m.get("kubernetes");
   if (etcd != nullptr && k8s != nullptr) {
     r.error(NodeReader::value_position(*k8s),
-            "'discovery' takes one source: 'etcd' or 'kubernetes', not both");
+            quote(what) + " takes one source: 'etcd' or 'kubernetes', not both");
   } else if (etcd != nullptr) {
     out.kind = DiscoveryKind::kEtcd;
     read_etcd(r, *etcd, out);
@@ -118,8 +115,17 @@ void read_discovery(NodeReader& r, const Field& f, DiscoveryConfig& out) {
     out.kind = DiscoveryKind::kKubernetes;
     read_kubernetes(r, *k8s, out);
   } else {
-    r.error(m.position(), "'discovery' needs a source: 'etcd' or 'kubernetes'");
+    r.error(m.position(), quote(what) + " needs a source: 'etcd' or 'kubernetes'");
   }
+}
+
+}  // namespace
+
+void read_discovery(NodeReader& r, const Field& f, DiscoveryConfig& out) {
+  MapFields m = r.map(f.value, quote(f.key), NodeReader::value_position(f), kDiscoveryKeys);
+  if (!m.is_map()) return;
+  out.position = m.position();
+  read_source(r, m, "discovery", out);
   if (auto* g = m.get("allow_empty")) r.read_bool(*g, out.allow_empty);
   if (auto* g = m.get("timeout")) r.read_duration(*g, out.timeout_ms, 1);
   if (auto* g = m.get("retry")) r.read_duration(*g, out.retry_ms, kMinDiscoveryRetryMs);
@@ -130,9 +136,8 @@ void read_fleet(NodeReader& r, const Field& f, FleetConfig& out) {
   if (!m.is_map()) return;
   out.enabled = true;
   out.position = m.position();
-  out.etcd.kind = DiscoveryKind::kEtcd;
-  out.etcd.position = m.position();
-  if (auto* g = r.require(m, "etcd")) read_etcd(r, *g, out.etcd);
+  out.source.position = m.position();
+  read_source(r, m, "fleet", out.source);
   if (auto* g = m.get("id"); g && r.read_string(*g, out.id, false)) {
     if (has_space_or_control(out.id) || out.id.find('/') != std::string::npos) {
       r.error(NodeReader::value_position(*g),
@@ -144,8 +149,8 @@ void read_fleet(NodeReader& r, const Field& f, FleetConfig& out) {
       r.error(NodeReader::value_position(*g), "'ttl' must be whole seconds (an etcd lease)");
     }
   }
-  if (auto* g = m.get("timeout")) r.read_duration(*g, out.etcd.timeout_ms, 1);
-  if (auto* g = m.get("retry")) r.read_duration(*g, out.etcd.retry_ms, kMinDiscoveryRetryMs);
+  if (auto* g = m.get("timeout")) r.read_duration(*g, out.source.timeout_ms, 1);
+  if (auto* g = m.get("retry")) r.read_duration(*g, out.source.retry_ms, kMinDiscoveryRetryMs);
 }
 
 }  // namespace rondel::config

@@ -12,8 +12,9 @@ namespace rondel::config {
 // `kubernetes` {service, namespace, port, server, token_file, ca}, then allow_empty, timeout and
 // retry.
 void read_discovery(NodeReader& r, const Field& f, DiscoveryConfig& out);
-// Fills `out` (enabled) from the top-level mapping `fleet`: `etcd` {endpoints, prefix, ca}
-// (required), id (no spaces or '/'), ttl (whole seconds, >= 2 s), timeout, retry.
+// Fills `out` (enabled) from the top-level mapping `fleet`: exactly one of `etcd` {endpoints,
+// prefix, ca} and `kubernetes` (as in read_discovery), id (no spaces or '/'), ttl (whole
+// seconds, >= 2 s), timeout, retry.
 void read_fleet(NodeReader& r, const Field& f, FleetConfig& out);
 
 }  // namespace rondel::config

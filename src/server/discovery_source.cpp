@@ -80,7 +80,8 @@ void DiscoverySource::publish(std::vector<SourceBackend> next) {
           list + "]");
   if (next != backends_) {
     backends_ = std::move(next);
-    owner_.changed(true);
+    if (on_change_) on_change_();
+    else owner_.changed(true);
   }
 }
 

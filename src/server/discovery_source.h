@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "api_client.h"
@@ -76,6 +77,9 @@ class DiscoverySource : public net::HandleCloser {
   const std::vector<SourceBackend>& backends() const noexcept { return backends_; }
   uint64_t errors(size_t reason) const noexcept { return errors_[reason]; }
   bool seen = false;  // Discovery::retain() mark
+  // A source no pool uses (the fleet's): `f` runs instead of telling the owner when the
+  // membership changed, so no snapshot is rebuilt for it.
+  void set_on_change(std::function<void()> f) { on_change_ = std::move(f); }
 
  protected:
   // A complete membership (any order). Sorted, checked for duplicate ids (the first wins), and
@@ -118,6 +122,7 @@ class DiscoverySource : public net::HandleCloser {
 
   std::string pool_;
   std::string key_;
+  std::function<void()> on_change_;  // empty: owner_.changed(true)
   std::vector<SourceBackend> backends_;  // sorted by id
   std::array<uint64_t, static_cast<size_t>(SourceError::kCount)> errors_{};
   uint32_t failures_ = 0;  // in a row
@@ -137,6 +142,9 @@ core::Result<SourceBackend> parse_etcd_backend(std::string_view text, bool& left
 // (discovery_k8s.cpp).
 std::vector<SourceBackend> endpoint_slice_backends(std::string_view slice_json,
                                                    std::string_view port);
+
+// Every setting of `d`, as one string: equal strings, the same source (discovery_sources.cpp).
+std::string discovery_settings_key(const config::DiscoveryConfig& d);
 
 // The sources, by kind (discovery_etcd.cpp, discovery_k8s.cpp). Not started.
 DiscoverySource* make_etcd_source(Discovery& owner, std::string pool, std::string key,

@@ -9,13 +9,8 @@
 
 namespace rondel::server {
 
-namespace {
-
-// Identity of a source: its pool and every setting; a reload that changes one starts a new
-// source (the old one stops once the new configuration is published).
-std::string source_key(const config::PoolConfig& pool) {
-  const config::DiscoveryConfig& d = pool.discovery;
-  std::string k = pool.name;
+std::string discovery_settings_key(const config::DiscoveryConfig& d) {
+  std::string k;
   auto add = [&k](const std::string& v) {
     k += '\0';
     k += v;
@@ -34,6 +29,14 @@ std::string source_key(const config::PoolConfig& pool) {
   add(d.allow_empty ? "1" : "0");
   add(std::to_string(d.timeout_ms) + "/" + std::to_string(d.retry_ms));
   return k;
+}
+
+namespace {
+
+// Identity of a source: its pool and every setting; a reload that changes one starts a new
+// source (the old one stops once the new configuration is published).
+std::string source_key(const config::PoolConfig& pool) {
+  return pool.name + discovery_settings_key(pool.discovery);
 }
 
 }  // namespace
@@ -78,7 +81,7 @@ bool check_discovery_files(const config::Config& cfg, std::FILE* err) {
       ok &= check_files("pool " + pool.name + " discovery", pool.discovery, err);
     }
   }
-  if (cfg.fleet.enabled) ok &= check_files("fleet", cfg.fleet.etcd, err);
+  if (cfg.fleet.enabled) ok &= check_files("fleet", cfg.fleet.source, err);
   return ok;
 }
 

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "discovery_source.h"
 #include "etcd_client.h"
 #include "rondel/util/json_writer.h"
 
@@ -35,8 +36,8 @@ std::string host_name() {
 class FleetRegistrar final : public EtcdClient {
  public:
   FleetRegistrar(Discovery& owner, const config::FleetConfig& cfg, std::string id)
-      : EtcdClient(owner, std::string(kFleetPool), "fleet-registrar", cfg.etcd),
-        ttl_s_(cfg.ttl_ms / 1000), key_(cfg.etcd.prefix + id), id_(std::move(id)) {}
+      : EtcdClient(owner, std::string(kFleetPool), "fleet-registrar", cfg.source),
+        ttl_s_(cfg.ttl_ms / 1000), key_(cfg.source.prefix + id), id_(std::move(id)) {}
 
   std::string name() const override { return "etcd:" + key_; }
   std::string_view kind() const noexcept override { return "fleet"; }
@@ -140,7 +141,7 @@ class FleetRegistrar final : public EtcdClient {
 class FleetWatcher final : public EtcdPrefix {
  public:
   FleetWatcher(Discovery& owner, const config::FleetConfig& cfg)
-      : EtcdPrefix(owner, std::string(kFleetPool), "fleet-watcher", cfg.etcd) {}
+      : EtcdPrefix(owner, std::string(kFleetPool), "fleet-watcher", cfg.source) {}
 
   std::string name() const override { return "etcd:" + cfg_.prefix; }
   std::string_view kind() const noexcept override { return "fleet"; }
@@ -185,6 +186,12 @@ class FleetWatcher final : public EtcdPrefix {
 
 Fleet::Fleet(Discovery& discovery, const config::FleetConfig& cfg)
     : cfg_(cfg), id_(cfg.id.empty() ? host_name() : cfg.id) {
+  if (cfg_.source.kind == config::DiscoveryKind::kKubernetes) {
+    k8s_ = make_k8s_source(discovery, std::string(kFleetPool), "fleet-kubernetes", cfg_.source);
+    k8s_->set_on_change([this] { k8s_changed(); });
+    k8s_->start();
+    return;
+  }
   registrar_ = new FleetRegistrar(discovery, cfg_, id_);
   watcher_ = new FleetWatcher(discovery, cfg_);
   registrar_->start();
@@ -196,17 +203,28 @@ Fleet::~Fleet() { stop(); }
 void Fleet::stop() noexcept {
   if (registrar_ != nullptr) std::exchange(registrar_, nullptr)->stop();
   if (watcher_ != nullptr) std::exchange(watcher_, nullptr)->stop();
+  if (k8s_ != nullptr) {
+    k8s_->set_on_change([] {});  // it outlives this Fleet until its handles are closed
+    std::exchange(k8s_, nullptr)->stop();
+  }
 }
 
 bool Fleet::same_settings(const config::FleetConfig& a, const config::FleetConfig& b) {
   auto key = [](const config::FleetConfig& f) {
-    std::string k = f.enabled ? "1" : "0";
-    for (const auto& e : f.etcd.endpoints) k += '\0' + e.text;
-    return k + '\0' + f.etcd.prefix + '\0' + f.etcd.ca + '\0' + f.id + '\0' +
-           std::to_string(f.ttl_ms) + "/" + std::to_string(f.etcd.timeout_ms) + "/" +
-           std::to_string(f.etcd.retry_ms);
+    return std::string(f.enabled ? "1" : "0") + discovery_settings_key(f.source) + '\0' + f.id +
+           '\0' + std::to_string(f.ttl_ms);
   };
   return key(a) == key(b);
+}
+
+void Fleet::k8s_changed() {
+  k8s_members_.clear();
+  for (const SourceBackend& b : k8s_->backends()) {
+    if (b.weight == 0) continue;  // serving but terminating: leaving the fleet
+    FleetMember& m = k8s_members_[b.id];
+    m.id = b.id;
+    if (b.id == id_) m.fingerprints = placement_;
+  }
 }
 
 void Fleet::set_placement(const proxy::Snapshot& snap) {
@@ -217,17 +235,33 @@ void Fleet::set_placement(const proxy::Snapshot& snap) {
     placement_[p->name()] = hex;
   }
   if (registrar_ != nullptr) registrar_->set_record(placement_);
+  if (auto it = k8s_members_.find(id_); it != k8s_members_.end()) {
+    it->second.fingerprints = placement_;
+  }
 }
 
 const std::map<std::string, FleetMember>& Fleet::members() const noexcept {
   static const std::map<std::string, FleetMember> kNone;
+  if (k8s_ != nullptr) return k8s_members_;
   return watcher_ != nullptr ? watcher_->members() : kNone;
 }
 
-bool Fleet::registered() const noexcept { return registrar_ != nullptr && registrar_->registered(); }
-bool Fleet::watching() const noexcept { return watcher_ != nullptr && watcher_->up(); }
+bool Fleet::registered() const noexcept {
+  if (k8s_ != nullptr) return k8s_members_.count(id_) != 0;
+  return registrar_ != nullptr && registrar_->registered();
+}
+
+bool Fleet::watching() const noexcept {
+  if (k8s_ != nullptr) return k8s_->up();
+  return watcher_ != nullptr && watcher_->up();
+}
+
+bool Fleet::fingerprints_shared() const noexcept {
+  return cfg_.source.kind != config::DiscoveryKind::kKubernetes;
+}
 
 std::string Fleet::majority(const std::string& pool) const {
+  if (!fingerprints_shared()) return {};
   std::map<std::string, size_t> votes;
   size_t voters = 0;
   for (const auto& [id, m] : members()) {
@@ -250,19 +284,26 @@ bool Fleet::disagrees(const std::string& pool) const {
 }
 
 std::string Fleet::json() const {
+  const bool shared = fingerprints_shared();
   util::JsonWriter w;
   w.begin();
   w.field("id", id_);
+  w.field("source", shared ? "etcd" : "kubernetes");
   w.field("instances", static_cast<uint64_t>(members().size()));
   w.field("registered", registered());
   w.field("watching", watching());
+  w.field("fingerprints_shared", shared);
   w.begin_array("members");
   for (const auto& [id, m] : members()) {
     w.begin();
     w.field("id", id);
-    w.begin("fingerprints");
-    for (const auto& [pool, fp] : m.fingerprints) w.field(pool, fp);
-    w.end();
+    if (!shared && id != id_) {
+      w.field("fingerprints", "unknown");  // an EndpointSlice carries none
+    } else {
+      w.begin("fingerprints");
+      for (const auto& [pool, fp] : m.fingerprints) w.field(pool, fp);
+      w.end();
+    }
     w.end();
   }
   w.end_array();
@@ -271,8 +312,13 @@ std::string Fleet::json() const {
     w.begin();
     w.field("pool", pool);
     w.field("fingerprint", fp);
-    w.field("majority", majority(pool));
-    w.field("disagrees", disagrees(pool));
+    if (shared) {
+      w.field("majority", majority(pool));
+      w.field("disagrees", disagrees(pool));
+    } else {
+      w.field("majority", "unknown");
+      w.null_field("disagrees");
+    }
     w.end();
   }
   w.end_array();

@@ -5,7 +5,14 @@
 // is one instance, so the fleet knows N (what a fleet-wide load bound needs) and each pool's
 // majority fingerprint; an instance whose fingerprint differs from the majority is flagged.
 //
-// Both halves are discovery sources (errors, back-off, `SOURCE: reason` logs) that delete
+// On Kubernetes (`fleet: {kubernetes: ...}`) Kubernetes itself registers the instance: the
+// fleet is the ready endpoints of the instance's own Service, watched by the same source as
+// Kubernetes discovery, each named by targetRef.name. EndpointSlices carry no fingerprints, so
+// such a fleet knows N and its members but only its own fingerprint: majority() is unknown and
+// no instance is flagged (disagreement is left to the Prometheus alert on
+// rondel_pool_placement_fingerprint, conf/prometheus).
+//
+// All of these are discovery sources (errors, back-off, `SOURCE: reason` logs) that delete
 // themselves once stopped. Loop thread only; never throws.
 #pragma once
 
@@ -20,10 +27,12 @@
 namespace rondel::server {
 
 class Discovery;
+class DiscoverySource;
 class FleetRegistrar;
 class FleetWatcher;
 
-// One instance as its key says: its id and its fingerprint (16 hex digits) per pool.
+// One instance as its key says: its id and its fingerprint (16 hex digits) per pool (on
+// Kubernetes: none, except this instance's own).
 struct FleetMember {
   std::string id;
   std::map<std::string, std::string> fingerprints;
@@ -47,24 +56,37 @@ class Fleet {
   void set_placement(const proxy::Snapshot& snap);
   void stop() noexcept;
 
-  // The live instances by id (this one included once its key is read back); N is their count.
+  // The live instances by id (this one included once its key is read back, or on Kubernetes
+  // once its endpoint is ready); N is their count.
   const std::map<std::string, FleetMember>& members() const noexcept;
-  bool registered() const noexcept;  // the key is written and its lease alive
-  bool watching() const noexcept;    // the prefix is read and watched
-  // The fingerprint more than half of the instances that have `pool` agree on ("" when none).
+  // etcd: the key is written and its lease alive; Kubernetes: this instance's id is among the
+  // ready endpoints.
+  bool registered() const noexcept;
+  bool watching() const noexcept;  // the prefix (the Service's EndpointSlices) read and watched
+  // Whether the members' fingerprints are known (etcd) or only this instance's (Kubernetes).
+  bool fingerprints_shared() const noexcept;
+  // The fingerprint more than half of the instances that have `pool` agree on ("" when none,
+  // and always without fingerprints_shared()).
   std::string majority(const std::string& pool) const;
   // This instance has `pool` and a majority exists that differs from its fingerprint.
   bool disagrees(const std::string& pool) const;
-  // The /api/fleet document: {"id", "instances": N, "registered", "watching", "members":
-  // [{"id", "fingerprints": {...}}], "pools": [{"pool", "majority", "disagrees"}]}.
+  // The /api/fleet document: {"id", "source": "etcd" | "kubernetes", "instances": N,
+  // "registered", "watching", "fingerprints_shared", "members": [{"id", "fingerprints":
+  // {...}}], "pools": [{"pool", "fingerprint", "majority", "disagrees"}]}. Without
+  // fingerprints_shared(), another member's "fingerprints" is "unknown", "majority" is
+  // "unknown" and "disagrees" is null.
   std::string json() const;
 
  private:
+  void k8s_changed();  // the Service's endpoints changed: members_ again
+
   config::FleetConfig cfg_;
   std::string id_;
   std::map<std::string, std::string> placement_;
   FleetRegistrar* registrar_ = nullptr;  // each deletes itself once stopped
   FleetWatcher* watcher_ = nullptr;
+  DiscoverySource* k8s_ = nullptr;                // Kubernetes: instead of both
+  std::map<std::string, FleetMember> k8s_members_;  // its ready endpoints, by targetRef.name
 };
 
 }  // namespace rondel::server

@@ -44,6 +44,16 @@ def endpoint(ip, pod, ready=True, serving=None, terminating=False, zone="z1"):
             "nodeName": "node-1", "zone": zone}
 
 
+def would_see_a_connection():
+    """A listening socket on 127.0.0.1 and its port: accept() raises socket.timeout after
+    0.5 s when nothing connected (what `rondel -c` must not do)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    listener.settimeout(0.5)
+    return listener, listener.getsockname()[1]
+
+
 class FakeApiServer:
     """List and watch of one Service's EndpointSlices over HTTP/1.1 on 127.0.0.1, with a bearer
     token. Tests change slices (each change is a watch event with a new resourceVersion), send
@@ -379,11 +389,7 @@ class CheckOnly(unittest.TestCase):
     """`rondel -c` checks discovery settings without contacting the source."""
 
     def test_check_contacts_no_source(self):
-        listener = socket.socket()
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(8)  # a server that would see any connection attempt
-        port = listener.getsockname()[1]
-        listener.settimeout(0.5)
+        listener, port = would_see_a_connection()
         workdir = tempfile.mkdtemp(prefix="rondel-it-k8s-check-")
         good = os.path.join(workdir, "good.yaml")
         with open(good, "w") as f:

@@ -164,14 +164,19 @@ struct DiscoveryConfig {
   Position position;
 };
 
-// Self-registration (`fleet`, docs/configuration.md): each instance keeps one key under the
-// etcd prefix, under a lease it keeps alive, with its pools' placement fingerprints; watching
-// the prefix tells every instance how many they are and whether they agree.
+// Self-registration (`fleet`, docs/configuration.md): with etcd each instance keeps one key
+// under the prefix, under a lease it keeps alive, with its pools' placement fingerprints;
+// watching the prefix tells every instance how many they are and whether they agree. On
+// Kubernetes the ready endpoints of the instance's own Service are the fleet (N and the
+// members; their fingerprints are not shared).
 struct FleetConfig {
   bool enabled = false;
-  DiscoveryConfig etcd;     // kind kEtcd: endpoints, prefix, ca; timeout and retry
-  std::string id;           // this instance's key under the prefix; "" = the host name
-  uint64_t ttl_ms = 10000;  // the lease: a silent instance leaves the fleet this long after
+  // kind kEtcd: endpoints, prefix, ca; kKubernetes: service, namespace, port, server,
+  // token_file, ca. Either: timeout and retry.
+  DiscoveryConfig source;
+  std::string id;           // this instance's key under the prefix (kubernetes: its pod name,
+                            // targetRef.name); "" = the host name
+  uint64_t ttl_ms = 10000;  // etcd: the lease: a silent instance leaves the fleet this long after
   Position position;
 };
 

@@ -1,0 +1,72 @@
+// Tests of the top-level `fleet` section: its etcd or Kubernetes source as read, and every error
+// at its FILE:LINE:COL (both sources, neither, a bad Service name).
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "rondel/config/loader.h"
+
+namespace rondel::config {
+namespace {
+
+constexpr std::string_view kHead = R"(listeners:
+  - { name: web, bind: 127.0.0.1:8080, pool: p }
+pools:
+  - { name: p, backends: [{ address: 127.0.0.1:9001 }] }
+)";
+
+std::vector<std::string> fleet_errors_of(std::string_view fleet) {
+  std::vector<std::string> out;
+  for (const ConfigError& e :
+       load_string(std::string(kHead) + std::string(fleet), "f.yaml").errors) {
+    out.push_back(e.to_string());
+  }
+  return out;
+}
+
+TEST_CASE("fleet: kubernetes reads the Service the instances belong to") {
+  const LoadResult r = load_string(std::string(kHead) + R"(fleet:
+  kubernetes: { service: rondel, namespace: edge, port: "8080", server: https://10.0.0.1:6443, token_file: /t }
+  id: rondel-1
+  retry: 200ms
+)", "f.yaml");
+  REQUIRE(r.ok());
+  const FleetConfig& f = r.config.fleet;
+  CHECK(f.enabled);
+  CHECK(f.source.kind == DiscoveryKind::kKubernetes);
+  CHECK(f.source.service == "rondel");
+  CHECK(f.source.namespace_name == "edge");
+  CHECK(f.source.port == "8080");
+  CHECK(f.source.server.port == 6443);
+  CHECK(f.source.token_file == "/t");
+  CHECK(f.source.retry_ms == 200);
+  CHECK(f.id == "rondel-1");
+}
+
+TEST_CASE("fleet: etcd is still read as before") {
+  const LoadResult r = load_string(
+      std::string(kHead) + "fleet: { etcd: { endpoints: [http://127.0.0.1:2379], prefix: /f/ } }\n",
+      "f.yaml");
+  REQUIRE(r.ok());
+  CHECK(r.config.fleet.source.kind == DiscoveryKind::kEtcd);
+  CHECK(r.config.fleet.source.prefix == "/f/");
+}
+
+TEST_CASE("fleet: one source, and a Service name, else an error at its position") {
+  CHECK(fleet_errors_of("fleet:\n  etcd: { endpoints: [http://h:1], prefix: /f/ }\n"
+                        "  kubernetes: { service: r, port: http }\n") ==
+        std::vector<std::string>{
+            "f.yaml:7:15: 'fleet' takes one source: 'etcd' or 'kubernetes', not both"});
+  CHECK(fleet_errors_of("fleet: { id: r1 }\n") ==
+        std::vector<std::string>{"f.yaml:5:8: 'fleet' needs a source: 'etcd' or 'kubernetes'"});
+  CHECK(fleet_errors_of("fleet: { kubernetes: { service: Rondel } }\n") ==
+        std::vector<std::string>{
+            "f.yaml:5:22: missing required key 'port'",
+            "f.yaml:5:33: 'service' must be a Service name (lower-case letters, digits and '-', "
+            "at most 63), got 'Rondel'"});
+}
+
+}  // namespace
+}  // namespace rondel::config
