@@ -121,8 +121,9 @@ size_t pick_scratch_words(const Selector& sel) noexcept {
   return 2 * sel.scratch_words();
 }
 
-PickResult bounded_pick(const Selector& sel, uint64_t hash, const PickInput& in,
+PickResult bounded_pick(const Selector& sel, const PlacementKey& key, const PickInput& in,
                         const BoundedOptions& o, std::span<uint64_t> scratch) noexcept {
+  const uint64_t hash = key.hash;
   const size_t words = sel.scratch_words();
   if (scratch.size() < 2 * words) return PickResult{};
   const std::span<uint64_t> cursor_scratch = scratch.first(words);
@@ -132,8 +133,10 @@ PickResult bounded_pick(const Selector& sel, uint64_t hash, const PickInput& in,
   // what random probing emulates on a ring (Chen et al. probe randomly to stop overflow from
   // cascading onto ring neighbours; rendezvous has no neighbours). Its own walk also avoids an
   // O(N) owner() per probe, so kRandom uses the walk there.
-  if (o.probe == ProbeOrder::kClockwise || sel.algorithm() == Algorithm::kRendezvous) {
-    Selector::Cursor c = sel.cursor(hash, cursor_scratch);
+  // A grouped key's order is its own walk (placement_key.h): probed in that order too.
+  if (o.probe == ProbeOrder::kClockwise || sel.algorithm() == Algorithm::kRendezvous ||
+      key.grouped()) {
+    Selector::Cursor c = sel.cursor(key, cursor_scratch);
     const BackendIndex owner = c.next();  // the walk starts at the natural owner
     for (BackendIndex b = owner; b != kNoBackend; b = c.next()) {
       if (picker.consider(b)) break;
@@ -176,13 +179,14 @@ namespace {
 // The key's home: the backend the pick chooses when no backend is full, i.e. the owner when it
 // is eligible, else the first eligible backend of the probe order (found by an unbounded pick:
 // rare, only while the owner is down or drained).
-BackendIndex home_of(const Selector& sel, uint64_t hash, BackendIndex owner, const Picker& picker,
+BackendIndex home_of(const Selector& sel, const PlacementKey& key, BackendIndex owner,
+                     const Picker& picker,
                      const PickInput& in, const BoundedOptions& o,
                      std::span<uint64_t> scratch) noexcept {
   if (owner != kNoBackend && picker.eligible(owner)) return owner;
   BoundedOptions unbounded = o;
   unbounded.balance_factor = 0;
-  return bounded_pick(sel, hash, in, unbounded, scratch).backend;
+  return bounded_pick(sel, key, in, unbounded, scratch).backend;
 }
 
 RouteReason reason_of(const PickResult& pr) noexcept {
@@ -192,7 +196,7 @@ RouteReason reason_of(const PickResult& pr) noexcept {
 }
 
 // Hot key: choose among the first R eligible backends of the preference order.
-RouteResult replica_pick(const Selector& sel, uint64_t hash, const PickInput& in,
+RouteResult replica_pick(const Selector& sel, const PlacementKey& key, const PickInput& in,
                          const RouteOptions& o, const RouteRequest& rq, uint32_t want,
                          std::span<uint64_t> cursor_scratch) noexcept {
   RouteResult rr;
@@ -200,7 +204,7 @@ RouteResult replica_pick(const Selector& sel, uint64_t hash, const PickInput& in
   BackendIndex cand[RouteRequest::kMaxReplicas];
   uint32_t k = 0;
   uint16_t skipped_excluded = 0;
-  Selector::Cursor c = sel.cursor(hash, cursor_scratch);
+  Selector::Cursor c = sel.cursor(key, cursor_scratch);
   const BackendIndex owner = c.next();
   for (BackendIndex b = owner; b != kNoBackend; b = c.next()) {
     if (!picker.eligible(b)) {
@@ -268,21 +272,22 @@ RouteResult replica_pick(const Selector& sel, uint64_t hash, const PickInput& in
 
 }  // namespace
 
-RouteResult route_pick(const Selector& sel, uint64_t hash, const PickInput& in,
+RouteResult route_pick(const Selector& sel, const PlacementKey& key, const PickInput& in,
                        const RouteOptions& o, const RouteRequest& rq, SpillMemory* memory,
                        std::span<uint64_t> scratch) noexcept {
+  const uint64_t hash = key.hash;
   const size_t words = sel.scratch_words();
   if (scratch.size() < 2 * words) return RouteResult{};
   const std::span<uint64_t> cursor_scratch = scratch.first(words);
   const uint32_t want = std::clamp<uint32_t>(rq.replicas, 1, RouteRequest::kMaxReplicas);
-  if (want > 1) return replica_pick(sel, hash, in, o, rq, want, cursor_scratch);
+  if (want > 1) return replica_pick(sel, key, in, o, rq, want, cursor_scratch);
 
   Picker picker(in, o.bounded);
   RouteResult rr;
   const BackendIndex remembered = memory != nullptr ? memory->find(hash) : kNoBackend;
   if (remembered != kNoBackend) {
-    const BackendIndex owner = sel.owner(hash);
-    const BackendIndex home = home_of(sel, hash, owner, picker, in, o.bounded, scratch);
+    const BackendIndex owner = sel.owner(key, cursor_scratch);
+    const BackendIndex home = home_of(sel, key, owner, picker, in, o.bounded, scratch);
     if (home != kNoBackend && remembered != home && remembered < sel.backend_count() &&
         picker.eligible(remembered)) {
       const uint64_t home_load = picker.load_of(home);
@@ -304,10 +309,10 @@ RouteResult route_pick(const Selector& sel, uint64_t hash, const PickInput& in,
     }
   }
 
-  rr.pick = bounded_pick(sel, hash, in, o.bounded, scratch);
+  rr.pick = bounded_pick(sel, key, in, o.bounded, scratch);
   rr.reason = reason_of(rr.pick);
   if (rr.pick.backend == kNoBackend) return rr;
-  rr.home = home_of(sel, hash, rr.pick.owner, picker, in, o.bounded, scratch);
+  rr.home = home_of(sel, key, rr.pick.owner, picker, in, o.bounded, scratch);
   if (memory != nullptr) {
     if (rr.reason == RouteReason::kSpill) {
       memory->store(hash, rr.pick.backend);

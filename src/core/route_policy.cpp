@@ -2,6 +2,7 @@
 #include "rondel/core/route_policy.h"
 
 #include <algorithm>
+#include <bit>
 
 namespace rondel::core {
 
@@ -17,15 +18,24 @@ HotReplicaOptions replica_options_of(const RoutePolicyOptions& o) noexcept {
 
 }  // namespace
 
+uint32_t quantize_replicas(uint32_t raw, uint32_t previous) noexcept {
+  if (raw <= 1) return 1;
+  const uint32_t down = std::bit_floor(raw);
+  if (previous > down && uint64_t{raw} * 2 > previous) return previous;
+  return down;
+}
+
 RoutePolicy::RoutePolicy(const RoutePolicyOptions& o)
     : opt_(o),
       replica_options_(replica_options_of(o)),
       memory_(std::max<uint32_t>(o.spill_entries, 1)),
       detector_(std::max<uint32_t>(o.hot_capacity, 1), std::max<uint64_t>(o.hot_window_ms, 1)),
-      table_(std::max<uint32_t>(o.hot_capacity, 1)) {}
+      table_(std::max<uint32_t>(o.hot_capacity, 1)),
+      previous_(o.pow2_replicas ? std::max<uint32_t>(o.hot_capacity, 1) : 1) {}
 
 bool RoutePolicy::same_shape(const RoutePolicyOptions& o) const noexcept {
   return o.spill_entries == opt_.spill_entries && o.hot_capacity == opt_.hot_capacity &&
+         o.pow2_replicas == opt_.pow2_replicas &&
          o.hot_window_ms == opt_.hot_window_ms;
 }
 
@@ -34,15 +44,21 @@ void RoutePolicy::reset(const RoutePolicyOptions& o) noexcept {
   replica_options_ = replica_options_of(o);
   memory_.invalidate();
   table_.clear();
+  previous_.clear();
   next_rebuild_ms_ = 0;  // N or the rule may have changed: rebuild at the next request
 }
 
 void RoutePolicy::rebuild(size_t eligible) {
+  if (opt_.pow2_replicas) std::swap(table_, previous_);
   table_.clear();
   const uint64_t total = detector_.total();
   hot_.clear();
   for (const HotKeys::Entry& e : detector_.top(table_.capacity())) {
-    const uint32_t r = replicas_for(e.count - e.error, total, eligible, replica_options_);
+    uint32_t r = replicas_for(e.count - e.error, total, eligible, replica_options_);
+    if (opt_.pow2_replicas) {
+      const uint32_t prev = previous_.replicas(e.hash);
+      r = quantize_replicas(r, std::min<uint32_t>(prev, std::bit_floor(std::max<size_t>(eligible, 1))));
+    }
     if (r <= 1) continue;
     table_.set(e.hash, r);
     hot_.push_back({e.hash, e.key, e.count - e.error, r});
@@ -64,21 +80,21 @@ uint32_t RoutePolicy::observe(uint64_t hash, std::string_view key, uint64_t now_
   return keyed ? table_.replicas(hash) : 1;
 }
 
-RouteResult RoutePolicy::pick(const Selector& sel, uint64_t hash, const PickInput& in,
+RouteResult RoutePolicy::pick(const Selector& sel, const PlacementKey& key, const PickInput& in,
                               uint32_t replicas, SpillMemory* memory,
                               std::span<uint64_t> scratch) noexcept {
   RouteRequest rq;
   rq.replicas = replicas;
   rq.sequence = sequence_++;
-  return route_pick(sel, hash, in, opt_.route, rq, memory, scratch);
+  return route_pick(sel, key, in, opt_.route, rq, memory, scratch);
 }
 
-RouteResult RoutePolicy::route(const Selector& sel, uint64_t hash, std::string_view key,
+RouteResult RoutePolicy::route(const Selector& sel, const PlacementKey& pk, std::string_view key,
                                const PickInput& in, uint64_t now_ms, PickKind kind,
                                Affinity affinity, EligibleCounter eligible,
                                std::span<uint64_t> scratch) {
-  const uint32_t replicas = observe(hash, key, now_ms, kind, affinity, eligible);
-  return pick(sel, hash, in, replicas, memory_for(kind, affinity), scratch);
+  const uint32_t replicas = observe(pk.hash, key, now_ms, kind, affinity, eligible);
+  return pick(sel, pk, in, replicas, memory_for(kind, affinity), scratch);
 }
 
 }  // namespace rondel::core

@@ -64,21 +64,25 @@ Selector::Cursor Selector::cursor(uint64_t hash, std::span<uint64_t> scratch) co
   c.sel_ = this;
   c.scratch_ = scratch.first(words);
   std::fill_n(scratch.begin(), bitset_words(backend_count_), uint64_t{0});
+  start_walk(c.state_, hash);
+  return c;
+}
+
+void Selector::start_walk(CursorState& state, uint64_t hash) const noexcept {
   switch (impl_.index()) {
     case 0:
-      std::get_if<Ring>(&impl_)->start(c.state_, hash);
+      std::get_if<Ring>(&impl_)->start(state, hash);
       break;
     case 1:
-      std::get_if<Rendezvous>(&impl_)->start(c.state_, hash);
+      std::get_if<Rendezvous>(&impl_)->start(state, hash);
       break;
     case 3:
-      std::get_if<SkeletonRendezvous>(&impl_)->start(c.state_, hash);
+      std::get_if<SkeletonRendezvous>(&impl_)->start(state, hash);
       break;
     default:
-      std::get_if<Maglev>(&impl_)->start(c.state_, hash);
+      std::get_if<Maglev>(&impl_)->start(state, hash);
       break;
   }
-  return c;
 }
 
 BackendIndex Selector::walk_next(CursorState& state, std::span<uint64_t> scratch) const noexcept {
@@ -96,7 +100,56 @@ BackendIndex Selector::walk_next(CursorState& state, std::span<uint64_t> scratch
 
 BackendIndex Selector::Cursor::next() noexcept {
   if (sel_ == nullptr) return kNoBackend;
+  if (group_ != Cursor::Group::kNone) return next_grouped();
   return sel_->walk_next(state_, scratch_);
+}
+
+Selector::Cursor Selector::cursor(const PlacementKey& key,
+                                  std::span<uint64_t> scratch) const noexcept {
+  if (!key.grouped()) return cursor(key.hash, scratch);
+  std::array<BackendIndex, PlacementKey::kMaxGroup> set{};
+  const size_t n = preference(key.group, std::span<BackendIndex>(set.data(), key.group_size));
+  Cursor c = cursor(key.hash, scratch);
+  if (c.sel_ == nullptr || n == 0) return c;
+  c.members_ = set;
+  c.member_count_ = static_cast<uint8_t>(n);
+  c.key_hash_ = key.hash;
+  c.group_ = Cursor::Group::kMembers;
+  return c;
+}
+
+bool Selector::Cursor::is_member(BackendIndex b) const noexcept {
+  for (uint8_t i = 0; i < member_count_; ++i) {
+    if (members_[i] == b) return true;
+  }
+  return false;
+}
+
+BackendIndex Selector::Cursor::next_grouped() noexcept {
+  if (group_ == Cursor::Group::kMembers) {
+    BackendIndex b = members_[0];  // a set of one: its member comes first, no walk needed
+    if (member_count_ > 1) {
+      do {
+        b = sel_->walk_next(state_, scratch_);
+      } while (b != kNoBackend && !is_member(b));
+    }
+    if (b != kNoBackend && ++members_yielded_ < member_count_) return b;
+    // The last member: the others follow in the key's order, walked again from its start.
+    group_ = Cursor::Group::kOthers;
+    std::fill_n(scratch_.begin(), bitset_words(sel_->backend_count_), uint64_t{0});
+    sel_->start_walk(state_, key_hash_);
+    if (b != kNoBackend) return b;
+  }
+  for (BackendIndex b = sel_->walk_next(state_, scratch_); b != kNoBackend;
+       b = sel_->walk_next(state_, scratch_)) {
+    if (!is_member(b)) return b;
+  }
+  return kNoBackend;
+}
+
+BackendIndex Selector::owner(const PlacementKey& key, std::span<uint64_t> scratch) const noexcept {
+  if (!key.grouped()) return owner(key.hash);
+  return cursor(key, scratch).next();
 }
 
 size_t Selector::preference(uint64_t hash, std::span<BackendIndex> out) const noexcept {

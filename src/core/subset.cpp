@@ -32,10 +32,11 @@ bool Subset::contains(BackendIndex i) const noexcept {
   return bit_test(members_, i);
 }
 
-BackendIndex subset_owner(const Selector& sel, uint64_t hash, const Subset& subset,
+BackendIndex subset_owner(const Selector& sel, const PlacementKey& key, const Subset& subset,
                           std::span<uint64_t> scratch) noexcept {
   if (subset.empty()) return kNoBackend;
-  if (const Ring* ring = sel.ring(); ring != nullptr) {
+  const uint64_t hash = key.hash;
+  if (const Ring* ring = sel.ring(); ring != nullptr && !key.grouped()) {
     const std::span<const BackendIndex> owners = ring->owners();
     const size_t n = owners.size();
     size_t pos = ring->first_point(hash);
@@ -45,7 +46,7 @@ BackendIndex subset_owner(const Selector& sel, uint64_t hash, const Subset& subs
     }
     return kNoBackend;
   }
-  Selector::Cursor c = sel.cursor(hash, scratch);
+  Selector::Cursor c = sel.cursor(key, scratch);
   for (BackendIndex b = c.next(); b != kNoBackend; b = c.next()) {
     if (subset.contains(b)) return b;
   }

@@ -80,7 +80,7 @@ size_t pick_scratch_words(const Selector& sel) noexcept;
 // walk (ring O(P), Maglev O(N), rendezvous O(N^2) comparisons) plus, for kRandom on ring and
 // Maglev, up to 3 * N owner() lookups. Precondition: scratch.size() >= pick_scratch_words(sel)
 // (otherwise returns kNoBackend). Any thread, concurrently with others on the same Selector.
-PickResult bounded_pick(const Selector& sel, uint64_t hash, const PickInput& in,
+PickResult bounded_pick(const Selector& sel, const PlacementKey& key, const PickInput& in,
                         const BoundedOptions& o, std::span<uint64_t> scratch) noexcept;
 
 // ---------------------------------------------------------------------------------------------
@@ -140,7 +140,7 @@ struct RouteResult {
 // locks or throws; cost: bounded_pick's, plus for R > 1 a walk to the R-th eligible backend and
 // R load reads. Precondition: scratch.size() >= pick_scratch_words(sel) (else kNone). Thread:
 // any, but `memory` must not be shared between threads (one SpillMemory per worker loop).
-RouteResult route_pick(const Selector& sel, uint64_t hash, const PickInput& in,
+RouteResult route_pick(const Selector& sel, const PlacementKey& key, const PickInput& in,
                        const RouteOptions& o, const RouteRequest& rq, SpillMemory* memory,
                        std::span<uint64_t> scratch) noexcept;
 

@@ -33,7 +33,17 @@ struct RoutePolicyOptions {
   uint64_t hot_window_ms = 10000;
   uint32_t max_replicas = 0;
   uint64_t min_count = 16;
+  // R quantized to a power of two with hysteresis (quantize_replicas): group sizes of two-level
+  // placement (placement_key.h), so that workers and instances that measure a group's rate a
+  // little differently still choose the same set.
+  bool pow2_replicas = false;
 };
+
+// R rounded down to a power of two, with hysteresis against `previous` (the R the key had in the
+// last table; 0 or 1 = none): a larger power of two is taken as soon as `raw` reaches it, a
+// smaller one only once `raw` falls to half of `previous` or below. So a rate that wobbles
+// around a boundary keeps its R. 1 when raw <= 1.
+uint32_t quantize_replicas(uint32_t raw, uint32_t previous) noexcept;
 
 // Which pick of a request this is.
 enum class PickKind : uint8_t {
@@ -73,7 +83,8 @@ class RoutePolicy {
   // replica table (top-K, every window/4, when the hot-key rule is on); never locks or throws.
   // One thread: the policy must not be shared. Precondition: scratch.size() >=
   // pick_scratch_words(sel).
-  RouteResult route(const Selector& sel, uint64_t hash, std::string_view key, const PickInput& in,
+  RouteResult route(const Selector& sel, const PlacementKey& pk, std::string_view key,
+                    const PickInput& in,
                     uint64_t now_ms, PickKind kind, Affinity affinity, EligibleCounter eligible,
                     std::span<uint64_t> scratch);
 
@@ -90,7 +101,8 @@ class RoutePolicy {
   }
   // The pick step of route(): route_pick with R = `replicas` and `memory` (nullptr: none). No
   // allocation.
-  RouteResult pick(const Selector& sel, uint64_t hash, const PickInput& in, uint32_t replicas,
+  RouteResult pick(const Selector& sel, const PlacementKey& key, const PickInput& in,
+                   uint32_t replicas,
                    SpillMemory* memory, std::span<uint64_t> scratch) noexcept;
 
   // Same options except the table sizes (spill_entries, hot_capacity, hot_window_ms)?
@@ -117,6 +129,7 @@ class RoutePolicy {
   SpillMemory memory_;
   HotKeys detector_;
   HotReplicas table_;
+  HotReplicas previous_;  // pow2_replicas: the last table, for the hysteresis
   std::vector<HotKeyReplicas> hot_;
   uint64_t hot_total_ = 0;
   uint64_t rebuilds_ = 0;

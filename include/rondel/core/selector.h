@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <array>
 #include <cstdint>
 #include <span>
 #include <utility>
@@ -18,6 +19,7 @@
 #include "rondel/core/choices.h"
 #include "rondel/core/cursor_state.h"
 #include "rondel/core/maglev.h"
+#include "rondel/core/placement_key.h"
 #include "rondel/core/rendezvous.h"
 #include "rondel/core/result.h"
 #include "rondel/core/ring.h"
@@ -59,11 +61,28 @@ class Selector {
 
    private:
     friend class Selector;
+    // A grouped key's walk: its group's members in the key's order, then the others.
+    BackendIndex next_grouped() noexcept;
+    bool is_member(BackendIndex b) const noexcept;
     const Selector* sel_ = nullptr;
     std::span<uint64_t> scratch_;
     CursorState state_;
+    // Grouped keys only (PlacementKey::grouped()).
+    enum class Group : uint8_t { kNone, kMembers, kOthers };
+    Group group_ = Group::kNone;
+    uint8_t member_count_ = 0;
+    uint8_t members_yielded_ = 0;
+    uint64_t key_hash_ = 0;
+    std::array<BackendIndex, PlacementKey::kMaxGroup> members_{};
   };
   Cursor cursor(uint64_t hash, std::span<uint64_t> scratch) const noexcept;
+  // The walk of a placement key: a plain key's preference order, or for a grouped key
+  // (placement_key.h) the first group_size backends of the group's order, taken in the key's
+  // order, then every other backend in the key's order. Each backend with weight > 0 once.
+  // Grouped: O(R) more per step and one more pass of the key's order (rendezvous O(N) each).
+  Cursor cursor(const PlacementKey& key, std::span<uint64_t> scratch) const noexcept;
+  // The first backend of cursor(key): owner(key.hash) for a plain key.
+  BackendIndex owner(const PlacementKey& key, std::span<uint64_t> scratch) const noexcept;
   // Words of scratch a cursor needs: bitset_words(backend_count()) for ring and Maglev, plus
   // eligible_count() cached scores for rendezvous.
   size_t scratch_words() const noexcept;
@@ -97,6 +116,7 @@ class Selector {
         backend_count_(backends),
         eligible_count_(eligible) {}
 
+  void start_walk(CursorState& state, uint64_t hash) const noexcept;
   BackendIndex walk_next(CursorState& state, std::span<uint64_t> scratch) const noexcept;
 
   std::variant<Ring, Rendezvous, Maglev, SkeletonRendezvous> impl_;

@@ -59,7 +59,7 @@ class Subset {
 // The owner of `hash` within `subset`: the first member of the key's preference order in `sel`
 // (ring: a direct walk over the points; others: the selector's cursor). kNoBackend for an empty
 // subset. Never allocates. Precondition: scratch.size() >= sel.scratch_words().
-BackendIndex subset_owner(const Selector& sel, uint64_t hash, const Subset& subset,
+BackendIndex subset_owner(const Selector& sel, const PlacementKey& key, const Subset& subset,
                           std::span<uint64_t> scratch) noexcept;
 
 // Restricts a pick input to `subset`: the exclusion set becomes in.excluded | non-members
