@@ -11,6 +11,7 @@
 #include "upstream_reader.h"
 #include "health_reader.h"
 #include "discovery_reader.h"
+#include "llm_prefix_reader.h"
 #include "load_report_reader.h"
 #include "reader_util.h"
 #include "scalars.h"
@@ -49,6 +50,7 @@ class ConfigReader {
     if (auto* f = top.get("admin")) read_admin(*f, c.admin);
     if (auto* f = top.get("fleet")) read_fleet(r_, *f, c.fleet);
     if (auto* f = top.get("config_watch")) read_config_watch(*f, c.config_watch);
+    if (auto* f = top.get("buffer_budget")) r_.read_size(*f, c.buffer_budget, 0);
     check_listeners(c);
     return c;
   }
@@ -143,6 +145,12 @@ class ConfigReader {
     if (auto* g = m.get("probe_order")) r_.read_choice<ProbeOrder>(*g, kProbeOrders, p.probe_order);
     if (auto* g = m.get("hot_keys")) read_hot_keys(r_, *g, p.hot_keys);
     if (auto* g = m.get("load_report")) read_load_report(r_, *g, p.load_report);
+    if (auto* g = m.get("llm_prefix")) {
+      read_llm_prefix(r_, *g, p.llm_prefix);
+      if (p.hash_key.kind != HashKeyKind::kLlmPrefix) {
+        r_.error(NodeReader::value_position(*g), "'llm_prefix' needs 'hash_key: llm_prefix'");
+      }
+    }
     if (auto* g = m.get("replica_choice")) {
       r_.read_choice<ReplicaChoice>(*g, kReplicaChoices, p.replica_choice);
     }
@@ -277,7 +285,8 @@ class ConfigReader {
   }
 
   void read_hash_key(const Field& f, HashKey& out) {
-    constexpr string_view kForms = "uri, path, header:NAME, cookie:NAME, query:NAME or src";
+    constexpr string_view kForms =
+        "uri, path, header:NAME, cookie:NAME, query:NAME, src or llm_prefix";
     if (!f.value.IsScalar()) {
       r_.report_type(f, std::string("one of ") + std::string(kForms));
       return;
@@ -291,7 +300,8 @@ class ConfigReader {
     constexpr Choice<HashKeyKind> kKinds[] = {
         {"uri", HashKeyKind::kUri},       {"path", HashKeyKind::kPath},
         {"src", HashKeyKind::kSrc},       {"header", HashKeyKind::kHeader},
-        {"cookie", HashKeyKind::kCookie}, {"query", HashKeyKind::kQuery}};
+        {"cookie", HashKeyKind::kCookie}, {"query", HashKeyKind::kQuery},
+        {"llm_prefix", HashKeyKind::kLlmPrefix}};
     const auto* found = std::find_if(std::begin(kKinds), std::end(kKinds),
                                      [&](const auto& c) { return c.name == kind; });
     if (found == std::end(kKinds)) {

@@ -52,7 +52,7 @@ constexpr string_view kSubsetWhenKeys[] = {"listener", "header", "value", "path_
 
 constexpr string_view kRootKeys[] = {"workers", "drain_timeout", "log",  "listeners",
                                      "pools",   "admin",         "dns",
-                                     "config_watch", "fleet"};
+                                     "config_watch", "fleet", "buffer_budget"};
 constexpr string_view kConfigWatchKeys[] = {"enabled", "debounce"};
 constexpr string_view kLogKeys[] = {"access_log", "error_log", "level", "access_format"};
 constexpr string_view kListenerKeys[] = {"name",
@@ -125,7 +125,8 @@ constexpr string_view kPoolKeys[] = {"name",
                                      "load_report",
                                      "subsets",
                                      "tls",
-                                     "send_proxy_protocol"};
+                                     "send_proxy_protocol",
+                                     "llm_prefix"};
 // The pool's scalar keys, one row each (scalar_keys.h); keys with checks across fields
 // (maglev_table_size, range_chunk, migrate_percent, balance_factor) are read in code.
 using P = PoolConfig;
@@ -166,6 +167,11 @@ constexpr string_view kHealthKeys[] = {"enabled",  "method",  "path", "expect_st
                                        "interval", "timeout", "rise", "fall"};
 constexpr string_view kPassiveKeys[] = {"consecutive_failures", "ejection_time",
                                         "max_ejected_percent"};
+// hash_key: llm_prefix (llm_prefix_reader.cpp).
+constexpr string_view kLlmPrefixKeys[] = {"conversation", "blocks", "explicit", "max_buffer"};
+constexpr auto kLlmAnchors = choices_of<LlmAnchor>(kLlmAnchorNames);
+constexpr uint64_t kMaxLlmBlocks = 1u << 20;
+constexpr uint64_t kMinLlmBuffer = 1024;
 constexpr string_view kHotKeysKeys[] = {"share", "max_replicas", "window", "capacity",
                                         "min_count"};
 constexpr string_view kBackendKeys[] = {"address", "weight", "id", "srv", "labels"};

@@ -64,20 +64,41 @@ Exchange::Start Exchange::start(const ExchangeRequest& rq) noexcept {
   if (tried_.size() < words) tried_.resize(words);  // grows once per snapshot, then reused
   std::fill(tried_.begin(), tried_.begin() + static_cast<std::ptrdiff_t>(words), 0);
 
+  st_.subset = st_.pool->select_subset(rq.listener, head());
+  if (st_.pool->config().hash_key.kind == config::HashKeyKind::kLlmPrefix) {
+    running_ = true;
+    worker_.exchange_started();
+    start_body_key();  // routes now, or once the body has told the key
+    return Start::kStarted;
+  }
+  const RouteKey rk = head_route_key();
+  if (rk.kind == RouteKey::Kind::kReject) return Start::kNoKey;
+  running_ = true;
+  worker_.exchange_started();
+  route_by(rk);
+  return Start::kStarted;
+}
+
+RouteKey Exchange::head_route_key() const noexcept {
   const config::PoolConfig& pc = st_.pool->config();
   const uint64_t random = pc.missing_key == config::MissingKeyPolicy::kRandom
                               ? core::mix64(uv_hrtime(), reinterpret_cast<uintptr_t>(this))
                               : 0;
-  const RouteKey rk = route_key(pc, head(), rq.forward.client_ip, random);
-  if (rk.kind == RouteKey::Kind::kReject) return Start::kNoKey;
+  return route_key(pc, head(), rq_.forward.client_ip, random);
+}
+
+void Exchange::route_by(const RouteKey& rk) noexcept {
+  if (rk.kind == RouteKey::Kind::kReject) {
+    fail(Failure::refused(400));  // missing_key: reject, on a key the body did not give
+    return;
+  }
   st_.keyed = rk.walks();
   st_.key = rk.key;
   st_.hash = rk.hash;
-  st_.subset = st_.pool->select_subset(rq.listener, head());
-  running_ = true;
-  worker_.exchange_started();
+  st_.grouped = rk.grouped;
+  st_.group = rk.group;
+  st_.group_key = rk.group_key;
   start_attempt();
-  return Start::kStarted;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -86,6 +107,9 @@ Exchange::Start Exchange::start(const ExchangeRequest& rq) noexcept {
 core::BackendIndex Exchange::route_attempt(bool first_pick) noexcept {
   PickRequest rq;
   rq.key = RouteKey::of(st_.keyed, st_.key, st_.hash);
+  rq.key.grouped = st_.grouped;
+  rq.key.group = st_.group;
+  rq.key.group_key = st_.group_key;
   rq.tried = std::span<const uint64_t>(tried_.data(), st_.pool->excluded_words());
   rq.kind = first_pick ? core::PickKind::kFirst : core::PickKind::kRetry;
   rq.now_ms = worker_.now_ms();
@@ -321,6 +345,8 @@ void Exchange::finish(Outcome outcome) noexcept {
   }
   if (st_.slot.held()) end_attempt(AttemptEnd::kServed);
   drop_backend(false);  // a connection with no attempt (none normally; defensive)
+  body_key_.end();      // held body bytes (a body key) go with the exchange at the latest
+  keying_ = false;
   running_ = false;
   attempt_ = Attempt::kNone;
   worker_.exchange_ended();
@@ -333,6 +359,10 @@ void Exchange::finish(Outcome outcome) noexcept {
 // The request body
 
 void Exchange::on_body_available() noexcept {
+  if (running_ && keying_) {
+    pump_key();
+    return;
+  }
   if (running_ && attempt_ == Attempt::kConnected) pump_body();
 }
 
@@ -388,6 +418,7 @@ void Exchange::body_ended() noexcept {
   st_.request = RequestState::kDone;
   if (!st_.resp_head_seen()) st_.conn->arm_timer(st_.pool->config().response_header_timeout_ms);
   if (!flush_to_backend()) return;
+  request_written();
   if (st_.resp_complete() && !rq_.sink->sink_busy()) response_done();
 }
 
@@ -438,6 +469,7 @@ void Exchange::on_backend_written(uv_write_t* req, int status) noexcept {
     ex->pump_body();
     return;
   }
+  ex->request_written();
   if (!ex->st_.resp_head_seen()) {
     ex->st_.conn->arm_timer(ex->st_.pool->config().response_header_timeout_ms);
   }

@@ -147,6 +147,8 @@ bool extract_key(const config::HashKey& key, const http::RequestHead& head,
       return false;
     case config::HashKeyKind::kQuery:
       return find_query_param(target, key.name, out) && !out.empty();
+    case config::HashKeyKind::kLlmPrefix:
+      return false;  // a body key: read by the Exchange (body_key.h), never from the head
   }
   return false;
 }

@@ -39,6 +39,13 @@ core::Result<std::unique_ptr<Pool>> Pool::build(const config::PoolConfig& cfg,
   std::unique_ptr<Pool> pool(new Pool(std::move(placement->set), std::move(placement->selector)));
   pool->cfg_ = cfg;
   pool->state_ = std::move(state);
+  pool->llm_options_.conversation = cfg.llm_prefix.conversation;
+  pool->llm_options_.conversation_blocks = cfg.llm_prefix.blocks;
+  for (const config::LlmExplicitKey& k : cfg.llm_prefix.explicit_keys) {
+    if (k.where == config::LlmExplicitKey::Where::kBody) {
+      pool->llm_options_.explicit_fields.push_back(k.name);
+    }
+  }
   if (cfg.tls.enabled) {
     auto tls = tls::ClientContext::build(cfg.name, cfg.tls);
     if (!tls) return tls.error();

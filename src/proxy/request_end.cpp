@@ -25,6 +25,9 @@ void record_request_end(Worker& w, const ExchangeState& st, const http::RequestH
     rec.hash = st.hash;
     rec.keyed = st.keyed;
     rec.reason = st.reason;
+    rec.body_key = st.body_key;
+    rec.key_offset = st.key_offset;
+    rec.decision_us = st.decision_ns / 1000;
     w.on_exchange(w.on_exchange_ctx, rec);
   }
   LogSink& sink = w.access_log();

@@ -26,6 +26,8 @@ core::RoutePolicyOptions policy_options(const Pool& pool) {
   o.hot_window_ms = cfg.hot_keys.window_ms;
   o.max_replicas = cfg.hot_keys.max_replicas;
   o.min_count = cfg.hot_keys.min_count;
+  // llm_prefix: R is a tenant's set size, quantized so that workers and instances agree.
+  o.pow2_replicas = cfg.hash_key.kind == config::HashKeyKind::kLlmPrefix;
   return o;
 }
 
@@ -232,7 +234,11 @@ Router::PoolRoute* Router::observe(const Pool& pool, const PickRequest& rq,
   PoolState& ps = pool.state();
   bool current = true;
   PoolRoute* st = state_for(pool, current);
-  replicas = st->policy.observe(rq.key.hash, rq.key.key, rq.now_ms, rq.kind, affinity,
+  // A grouped key's detector watches its group (a tenant's rate sets its set's size R); its
+  // own hash keeps the spill memory. The plain-key path is unchanged.
+  const uint64_t observed = rq.key.grouped ? rq.key.group : rq.key.hash;
+  const std::string_view text = rq.key.grouped ? rq.key.group_key : rq.key.key;
+  replicas = st->policy.observe(observed, text, rq.now_ms, rq.kind, affinity,
                                 {&eligible_of, &pool});
   if (st->published != st->policy.rebuilds()) {
     st->published = st->policy.rebuilds();
@@ -277,12 +283,19 @@ RouteDecision Router::route(const Pool& pool, const PickRequest& rq, std::span<u
     uint32_t replicas = 1;
     core::SpillMemory* memory = nullptr;
     PoolRoute* st = stateful(pool.config()) ? observe(pool, rq, affinity, replicas, memory) : nullptr;
+    // A grouped key: R sizes its group's set, and the pick inside is the key's own (no replica
+    // choice by load, which would move a conversation between turns).
+    const core::PlacementKey key =
+        rq.key.grouped
+            ? core::PlacementKey(hash, pool.placement_hash(version, rq.key.group), replicas)
+            : core::PlacementKey(hash);
+    if (rq.key.grouped) replicas = 1;
     // The pick and its claim: the backend's count is raised only while it is below the capacity
     // the pick compared, so workers picking at once cannot both take a backend's last place.
     core::RouteResult rr;
     for (uint32_t race = 0;; ++race) {
-      rr = st != nullptr ? st->policy.pick(sel, hash, in, replicas, memory, pick_scratch)
-                         : core::route_pick(sel, hash, in, pool.route_options(),
+      rr = st != nullptr ? st->policy.pick(sel, key, in, replicas, memory, pick_scratch)
+                         : core::route_pick(sel, key, in, pool.route_options(),
                                             core::RouteRequest{}, nullptr, pick_scratch);
       if (claim == nullptr || rr.pick.backend == core::kNoBackend ||
           claim_place(pool, rr.pick, rq.now_ms, race == kMaxClaimRaces, *claim)) {
@@ -294,8 +307,9 @@ RouteDecision Router::route(const Pool& pool, const PickRequest& rq, std::span<u
     d.placement = version;
     if (subset != nullptr && rq.key.kind == RouteKey::Kind::kKey) {
       // The natural owner within the subset: a pool of the members alone would place it there.
-      d.owner = core::subset_owner(sel, hash, *subset, pick_scratch);
+      d.owner = core::subset_owner(sel, key, *subset, pick_scratch);
     }
+    if (rq.key.grouped) d.replicas = static_cast<uint16_t>(key.group_size);
     if (rq.kind == core::PickKind::kFirst) {
       ps.placement_routed[static_cast<size_t>(version)].fetch_add(1, std::memory_order_relaxed);
     }
@@ -314,6 +328,14 @@ RouteDecision Router::route(const Pool& pool, const PickRequest& rq, std::span<u
 }
 
 RouteDecision Router::explain(const Pool& pool, uint64_t hash, uint8_t subset_index) {
+  RouteKey k;
+  k.kind = RouteKey::Kind::kKey;
+  k.hash = hash;
+  return explain(pool, k, subset_index);
+}
+
+RouteDecision Router::explain(const Pool& pool, const RouteKey& key, uint8_t subset_index) {
+  const uint64_t hash = key.hash;
   if (pool.empty()) return {};
   std::vector<uint64_t> scratch(pool.scratch_words());
   const std::span<uint64_t> excluded = std::span<uint64_t>(scratch).first(pool.excluded_words());
@@ -331,20 +353,26 @@ RouteDecision Router::explain(const Pool& pool, uint64_t hash, uint8_t subset_in
   const core::Subset* subset = subset_of(pool, subset_index);
   if (subset != nullptr) restrict_to(pool, *subset, in, excluded);
   core::RouteResult rr;
+  const uint64_t observed = key.grouped ? key.group : hash;
+  uint32_t replicas =
+      pool.config().hot_keys.share > 0 ? published_replicas(pool.state(), observed) : 1;
+  const core::PlacementKey pk =
+      key.grouped ? core::PlacementKey(placed, pool.placement_hash(version, key.group), replicas)
+                  : core::PlacementKey(placed);
+  if (key.grouped) replicas = 1;
   if (!stateful(pool.config())) {
-    rr = core::route_pick(sel, placed, in, pool.route_options(), core::RouteRequest{}, nullptr,
+    rr = core::route_pick(sel, pk, in, pool.route_options(), core::RouteRequest{}, nullptr,
                           pick_scratch);
   } else {
     core::RoutePolicy scratch_policy(policy_options(pool));  // empty spill memory
-    const uint32_t replicas =
-        pool.config().hot_keys.share > 0 ? published_replicas(pool.state(), hash) : 1;
     rr = scratch_policy.pick(
-        sel, placed, in, replicas,
+        sel, pk, in, replicas,
         scratch_policy.memory_for(core::PickKind::kFirst, core::Affinity::kKey), pick_scratch);
   }
   RouteDecision d = decision_of(rr, RouteKey::Kind::kKey);
   d.placement = version;
-  if (subset != nullptr) d.owner = core::subset_owner(sel, placed, *subset, pick_scratch);
+  if (key.grouped) d.replicas = static_cast<uint16_t>(pk.group_size);
+  if (subset != nullptr) d.owner = core::subset_owner(sel, pk, *subset, pick_scratch);
   return d;
 }
 

@@ -143,10 +143,11 @@ void Admin::handle(const AdminRequest& req, AdminResponse& res) {
 }
 
 bool Admin::accepts_post(std::string_view target) noexcept {
-  return target.substr(0, target.find('?')) == "/api/diff";
+  const std::string_view path = target.substr(0, target.find('?'));
+  return path == "/api/diff" || path == "/api/route";
 }
 
-void Admin::handle_post(std::string_view, std::string_view request_body, int& status,
+void Admin::handle_post(std::string_view target, std::string_view request_body, int& status,
                         std::string& ctype, std::string& body) {
   ctype = kJson;
   const auto snap = daemon_.snapshot();
@@ -154,6 +155,13 @@ void Admin::handle_post(std::string_view, std::string_view request_body, int& st
     status = 503;
     ctype = kText;
     body = "shutting down\n";
+    return;
+  }
+  const std::string_view path = target.substr(0, target.find('?'));
+  if (path == "/api/route") {
+    const std::string_view query =
+        target.size() > path.size() ? target.substr(path.size() + 1) : std::string_view();
+    status = api_route_body(query, request_body, body);
     return;
   }
   config::LoadResult lr = config::load_string(request_body, "(posted)");

@@ -9,6 +9,7 @@
 
 #include "rondel/config/loader.h"
 #include "rondel/core/hash.h"
+#include "rondel/proxy/body_key.h"
 #include "rondel/proxy/passive_health.h"
 #include "rondel/server/admin.h"
 #include "rondel/server/discovery.h"
@@ -309,6 +310,7 @@ void Daemon::publish(std::shared_ptr<const proxy::Snapshot> snap) {
       }
     }
   }
+  if (snap) proxy::BodyBudget::set_limit(snap->config().buffer_budget);
   for (auto& t : threads_) t->publish(snap);
   if (metrics_) metrics_->set_snapshot(snap);
   worker_->publish(std::move(snap));

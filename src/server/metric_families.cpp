@@ -380,6 +380,33 @@ void hops(const Scrape& s, FamilyOut& o) {
   }
 }
 
+bool body_keyed(const PoolRow& p) noexcept {
+  return p.pool->config().hash_key.kind == config::HashKeyKind::kLlmPrefix;
+}
+
+void body_key_sources(const Scrape& s, FamilyOut& o) {
+  for (const auto& p : s.pools) {
+    if (!body_keyed(p)) continue;
+    for (size_t k = 0; k < proxy::kBodyKeySources; ++k) {
+      o.sample({p.pool->name(), proxy::kBodyKeySourceNames[k]}, d(p.body_keys[k]));
+    }
+  }
+}
+
+void body_key_offsets(const Scrape& s, FamilyOut& o) {
+  for (const auto& p : s.pools) {
+    if (body_keyed(p)) o.histogram({p.pool->name()}, p.key_offsets, metrics_detail::kOffsetBounds, 1);
+  }
+}
+
+void body_key_decisions(const Scrape& s, FamilyOut& o) {
+  for (const auto& p : s.pools) {
+    if (body_keyed(p)) {
+      o.histogram({p.pool->name()}, p.key_decisions, metrics_detail::kDecisionBoundsUs, 1e6);
+    }
+  }
+}
+
 void spill_pairs(const Scrape& s, FamilyOut& o) {
   for (const auto& p : s.pools) {
     for (const auto& pc : p.pairs) o.sample({p.pool->name(), pc.owner, pc.backend}, d(pc.count));

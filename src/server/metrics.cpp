@@ -131,6 +131,13 @@ void Metrics::Impl::record(Shard& sh, const proxy::ExchangeRecord& rec) noexcept
   md::PoolWorker& pw = pv->slot->workers[sh.id];
   pw.client_bytes_in.add(rec.bytes_in);
   pw.client_bytes_out.add(rec.bytes_out);
+  if (rec.body_key > 0 && rec.body_key <= proxy::kBodyKeySources) {
+    pw.body_keys[rec.body_key - 1].add(1);
+    if (!proxy::is_fallback(static_cast<proxy::BodyKeySource>(rec.body_key - 1))) {
+      pw.key_offsets.observe(md::kOffsetBounds, rec.key_offset);
+    }
+    pw.key_decisions.observe(md::kDecisionBoundsUs, rec.decision_us);
+  }
   if (rec.backend == core::kNoBackend || rec.backend >= rec.pool->size()) return;
   pw.hops.observe(md::kHopBounds, rec.hops);
   md::BackendSlot* bs = pv->backend(*rec.pool, rec.backend);
@@ -226,6 +233,9 @@ md::PoolRow Metrics::Impl::merge(const md::PoolView& pv) {
     row.client_bytes_in += pw.client_bytes_in.get();
     row.client_bytes_out += pw.client_bytes_out.get();
     row.hops.add(pw.hops);
+    for (size_t k = 0; k < proxy::kBodyKeySources; ++k) row.body_keys[k] += pw.body_keys[k].get();
+    row.key_offsets.add(pw.key_offsets);
+    row.key_decisions.add(pw.key_decisions);
     for (size_t i = 0; i < pv.backends.size(); ++i) {
       row.durations[i].add(pv.backends[i]->duration[w]);
     }

@@ -23,6 +23,7 @@
 #include <prometheus/metric_family.h>
 
 #include "rondel/core/hot_keys.h"
+#include "rondel/proxy/body_key.h"
 #include "rondel/proxy/pool.h"
 #include "rondel/server/metrics.h"
 
@@ -47,6 +48,12 @@ inline constexpr std::array<uint64_t, 16> kDurationBoundsUs = {
     500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000,
     1000000, 2500000, 5000000, 10000000, 30000000, 60000000};
 inline constexpr std::array<uint64_t, 9> kHopBounds = {0, 1, 2, 3, 4, 6, 8, 16, 32};
+// Body keys (llm_prefix): body bytes read until the key was known, and the time from the head
+// to the decision in microseconds.
+inline constexpr std::array<uint64_t, 10> kOffsetBounds = {
+    256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864};
+inline constexpr std::array<uint64_t, 12> kDecisionBoundsUs = {
+    10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 50000, 250000};
 inline constexpr double kDurationUnit = 1e-6;  // seconds per observed unit
 inline constexpr double kHopUnit = 1;
 
@@ -146,6 +153,10 @@ struct alignas(64) PoolWorker {
 
   Tally client_bytes_in, client_bytes_out;
   HistogramShard<kHopBounds.size()> hops;
+  // Body keys (llm_prefix pools): requests by key source, anchor offsets, decision times.
+  std::array<Tally, proxy::kBodyKeySources> body_keys;
+  HistogramShard<kOffsetBounds.size()> key_offsets;
+  HistogramShard<kDecisionBoundsUs.size()> key_decisions;
   // Created by the writer at its first spill (once), read by scrapes.
   std::atomic<PairTable*> pairs{nullptr};
   // The hot-key summary of this worker's spilled keys. core::HotKeys is not thread-safe, so it
@@ -201,6 +212,9 @@ struct PoolRow {
   const std::vector<double>* shares = nullptr;  // key share by backend index
   uint64_t client_bytes_in = 0, client_bytes_out = 0;
   HistogramSum<kHopBounds.size()> hops;
+  std::array<uint64_t, proxy::kBodyKeySources> body_keys{};
+  HistogramSum<kOffsetBounds.size()> key_offsets;
+  HistogramSum<kDecisionBoundsUs.size()> key_decisions;
   std::vector<HistogramSum<kDurationBoundsUs.size()>> durations;  // by backend index
   std::vector<core::HotKeys::Entry> hot;                          // merged top-K, largest first
   std::vector<PairCount> pairs;

@@ -36,13 +36,37 @@ struct Address {
 using core::Algorithm;
 using core::ProbeOrder;
 using core::ReplicaChoice;
-enum class HashKeyKind : uint8_t { kUri, kPath, kHeader, kCookie, kQuery, kSrc };
+// kLlmPrefix: the prompt of an OpenAI-compatible or Anthropic inference request, read from its
+// JSON body (PoolConfig::llm_prefix, docs/routing.md "Inference routing").
+enum class HashKeyKind : uint8_t { kUri, kPath, kHeader, kCookie, kQuery, kSrc, kLlmPrefix };
 // What to do with a request whose hash key is absent (no such header/cookie/query parameter).
 enum class MissingKeyPolicy : uint8_t { kLeastInFlight, kRandom, kHashUri, kReject };
 
 struct HashKey {
   HashKeyKind kind = HashKeyKind::kUri;
   std::string name;  // header, cookie or query-parameter name; empty for uri/path/src
+};
+
+// Where an llm_prefix key's conversation anchor sits (docs/algorithms.md "llm_prefix keys"):
+// at the end of the first user message, at the end of the system part, or after `blocks`
+// 64-byte blocks of the conversation.
+enum class LlmAnchor : uint8_t { kFirstUser, kSystem, kBlocks };
+inline constexpr std::string_view kLlmAnchorNames[] = {"first_user", "system", "blocks"};
+
+// An explicit key an llm_prefix pool prefers to the prompt: a request header's value, or a
+// top-level string field of the JSON body (prompt_cache_key, user, ...).
+struct LlmExplicitKey {
+  enum class Where : uint8_t { kHeader, kBody };
+  Where where = Where::kHeader;
+  std::string name;  // header name (lower case) or body field name
+};
+
+// A pool's `llm_prefix` section (hash_key: llm_prefix).
+struct LlmPrefixConfig {
+  LlmAnchor conversation = LlmAnchor::kFirstUser;
+  uint32_t blocks = 16;                      // kBlocks, and raw `prompt` bodies
+  std::vector<LlmExplicitKey> explicit_keys;  // first present wins; empty: the prompt only
+  uint64_t max_buffer = 1u << 20;             // body bytes held per request until the anchors
 };
 
 // How a backend entry named by DNS is looked up: its A/AAAA records (`address: NAME:PORT`), or
@@ -263,6 +287,7 @@ struct PoolConfig {
   std::vector<SubsetRule> subsets;
   BackendTlsConfig tls;
   SendProxyProtocol send_proxy_protocol = SendProxyProtocol::kOff;
+  LlmPrefixConfig llm_prefix;  // hash_key: llm_prefix only
 };
 
 // A listener's PROXY protocol header stage (`proxy_protocol`): every connection must start with
@@ -368,6 +393,9 @@ struct Config {
   LogConfig log;
   ConfigWatchConfig config_watch;
   FleetConfig fleet;
+  // Body bytes all requests together may hold while a body key is read (llm_prefix): past it a
+  // request routes on what it knows.
+  uint64_t buffer_budget = 64u << 20;
 };
 
 }  // namespace rondel::config

@@ -21,6 +21,7 @@
 #include "rondel/net/splice_relay.h"
 #include "rondel/net/transport.h"
 #include "rondel/proxy/backend_link.h"
+#include "rondel/proxy/body_key.h"
 #include "rondel/proxy/body_source.h"
 #include "rondel/proxy/exchange_rules.h"
 #include "rondel/proxy/request_end.h"
@@ -30,6 +31,7 @@
 namespace rondel::proxy {
 
 class Exchange;
+struct RouteKey;
 
 // How an exchange ended, as the access log names it (outcome_name).
 // kNoSubsetMember: answered 503 because no member of the request's subset was eligible.
@@ -153,6 +155,16 @@ class Exchange final : private net::SpliceEvents, private BackendEvents {
   enum class ConnSource : uint8_t { kIdleOrNew, kNew };
 
   const http::RequestHead& head() const noexcept { return *rq_.head; }
+  // The body key (exchange_body_key.cpp): reads the body through body_key_ until the key is
+  // known, then routes on it and sends the body from body_key_ (held bytes first).
+  void start_body_key() noexcept;
+  void pump_key() noexcept;
+  // The key from the head under hash_key and missing_key (route_key).
+  RouteKey head_route_key() const noexcept;
+  // Routes on `rk` (as start() does once the key is known): kReject answers 400.
+  void route_by(const RouteKey& rk) noexcept;
+  // The request was written whole to the backend: the held body bytes can go.
+  void request_written() noexcept;
   // Attempts (exchange.cpp).
   // Routes the attempt and claims its in-flight slot (Router::route with st_.slot).
   core::BackendIndex route_attempt(bool first_pick) noexcept;
@@ -243,6 +255,8 @@ class Exchange final : private net::SpliceEvents, private BackendEvents {
 
   Worker& worker_;
   ExchangeRequest rq_;
+  BodyKey body_key_;     // hash_key: llm_prefix: the body read for the key, then replayed
+  bool keying_ = false;  // reading the body for the key: nothing routed yet
   ExchangeState st_;
   http::ResponseParser resp_parser_;
   net::OutQueue to_backend_;

@@ -59,6 +59,15 @@ struct ExchangeState {
   core::BackendIndex owner = core::kNoBackend;
   uint64_t hash = 0;
   std::string_view key;       // the hash key (a view into the request head); empty if none
+  // A key of a group (llm_prefix: a tenant's conversation; RouteKey::grouped).
+  bool grouped = false;
+  uint64_t group = 0;
+  std::string_view group_key;
+  // A body key (llm_prefix): 1 + its BodyKeySource, 0 for none; the body bytes read and the time
+  // taken (from start_ns) when it was decided.
+  uint8_t body_key = 0;
+  uint64_t key_offset = 0;
+  uint64_t decision_ns = 0;
   uint64_t start_ns = 0;
   uint32_t attempts = 0;
   uint16_t hops = 0;          // backends passed over (full or excluded), all attempts

@@ -32,6 +32,7 @@
 #include "rondel/core/subset.h"
 #include "rondel/http/message.h"
 #include "rondel/proxy/backend_state.h"
+#include "rondel/proxy/llm_key.h"
 #include "rondel/tls/client_context.h"
 
 namespace rondel::proxy {
@@ -196,11 +197,14 @@ class Pool {
   // Backend i's labels as a mask over the pool's labels (bit j = labels()[j]).
   core::LabelMask labels_of(core::BackendIndex i) const noexcept { return labels_[i]; }
   const std::vector<std::string>& labels() const noexcept { return label_names_; }
+  // hash_key: llm_prefix: the body scanner's options, built once from `llm_prefix`.
+  const LlmKeyOptions& llm_options() const noexcept { return llm_options_; }
 
  private:
   Pool(core::BackendSet set, core::Selector selector)
       : set_(std::move(set)), selector_(std::move(selector)) {}
   config::PoolConfig cfg_;
+  LlmKeyOptions llm_options_;
   core::BackendSet set_;
   core::Selector selector_;
 

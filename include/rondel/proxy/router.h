@@ -35,6 +35,12 @@ struct RouteKey {
   Kind kind = Kind::kLeastLoaded;
   uint64_t hash = 0;     // kKey: hash64(key); kRandom: the random hash
   std::string_view key;  // kKey: the key bytes (a view into the head or client_ip); else empty
+  // A key of a group (llm_prefix: the conversation of a tenant; core/placement_key.h): the
+  // group's hash picks a set of R backends (R from the hot-key detector, which watches groups),
+  // `hash` the home inside it. group_key names the group for the detector (hash text only).
+  bool grouped = false;
+  uint64_t group = 0;
+  std::string_view group_key;
 
   // Whether the bounded-load walk places the request (kKey, kRandom).
   bool walks() const noexcept { return kind == Kind::kKey || kind == Kind::kRandom; }
@@ -42,7 +48,11 @@ struct RouteKey {
   // request with an empty key is kRandom (the hash policy never yields an empty key).
   static RouteKey of(bool walks, std::string_view key, uint64_t hash) noexcept {
     if (!walks) return RouteKey{};
-    return RouteKey{key.empty() ? Kind::kRandom : Kind::kKey, hash, key};
+    RouteKey k;
+    k.kind = key.empty() ? Kind::kRandom : Kind::kKey;
+    k.hash = hash;
+    k.key = key;
+    return k;
   }
 };
 
@@ -135,6 +145,10 @@ class Router {
   // last published; counts nothing. Allocates (the scratch state). Any thread.
   // With `subset`, as a request selected into that subset.
   static RouteDecision explain(const Pool& pool, uint64_t hash,
+                               uint8_t subset = Pool::kNoSubset);
+  // The same for a key as the hash policy made it (a grouped llm_prefix key: its group's R as
+  // the workers last published it).
+  static RouteDecision explain(const Pool& pool, const RouteKey& key,
                                uint8_t subset = Pool::kNoSubset);
 
   // The one counting site of spills: once per exchange that reached a backend, with the final

@@ -107,6 +107,11 @@ struct ExchangeRecord {
   uint64_t hash = 0;     // hash64 of the key (or the random/uri fallback hash) when keyed
   bool keyed = false;    // the pick used the bounded-load walk (false: least in-flight)
   uint8_t reason = 0;    // core::RouteReason of the final pick, when keyed
+  // A body key (llm_prefix): 1 + its BodyKeySource (0: none), the body bytes read for it and
+  // the time from the head to the decision.
+  uint8_t body_key = 0;
+  uint64_t key_offset = 0;
+  uint64_t decision_us = 0;
 };
 
 // A codec's per-worker state (Worker::codec_state): pools and allocators of one protocol.

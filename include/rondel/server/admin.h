@@ -109,6 +109,10 @@ class Admin {
 
   void api_pools(std::string& body);
   bool api_route(std::string_view query, std::string& body);
+  // POST /api/route?pool=NAME with a request body: the body key an llm_prefix pool derives from
+  // it (admin_route_body.cpp) and the decision a request with it would get now. Hashes and
+  // offsets only, never prompt text. Returns the status.
+  int api_route_body(std::string_view query, std::string_view request_body, std::string& out);
   bool api_ring(std::string_view query, std::string& body);
   void metrics(std::string& body);
 
