@@ -143,6 +143,9 @@ class ConfigReader {
     }
     if (auto* g = m.get("balance_factor")) read_balance_factor(*g, p.balance_factor);
     if (auto* g = m.get("probe_order")) r_.read_choice<ProbeOrder>(*g, kProbeOrders, p.probe_order);
+    // llm_prefix: the detector sizes tenants' sets; a tenant gets one more backend per backend's
+    // fair share it carries (share 100), not per 5% of one (docs/routing.md "Inference routing").
+    if (p.hash_key.kind == HashKeyKind::kLlmPrefix) p.hot_keys.share = kLlmHotShare;
     if (auto* g = m.get("hot_keys")) read_hot_keys(r_, *g, p.hot_keys);
     if (auto* g = m.get("load_report")) read_load_report(r_, *g, p.load_report);
     if (auto* g = m.get("llm_prefix")) {

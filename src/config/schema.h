@@ -172,6 +172,7 @@ constexpr string_view kLlmPrefixKeys[] = {"conversation", "blocks", "explicit", 
 constexpr auto kLlmAnchors = choices_of<LlmAnchor>(kLlmAnchorNames);
 constexpr uint64_t kMaxLlmBlocks = 1u << 20;
 constexpr uint64_t kMinLlmBuffer = 1024;
+constexpr uint32_t kLlmHotShare = 100;  // hot_keys.share's default under hash_key: llm_prefix
 constexpr string_view kHotKeysKeys[] = {"share", "max_replicas", "window", "capacity",
                                         "min_count"};
 constexpr string_view kBackendKeys[] = {"address", "weight", "id", "srv", "labels"};
