@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "new_count.h"
 #include "rondel/core/hash.h"
 
 namespace rondel::proxy {
@@ -441,6 +442,35 @@ TEST_CASE("llm_key: media parts are hashed by their URL or data, and a reset sca
     REQUIRE(s.feed(body, true) == LlmScan::kDone);
     CHECK(s.keys().conversation == scan(body).keys.conversation);
   }
+}
+
+TEST_CASE("llm_key: a reset scanner allocates nothing per request") {
+  std::string nested = R"({"tools":[{"a":{"b":[[[{"c":[1]}]]]}}],)";
+  const std::vector<std::string> bodies = {
+      chat({{"system", std::string(5000, 's')}, {"user", "q", "data:" + std::string(9000, 'I')}},
+           false),
+      nested + R"("messages":[{"content":"a\u0062\n","role":"user"}]})",
+      R"({"prompt":[[1,2,3],[4]],"user":")" + std::string(1000, 'u') + "\"}",
+      R"({"input":"x","instructions":")" + std::string(300, 'i') + "\"}"};
+  LlmKeyOptions o;
+  o.explicit_fields = {"prompt_cache_key", "user"};
+  LlmKeyScanner s;
+  const auto scan_all = [&] {
+    for (const std::string& b : bodies) {
+      s.reset(o);
+      for (size_t at = 0; at < b.size(); at += 100) {
+        if (s.feed(std::string_view(b).substr(at, 100), at + 100 >= b.size()) != LlmScan::kMore) {
+          break;
+        }
+      }
+      CHECK(s.keys().has_conversation);
+    }
+  };
+  scan_all();  // the parser's stack grows to what these bodies need, once
+  const uint64_t before = test::operator_new_calls();
+  scan_all();
+  scan_all();
+  CHECK(test::operator_new_calls() - before == 0);
 }
 
 // Scans `body` kRounds times in 16 KiB pieces with one scanner; prints MB/s.
