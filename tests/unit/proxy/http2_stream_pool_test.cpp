@@ -81,15 +81,9 @@ void* operator new(size_t n, const std::nothrow_t&) noexcept {
   g_news.fetch_add(1, std::memory_order_relaxed);
   return std::malloc(n == 0 ? 1 : n);
 }
-void operator delete(void* p) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, size_t) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, const std::nothrow_t&) noexcept {
-  std::free(p);
-}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 uint64_t rondel::test::operator_new_calls() noexcept {
   return g_news.load(std::memory_order_relaxed);
@@ -119,8 +113,8 @@ struct NoPoolSession : Loop {
 
   NoPoolSession() {
     l.name = "t";
-    t.events = rondel::proxy::ClientConnection::attach(worker, t, {&l, nullptr, state, nullptr},
-                                                       rondel::proxy::ClientProtocol::kHttp2);
+    t.events = rondel::proxy::ClientConnection::attach(
+        worker, t, {&l, nullptr, state, nullptr}, rondel::proxy::ClientProtocol::kHttp2);
     REQUIRE(t.events != nullptr);
   }
   ~NoPoolSession() {
@@ -141,11 +135,7 @@ TEST_CASE("steady-state HTTP/2 streams reuse pooled stream objects and buffers")
   t.deliver(kPreface + frame(4, 0, 0, "") + frame(4, 1, 0, ""));
   // :method GET, :scheme http, :path / (indexed), :authority a.test (literal, not indexed),
   // user-agent (literal, not indexed).
-  static constexpr char kBlock[] =
-      "\x82\x86\x84\x01\x06"
-      "a.test"
-      "\x0f\x2b\x04"
-      "test";
+  static constexpr char kBlock[] = "\x82\x86\x84\x01\x06" "a.test" "\x0f\x2b\x04" "test";
   const std::string block(kBlock, sizeof kBlock - 1);
   std::vector<std::string> frames;  // made before counting: the test's own allocations
   for (uint32_t id = 1; id < 700; id += 2) frames.push_back(frame(1, 0x5, id, block));
@@ -154,19 +144,17 @@ TEST_CASE("steady-state HTTP/2 streams reuse pooled stream objects and buffers")
     size_t before = t.written;
     t.deliver(frames[next++]);
     uv_run(&h.loop, UV_RUN_NOWAIT);  // the worker's flush pass writes what the pass queued
-    CHECK(t.written > before);       // the 503 went out
+    CHECK(t.written > before);  // the 503 went out
   };
   // Warm: pools, nghttp2's tables, the worker's lists, and the closed streams nghttp2 keeps for
   // its priority tree (one more per request until it holds max_concurrent_streams of them).
   for (int i = 0; i < 150; ++i) one();
   uint64_t news = g_news.load();
   uint64_t system = rondel::proxy::Http2WorkerState::of(h.worker)->mem.from_system();
-  REQUIRE(rondel::proxy::Http2WorkerState::of(h.worker)->mem.outstanding() >
-          0);  // the session's blocks are the H2Mem's
+  REQUIRE(rondel::proxy::Http2WorkerState::of(h.worker)->mem.outstanding() > 0);  // the session's blocks are the H2Mem's
   for (int i = 0; i < 200; ++i) one();
   CHECK(g_news.load() - news == 0);
-  CHECK(rondel::proxy::Http2WorkerState::of(h.worker)->mem.from_system() - system ==
-        0);  // nghttp2: every block reused
+  CHECK(rondel::proxy::Http2WorkerState::of(h.worker)->mem.from_system() - system == 0);  // nghttp2: every block reused
   CHECK(h.stats.h2_streams.load() == 350);
 }
 
@@ -179,9 +167,7 @@ TEST_CASE("the responses of streams answered in one loop pass leave in one write
   t.deliver(kPreface + frame(4, 0, 0, ""));
   uv_run(&h.loop, UV_RUN_NOWAIT);
   REQUIRE(t.writes == 1);  // the server's SETTINGS and the ACK
-  static constexpr char kBlock[] =
-      "\x82\x86\x84\x01\x06"
-      "a.test";
+  static constexpr char kBlock[] = "\x82\x86\x84\x01\x06" "a.test";
   const std::string block(kBlock, sizeof kBlock - 1);
   size_t before = t.written;
   for (uint32_t id = 1; id < 20; id += 2) t.deliver(frame(1, 0x5, id, block));
