@@ -2,266 +2,13 @@
 // Responses and prompt bodies onto the canonical stream and its two block chains (llm_key.h).
 #include "rondel/proxy/llm_key.h"
 
-#include <xxhash.h>
-
-#include <algorithm>
-#include <array>
 #include <boost/json/basic_parser_impl.hpp>
-#include <cstring>
-#include <new>
 
-#include "rondel/core/hash.h"
+#include "llm_key_handler.h"
 
 namespace rondel::proxy {
 
-// Named, not anonymous: LlmKeyScanner::Impl holds a parser of the handler below.
 namespace llm_key_impl {
-
-namespace json = boost::json;
-
-constexpr uint64_t kChainSeed = 0x6c6c6d5f70726566ull;  // "llm_pref"
-constexpr char kMediaTag = static_cast<char>(0xFC);
-constexpr char kPartSep = static_cast<char>(0xFD);
-constexpr char kRecordEnd = static_cast<char>(0xFE);
-constexpr char kRoleSep = static_cast<char>(0xFF);
-constexpr size_t kMaxName = 64;  // field names and roles compared on this many bytes
-constexpr size_t kBlock = 64;
-
-// One chain of 64-byte blocks (llm_key.h): its state, the partial block, and optionally the
-// anchor captured when it reaches `capture_at` blocks.
-struct Chain {
-  uint64_t state = kChainSeed;
-  uint32_t blocks = 0;
-  uint32_t fill = 0;
-  uint32_t capture_at = 0;  // 0: capture nothing
-  bool captured = false;
-  uint64_t capture = 0;
-  std::array<char, kBlock> buf;
-
-  uint64_t anchor() const noexcept {
-    return core::hash64({buf.data(), fill}, state + fill);
-  }
-  void block_done() noexcept {
-    ++blocks;
-    if (blocks == capture_at) {
-      captured = true;
-      capture = anchor();
-    }
-  }
-  void push(const char* p, size_t n) noexcept {
-    while (n != 0) {
-      if (fill == 0 && n >= kBlock) {  // whole blocks straight from the input
-        state = core::hash64({p, kBlock}, state);
-        block_done();
-        p += kBlock;
-        n -= kBlock;
-        continue;
-      }
-      const size_t take = std::min(n, kBlock - fill);
-      std::memcpy(buf.data() + fill, p, take);
-      fill += static_cast<uint32_t>(take);
-      p += take;
-      n -= take;
-      if (fill == kBlock) {
-        state = core::hash64({buf.data(), kBlock}, state);
-        fill = 0;
-        block_done();
-      }
-    }
-  }
-  void push(std::string_view s) noexcept { push(s.data(), s.size()); }
-};
-
-// A bounded copy of a short string (a field name, a role, an explicit value).
-template <size_t N>
-struct ShortString {
-  std::array<char, N> buf;
-  size_t size = 0;
-  void clear() noexcept { size = 0; }
-  void append(std::string_view s) noexcept {
-    const size_t take = std::min(s.size(), N - size);
-    std::memcpy(buf.data() + size, s.data(), take);
-    size += take;
-  }
-  std::string_view view() const noexcept { return {buf.data(), size}; }
-};
-
-// What a container is, by where it sits.
-enum class Ctx : uint8_t {
-  kTop, kMessages, kMessage, kContent, kPart, kMedia, kSystemArr, kPrompt, kPromptSub, kSkip
-};
-// What a field name means (the context decides whether it matters).
-enum class Key : uint8_t {
-  kOther, kMessages, kInput, kPrompt, kSystem, kInstructions, kRole, kContent, kText, kMedia,
-  kExplicit
-};
-struct KeyName {
-  std::string_view name;
-  Key key;
-};
-constexpr KeyName kKeyNames[] = {
-    {"messages", Key::kMessages}, {"input", Key::kInput},     {"prompt", Key::kPrompt},
-    {"system", Key::kSystem},     {"instructions", Key::kInstructions},
-    {"role", Key::kRole},         {"content", Key::kContent}, {"text", Key::kText},
-    {"url", Key::kMedia},         {"data", Key::kMedia},      {"image_url", Key::kMedia},
-    {"file_data", Key::kMedia},   {"file_id", Key::kMedia},   {"file_url", Key::kMedia},
-};
-constexpr bool top_level_key(Key k) noexcept {
-  return k == Key::kMessages || k == Key::kInput || k == Key::kPrompt || k == Key::kSystem ||
-         k == Key::kInstructions;
-}
-
-struct Frame {
-  Ctx ctx;
-  Key key = Key::kOther;  // objects: the key whose value comes next
-  uint8_t explicit_index = 0;
-};
-
-// What the string being read is.
-enum class Sink : uint8_t { kIgnore, kText, kMedia, kRole, kExplicit, kSystemText, kUserText,
-                            kPromptText };
-// Where the current record's bytes go: the S chain, the M chain, or both while a leading
-// message's role is not known yet (resolved when it is).
-enum class Target : uint8_t { kNone, kS, kM, kBoth };
-// Which key holds the conversation.
-enum class Conv : uint8_t { kNone, kMessages, kInput, kPrompt };
-
-// The parser's handler: all of the scan's state. Every callback returns false to stop the parse,
-// either because everything is known (done_) or because the body is refused (invalid_).
-class LlmKeyHandler {
- public:
-  static constexpr size_t max_object_size = size_t(-1);
-  static constexpr size_t max_array_size = size_t(-1);
-  static constexpr size_t max_key_size = size_t(-1);
-  static constexpr size_t max_string_size = size_t(-1);
-
-  LlmKeyHandler() noexcept { media_ = XXH3_createState(); }
-  ~LlmKeyHandler() { XXH3_freeState(media_); }
-  LlmKeyHandler(const LlmKeyHandler&) = delete;
-  LlmKeyHandler& operator=(const LlmKeyHandler&) = delete;
-
-  void reset(const LlmKeyOptions& o) noexcept;
-  bool done() const noexcept { return done_; }
-  bool invalid() const noexcept { return invalid_ || media_ == nullptr; }
-  void publish(uint64_t fed) noexcept;
-  const LlmKeys& keys() const noexcept { return keys_; }
-  std::string_view explicit_value() const noexcept { return explicit_.view(); }
-
-  bool on_document_begin(json::error_code&) noexcept { return true; }
-  bool on_document_end(json::error_code&) noexcept { return true; }
-  bool on_object_begin(json::error_code& ec) noexcept { return open(true, ec); }
-  bool on_object_end(size_t, json::error_code& ec) noexcept { return close(ec); }
-  bool on_array_begin(json::error_code& ec) noexcept { return open(false, ec); }
-  bool on_array_end(size_t, json::error_code& ec) noexcept { return close(ec); }
-  bool on_key_part(json::string_view s, size_t, json::error_code&) noexcept {
-    name_.append(s);
-    return true;
-  }
-  bool on_key(json::string_view s, size_t n, json::error_code&) noexcept {
-    name_.append(s);
-    classify_key(n);
-    name_.clear();
-    return true;
-  }
-  bool on_string_part(json::string_view s, size_t, json::error_code&) noexcept {
-    if (!in_string_) string_begin();
-    string_bytes(s);
-    return true;
-  }
-  bool on_string(json::string_view s, size_t, json::error_code& ec) noexcept {
-    if (!in_string_) string_begin();
-    string_bytes(s);
-    in_string_ = false;
-    if (depth_ == 0) return refuse(ec);  // a string document, not an object
-    return string_end(ec);
-  }
-  bool on_number_part(json::string_view, json::error_code&) noexcept { return true; }
-  bool on_int64(int64_t i, json::string_view, json::error_code& ec) noexcept {
-    return number(static_cast<uint64_t>(i), ec);
-  }
-  bool on_uint64(uint64_t u, json::string_view, json::error_code& ec) noexcept {
-    return number(u, ec);
-  }
-  bool on_double(double d, json::string_view, json::error_code& ec) noexcept {
-    uint64_t bits;
-    std::memcpy(&bits, &d, sizeof bits);
-    return number(bits, ec);
-  }
-  bool on_bool(bool, json::error_code& ec) noexcept { return scalar(ec); }
-  bool on_null(json::error_code& ec) noexcept { return scalar(ec); }
-  bool on_comment_part(json::string_view, json::error_code&) noexcept { return false; }
-  bool on_comment(json::string_view, json::error_code&) noexcept { return false; }
-
- private:
-  Frame* top() noexcept { return depth_ == 0 ? nullptr : &frames_[depth_ - 1]; }
-  bool stop(json::error_code& ec) noexcept {
-    ec = json::error::extra_data;  // any error: the parse ends here; done_/invalid_ say why
-    return false;
-  }
-  bool refuse(json::error_code& ec) noexcept {
-    invalid_ = true;
-    return stop(ec);
-  }
-  // After an event that may settle something: stops the parse once everything is known.
-  bool check(json::error_code& ec) noexcept {
-    if (!settled()) return true;
-    done_ = true;
-    return stop(ec);
-  }
-  bool settled() const noexcept;
-  bool tenant_settled() const noexcept;
-  bool conversation_settled() const noexcept;
-  bool open(bool object, json::error_code& ec) noexcept;
-  bool close(json::error_code& ec) noexcept;
-  Ctx child_ctx(bool object) noexcept;
-  void classify_key(size_t full_size) noexcept;
-  void string_begin() noexcept;
-  void string_bytes(std::string_view s) noexcept;
-  bool string_end(json::error_code& ec) noexcept;
-  bool number(uint64_t v, json::error_code& ec) noexcept;
-  bool scalar(json::error_code& ec) noexcept;
-
-  void emit(const char* p, size_t n) noexcept;
-  void emit(std::string_view s) noexcept { emit(s.data(), s.size()); }
-  void part_begin() noexcept {
-    if (parts_++ != 0) emit(&kPartSep, 1);
-  }
-  void record_begin(Target t) noexcept {
-    target_ = t;
-    parts_ = 0;
-  }
-  void record_end(std::string_view role) noexcept;
-  void message_begin() noexcept;
-  void role_known() noexcept;
-  void message_end() noexcept;
-  void conversation_end() noexcept;
-
-  const LlmKeyOptions* opts_ = nullptr;
-  std::array<Frame, LlmKeyScanner::kMaxDepth + 1> frames_;
-  size_t depth_ = 0;
-  ShortString<kMaxName> name_;
-  ShortString<kMaxName> role_;
-  ShortString<LlmKeyScanner::kMaxExplicit> explicit_, explicit_tmp_;
-  uint8_t explicit_tmp_index_ = 0;
-  XXH3_state_t* media_ = nullptr;
-  Chain s_, s_saved_, m_;
-  Target target_ = Target::kNone;
-  uint32_t parts_ = 0;
-  Sink sink_ = Sink::kIgnore;
-  bool in_string_ = false;
-  Conv conv_ = Conv::kNone;
-  bool system_key_ = false, instructions_key_ = false;  // top-level system part keys seen
-  bool leading_ = true;        // still in the conversation's leading system messages
-  bool role_is_known_ = false;
-  bool s_has_ = false;         // a system record ended
-  uint64_t tenant_ = 0;
-  bool conv_ended_ = false;    // the conversation's array (or string) ended
-  bool first_user_ = false;
-  uint64_t conv_m_ = 0;        // the M chain's anchor (kFirstUser, kBlocks at the end)
-  bool top_ended_ = false;
-  bool done_ = false, invalid_ = false;
-  LlmKeys keys_;
-};
 
 void LlmKeyHandler::reset(const LlmKeyOptions& o) noexcept {
   opts_ = &o;
@@ -273,7 +20,8 @@ void LlmKeyHandler::reset(const LlmKeyOptions& o) noexcept {
   s_ = Chain{};
   s_saved_ = Chain{};
   m_ = Chain{};
-  if (o.conversation == LlmAnchor::kBlocks) m_.capture_at = std::max<uint32_t>(1, o.conversation_blocks);
+  if (o.conversation == LlmAnchor::kBlocks)
+    m_.capture_at = std::max<uint32_t>(1, o.conversation_blocks);
   target_ = Target::kNone;
   parts_ = 0;
   sink_ = Sink::kIgnore;
@@ -294,13 +42,18 @@ void LlmKeyHandler::reset(const LlmKeyOptions& o) noexcept {
 
 void LlmKeyHandler::emit(const char* p, size_t n) noexcept {
   switch (target_) {
-    case Target::kS: s_.push(p, n); break;
-    case Target::kM: m_.push(p, n); break;
+    case Target::kS:
+      s_.push(p, n);
+      break;
+    case Target::kM:
+      m_.push(p, n);
+      break;
     case Target::kBoth:
       s_.push(p, n);
       m_.push(p, n);
       break;
-    case Target::kNone: break;
+    case Target::kNone:
+      break;
   }
 }
 
@@ -328,7 +81,9 @@ void LlmKeyHandler::message_begin() noexcept {
   }
 }
 
-bool is_system_role(std::string_view r) noexcept { return r == "system" || r == "developer"; }
+bool is_system_role(std::string_view r) noexcept {
+  return r == "system" || r == "developer";
+}
 
 void LlmKeyHandler::role_known() noexcept {
   role_is_known_ = true;
@@ -376,9 +131,12 @@ bool LlmKeyHandler::conversation_settled() const noexcept {
   if (conv_ended_) return true;
   if (conv_ == Conv::kPrompt) return m_.captured;
   switch (opts_->conversation) {
-    case LlmAnchor::kFirstUser: return first_user_;
-    case LlmAnchor::kSystem: return tenant_settled();
-    case LlmAnchor::kBlocks: return m_.captured && target_ != Target::kBoth;
+    case LlmAnchor::kFirstUser:
+      return first_user_;
+    case LlmAnchor::kSystem:
+      return tenant_settled();
+    case LlmAnchor::kBlocks:
+      return m_.captured && target_ != Target::kBoth;
   }
   return false;
 }
@@ -476,15 +234,24 @@ bool LlmKeyHandler::open(bool object, json::error_code& ec) noexcept {
 bool LlmKeyHandler::close(json::error_code& ec) noexcept {
   const Ctx ctx = frames_[--depth_].ctx;
   switch (ctx) {
-    case Ctx::kTop: top_ended_ = true; break;
-    case Ctx::kMessages: conversation_end(); break;
-    case Ctx::kMessage: message_end(); break;
-    case Ctx::kSystemArr: record_end("system"); break;
+    case Ctx::kTop:
+      top_ended_ = true;
+      break;
+    case Ctx::kMessages:
+      conversation_end();
+      break;
+    case Ctx::kMessage:
+      message_end();
+      break;
+    case Ctx::kSystemArr:
+      record_end("system");
+      break;
     case Ctx::kPrompt:
       target_ = Target::kNone;
       conversation_end();
       break;
-    default: return true;
+    default:
+      return true;
   }
   return check(ec);
 }
@@ -538,7 +305,8 @@ void LlmKeyHandler::string_begin() noexcept {
         XXH3_64bits_reset(media_);
       }
       break;
-    default: break;
+    default:
+      break;
   }
   if (sink_ == Sink::kText || sink_ == Sink::kSystemText || sink_ == Sink::kUserText ||
       sink_ == Sink::kPromptText) {
@@ -548,11 +316,20 @@ void LlmKeyHandler::string_begin() noexcept {
 
 void LlmKeyHandler::string_bytes(std::string_view s) noexcept {
   switch (sink_) {
-    case Sink::kIgnore: break;
-    case Sink::kMedia: XXH3_64bits_update(media_, s.data(), s.size()); break;
-    case Sink::kRole: role_.append(s); break;
-    case Sink::kExplicit: explicit_tmp_.append(s); break;
-    default: emit(s); break;
+    case Sink::kIgnore:
+      break;
+    case Sink::kMedia:
+      XXH3_64bits_update(media_, s.data(), s.size());
+      break;
+    case Sink::kRole:
+      role_.append(s);
+      break;
+    case Sink::kExplicit:
+      explicit_tmp_.append(s);
+      break;
+    default:
+      emit(s);
+      break;
   }
 }
 
@@ -577,7 +354,9 @@ bool LlmKeyHandler::string_end(json::error_code& ec) noexcept {
         explicit_ = explicit_tmp_;
       }
       return check(ec);
-    case Sink::kSystemText: record_end("system"); return check(ec);
+    case Sink::kSystemText:
+      record_end("system");
+      return check(ec);
     case Sink::kUserText:
       record_end("user");
       first_user_ = true;
@@ -588,7 +367,8 @@ bool LlmKeyHandler::string_end(json::error_code& ec) noexcept {
       target_ = Target::kNone;
       conversation_end();
       return check(ec);
-    default: return true;
+    default:
+      return true;
   }
 }
 
@@ -634,9 +414,15 @@ void LlmKeyHandler::publish(uint64_t fed) noexcept {
   }
   using Form = LlmKeys::Form;
   switch (conv_) {
-    case Conv::kMessages: keys_.form = system_key_ ? Form::kAnthropic : Form::kChat; break;
-    case Conv::kInput: keys_.form = Form::kResponses; break;
-    case Conv::kPrompt: keys_.form = Form::kPrompt; break;
+    case Conv::kMessages:
+      keys_.form = system_key_ ? Form::kAnthropic : Form::kChat;
+      break;
+    case Conv::kInput:
+      keys_.form = Form::kResponses;
+      break;
+    case Conv::kPrompt:
+      keys_.form = Form::kPrompt;
+      break;
     case Conv::kNone:
       keys_.form = instructions_key_ ? Form::kResponses
                    : system_key_     ? Form::kAnthropic
@@ -647,16 +433,15 @@ void LlmKeyHandler::publish(uint64_t fed) noexcept {
 
 }  // namespace llm_key_impl
 
-namespace json = boost::json;
 using llm_key_impl::LlmKeyHandler;
 
 struct LlmKeyScanner::Impl {
-  json::basic_parser<LlmKeyHandler> parser{parse_options()};
+  boost::json::basic_parser<LlmKeyHandler> parser{parse_options()};
   uint64_t fed = 0;
   LlmScan state = LlmScan::kMore;
 
-  static json::parse_options parse_options() noexcept {
-    json::parse_options o;
+  static boost::json::parse_options parse_options() noexcept {
+    boost::json::parse_options o;
     o.max_depth = kMaxDepth;
     return o;
   }
@@ -680,11 +465,11 @@ LlmScan LlmKeyScanner::feed(std::string_view bytes, bool end) noexcept {
   Impl& im = *impl_;
   if (im.state != LlmScan::kMore) return im.state;
   LlmKeyHandler& h = im.parser.handler();
-  json::error_code ec;
+  boost::json::error_code ec;
   try {
     im.parser.write_some(!end, bytes.data(), bytes.size(), ec);
   } catch (...) {  // std::bad_alloc from the parser's stack: refuse the body, keep the loop
-    ec = json::error::exception;
+    ec = boost::json::error::exception;
   }
   im.fed += bytes.size();
   if (h.done()) {
@@ -698,7 +483,9 @@ LlmScan LlmKeyScanner::feed(std::string_view bytes, bool end) noexcept {
   return im.state;
 }
 
-const LlmKeys& LlmKeyScanner::keys() const noexcept { return impl_->parser.handler().keys(); }
+const LlmKeys& LlmKeyScanner::keys() const noexcept {
+  return impl_->parser.handler().keys();
+}
 
 std::string_view LlmKeyScanner::explicit_value() const noexcept {
   return impl_->parser.handler().explicit_value();

@@ -12,7 +12,7 @@ repo=$(cd "$here/../.." && pwd)
 secs=${1:-60}
 [ $# -gt 0 ] && shift
 build=${BUILD_DIR:-$repo/build-fuzz}
-targets=${*:-request_parser chunked_body response_parser config bounded_pick proxy_protocol h2_session}
+targets=${*:-request_parser chunked_body response_parser config bounded_pick proxy_protocol h2_session llm_key}
 
 CC=${CC:-clang-14} CXX=${CXX:-clang++-14} cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 for t in $targets; do

@@ -105,7 +105,9 @@ class LlmKeyScanner {
   // A body that ends (end = true) before its top-level object closes is kInvalid unless already
   // kDone. O(size); the loop thread that owns the scanner.
   LlmScan feed(std::string_view bytes, bool end) noexcept;
-  // What is known now (also after kMore at a cap: the caller routes on what is known).
+  // What is known now (also after kMore at a cap: the caller routes on what is known). Before
+  // kDone, has_tenant says whether a system part was seen so far, and a conversation anchor is
+  // mixed with that tenant (a top-level `system` after `messages` would still change both).
   const LlmKeys& keys() const noexcept;
   // The explicit key's bytes (<= kMaxExplicit, truncated); valid until the next reset or feed.
   std::string_view explicit_value() const noexcept;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "new_count.h"
 #include "rondel/config/config.h"
 #include "rondel/proxy/client_connection.h"
 #include "rondel/proxy/http2_session.h"
@@ -83,6 +84,10 @@ void* operator new(size_t n, const std::nothrow_t&) noexcept {
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, size_t) noexcept { std::free(p); }
 void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+
+uint64_t rondel::test::operator_new_calls() noexcept {
+  return g_news.load(std::memory_order_relaxed);
+}
 
 namespace {
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "new_count.h"
 #include "rondel/core/hash.h"
 
 namespace rondel::proxy {
@@ -155,9 +156,9 @@ TEST_CASE("llm_key: forms") {
   // Responses input as a string == one user message; instructions == a system message.
   CHECK(r.keys.tenant == a.keys.tenant);
   CHECK(r.keys.conversation == a.keys.conversation);
-  const Scan items = scan(
-      R"({"input":[{"role":"developer","content":"be brief"},)"
-      R"({"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}]})");
+  const Scan items =
+      scan(R"({"input":[{"role":"developer","content":"be brief"},)"
+           R"({"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}]})");
   CHECK(items.keys.form == Form::kResponses);
   CHECK(items.keys.tenant == a.keys.tenant);
   CHECK(items.keys.conversation == a.keys.conversation);
@@ -180,8 +181,7 @@ TEST_CASE("llm_key: forms") {
   const std::string long_text(200, 'x');
   const Scan lp = scan(R"({"prompt":")" + long_text + R"(","max_tokens":5})", o);
   CHECK(lp.keys.conversation == chain_anchor(long_text, 1));
-  CHECK(scan(R"({"prompt":")" + long_text + "yz\"}", o).keys.conversation ==
-        lp.keys.conversation);
+  CHECK(scan(R"({"prompt":")" + long_text + "yz\"}", o).keys.conversation == lp.keys.conversation);
 
   const Scan none = scan(R"({"model":"m","temperature":0.5,"tools":[{"a":[1,{"b":null}]}]})");
   CHECK(none.status == LlmScan::kDone);
@@ -200,7 +200,8 @@ TEST_CASE("llm_key: whitespace, key order and escapes do not change the keys") {
   REQUIRE(base.status == LlmScan::kDone);
   same_keys(base, scan(chat(msgs, false)));
   const std::string spaced =
-      "{ \"stream\" : true ,\n \"messages\" : [ {\n\t\"content\" : \"You are \\\"helpful\\u0022.\" ,"
+      "{ \"stream\" : true ,\n \"messages\" : [ {\n\t\"content\" : \"You are \\\"helpful\\u0022.\" "
+      ","
       " \"role\": \"system\" } , { \"role\" : \"u\\u0073er\", \"content\" : [ { \"text\" : "
       "\"a\\u0062\\ncd\", \"type\" : \"text\" } ] } ] , \"model\" : \"m\" }  ";
   same_keys(base, scan(spaced));
@@ -224,7 +225,8 @@ TEST_CASE("llm_key: Anthropic system + messages == chat with a system message") 
     std::string msgs = chat(turns);
     msgs.pop_back();
     const Scan before = scan(R"({"system":"You are a calculator.",)" + msgs.substr(1) + "}", o);
-    const Scan after = scan(msgs + R"(,"system":[{"type":"text","text":"You are a calculator."}]})", o);
+    const Scan after =
+        scan(msgs + R"(,"system":[{"type":"text","text":"You are a calculator."}]})", o);
     CHECK(c.keys.form == Form::kChat);
     CHECK(before.keys.form == Form::kAnthropic);
     for (const Scan* s : {&before, &after}) {
@@ -238,17 +240,22 @@ TEST_CASE("llm_key: Anthropic system + messages == chat with a system message") 
 
 TEST_CASE("llm_key: every split point of a body gives the same keys") {
   const std::string body =
-      chat({{"system", "S\u00e9v\\\"e"}, {"user", std::string(150, 'q') + "\t\"", "data:image/png;base64,AAAA"},
-            {"assistant", "ok"}, {"user", "more"}},
+      chat({{"system", "S\u00e9v\\\"e"},
+            {"user", std::string(150, 'q') + "\t\"", "data:image/png;base64,AAAA"},
+            {"assistant", "ok"},
+            {"user", "more"}},
            false, R"(,"user":"u-1","n":[1,2.5e3,-4,true,null])");
   LlmKeyOptions o;
   o.explicit_fields = {"prompt_cache_key", "user"};
-  for (LlmAnchor anchor : {LlmAnchor::kFirstUser, LlmAnchor::kBlocks}) {
-    o.conversation = anchor;
+  for (int pass = 0; pass < 3; ++pass) {
+    // With the explicit fields the scan reads to the end (only `user` is there); without, it
+    // stops at the first user message or the second block.
+    if (pass == 2) o.explicit_fields.clear();
+    o.conversation = pass == 0 ? LlmAnchor::kFirstUser : LlmAnchor::kBlocks;
     o.conversation_blocks = 2;
     const Scan whole = scan(body, o);
     REQUIRE(whole.status == LlmScan::kDone);
-    CHECK(whole.explicit_value == "u-1");
+    CHECK(whole.explicit_value == (pass < 2 ? "u-1" : ""));
     same_keys(whole, scan(body, o, 1));
     for (size_t i = 1; i < body.size(); ++i) {
       LlmKeyScanner s;
@@ -345,7 +352,8 @@ TEST_CASE("llm_key: explicit fields") {
   const Scan not_string = scan(head + R"(,"user":{"id":"alice"},"prompt_cache_key":7})", o);
   CHECK_FALSE(not_string.keys.explicit_key);
   CHECK(not_string.status == LlmScan::kDone);
-  const Scan nested = scan(R"({"metadata":{"user":"x"},"messages":[{"role":"user","content":"a"}]})", o);
+  const Scan nested =
+      scan(R"({"metadata":{"user":"x"},"messages":[{"role":"user","content":"a"}]})", o);
   CHECK_FALSE(nested.keys.explicit_key);
   const std::string big(1000, 'k');
   const Scan truncated = scan(R"({"prompt_cache_key":")" + big + "\"}", o, 100);
@@ -386,14 +394,18 @@ TEST_CASE("llm_key: refused bodies are kInvalid") {
 TEST_CASE("llm_key: kDone stops just past the first user message") {
   const std::string first = R"({"messages":[{"content":"rules","role":"system"},)"
                             R"({"content":"question","role":"user"})";
-  const std::string body = first + R"(,{"role":"assistant","content":")" +
-                           std::string(5000, 'a') + R"("}],"model":"m"})";
+  const std::string body = first + R"(,{"role":"assistant","content":")" + std::string(5000, 'a') +
+                           R"("}],"model":"m"})";
   const Scan s = scan(body, {}, 1);
   CHECK(s.status == LlmScan::kDone);
   CHECK(s.keys.anchor_offset == first.size());
   CHECK(s.keys.blocks == 0);  // neither chain filled a block: the assistant text was not read
-  // A bigger feed: the offset counts whole feeds.
-  CHECK(scan(body, {}, 1000).keys.anchor_offset == 1000);
+  // A bigger feed: the offset counts whole feeds, and the parse still stops at the message's
+  // end (the assistant text is not hashed).
+  const Scan big = scan(body, {}, 1000);
+  CHECK(big.keys.anchor_offset == 1000);
+  CHECK(big.keys.blocks == 0);
+  CHECK(scan(body).keys.blocks == 0);
   // Without a system message, a top-level `system` may still come: kDone waits for the end.
   const std::string no_system = R"({"messages":[{"role":"user","content":"q"}],"model":"m"})";
   const Scan w = scan(no_system, {}, 1);
@@ -413,10 +425,13 @@ TEST_CASE("llm_key: media parts are hashed by their URL or data, and a reset sca
   const Scan a = scan(chat({{"user", "see", "data:" + big}}), {}, 16384);
   const Scan b = scan(chat({{"user", "see", "data:" + big + "C"}}), {}, 16384);
   CHECK(a.keys.conversation != b.keys.conversation);
-  CHECK(a.keys.conversation == scan(chat({{"user", "see", "data:" + big}}), {}, 777).keys.conversation);
-  const Scan anthropic = scan(R"({"messages":[{"role":"user","content":[{"type":"text","text":"see"},)"
-                              R"({"type":"image","source":{"type":"base64","media_type":"image/png",)"
-                              R"("data":"data:)" + big + R"("}}]}]})");
+  CHECK(a.keys.conversation ==
+        scan(chat({{"user", "see", "data:" + big}}), {}, 777).keys.conversation);
+  const Scan anthropic =
+      scan(R"({"messages":[{"role":"user","content":[{"type":"text","text":"see"},)"
+           R"({"type":"image","source":{"type":"base64","media_type":"image/png",)"
+           R"("data":"data:)" +
+           big + R"("}}]}]})");
   CHECK(anthropic.keys.conversation == a.keys.conversation);
 
   LlmKeyScanner s;
@@ -429,15 +444,37 @@ TEST_CASE("llm_key: media parts are hashed by their URL or data, and a reset sca
   }
 }
 
-TEST_CASE("llm_key: throughput of a 220 KB chat body in 16 KiB pieces (printed, not asserted)") {
-  std::vector<Msg> msgs = {{"system", std::string(4000, 'S')}};
-  std::mt19937_64 rng(220);
-  std::string text;
-  while (text.size() < 215000) {
-    text += "line " + std::to_string(rng()) + " {\"code\": [1, 2]} \\ \"quoted\"\n";
-  }
-  msgs.push_back({"user", text});
-  const std::string body = chat(msgs, false);  // content before role: read to its end
+TEST_CASE("llm_key: a reset scanner allocates nothing per request") {
+  std::string nested = R"({"tools":[{"a":{"b":[[[{"c":[1]}]]]}}],)";
+  const std::vector<std::string> bodies = {
+      chat({{"system", std::string(5000, 's')}, {"user", "q", "data:" + std::string(9000, 'I')}},
+           false),
+      nested + R"("messages":[{"content":"a\u0062\n","role":"user"}]})",
+      R"({"prompt":[[1,2,3],[4]],"user":")" + std::string(1000, 'u') + "\"}",
+      R"({"input":"x","instructions":")" + std::string(300, 'i') + "\"}"};
+  LlmKeyOptions o;
+  o.explicit_fields = {"prompt_cache_key", "user"};
+  LlmKeyScanner s;
+  const auto scan_all = [&] {
+    for (const std::string& b : bodies) {
+      s.reset(o);
+      for (size_t at = 0; at < b.size(); at += 100) {
+        if (s.feed(std::string_view(b).substr(at, 100), at + 100 >= b.size()) != LlmScan::kMore) {
+          break;
+        }
+      }
+      CHECK(s.keys().has_conversation);
+    }
+  };
+  scan_all();  // the parser's stack grows to what these bodies need, once
+  const uint64_t before = test::operator_new_calls();
+  scan_all();
+  scan_all();
+  CHECK(test::operator_new_calls() - before == 0);
+}
+
+// Scans `body` kRounds times in 16 KiB pieces with one scanner; prints MB/s.
+void throughput(const char* what, const std::string& body) {
   LlmKeyScanner s;
   LlmKeyOptions o;
   constexpr int kRounds = 40;
@@ -452,9 +489,21 @@ TEST_CASE("llm_key: throughput of a 220 KB chat body in 16 KiB pieces (printed, 
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double mb = static_cast<double>(body.size()) * kRounds / 1e6;
-  std::printf("llm_key: %zu-byte chat body, 16 KiB pieces: %.0f MB/s, %.1f us per body\n",
+  std::printf("llm_key: %s, %zu bytes in 16 KiB pieces: %.0f MB/s, %.0f us per body\n", what,
               body.size(), mb / secs, secs * 1e6 / kRounds);
   CHECK(s.keys().has_conversation);
+}
+
+TEST_CASE("llm_key: throughput of a 220 KB chat body in 16 KiB pieces (printed, not asserted)") {
+  // Content before role, no system message: the whole body is read (the worst case).
+  std::mt19937_64 rng(220);
+  std::string code, prose;
+  while (code.size() < 220000) {
+    code += "line " + std::to_string(rng()) + " {\"code\": [1, 2]} \\ \"quoted\"\n";
+  }
+  while (prose.size() < 220000) prose += "word" + std::to_string(rng() % 1000) + ' ';
+  throughput("prose", chat({{"user", prose}}, false));
+  throughput("code (escapes)", chat({{"user", code}}, false));
 }
 
 }  // namespace
