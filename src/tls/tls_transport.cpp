@@ -1,8 +1,10 @@
-// TlsTransport: OpenSSL over memory BIOs between the TCP transport and the codec.
+// TlsTransport: OpenSSL over a BIO of our own between the TCP transport and the codec (server
+// mode) or the backend connection (client mode).
 #include "rondel/tls/tls_transport.h"
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <openssl/x509_vfy.h>
 
 #include <algorithm>
 #include <cstring>
@@ -118,6 +120,23 @@ HandshakeFailure classify(unsigned long err) noexcept {
   }
 }
 
+// How a client handshake failed, from OpenSSL's last error and the verification result.
+BackendHandshake classify_backend(unsigned long err, long verify) noexcept {
+  if (verify != X509_V_OK) return BackendHandshake::kVerify;
+  if (ERR_GET_LIB(err) != ERR_LIB_SSL) return BackendHandshake::kProtocol;
+  switch (ERR_GET_REASON(err)) {
+    case SSL_R_CERTIFICATE_VERIFY_FAILED:
+      return BackendHandshake::kVerify;
+    case SSL_R_UNSUPPORTED_PROTOCOL:
+    case SSL_R_VERSION_TOO_LOW:
+    case SSL_R_VERSION_TOO_HIGH:
+    case SSL_R_TLSV1_ALERT_PROTOCOL_VERSION:
+      return BackendHandshake::kVersion;
+    default:
+      return BackendHandshake::kProtocol;
+  }
+}
+
 }  // namespace
 
 // The SSL's one BIO, both ways: it reads the ciphertext at in_ (the worker's read buffer or the
@@ -135,6 +154,16 @@ struct WireBio {
   }
 };
 
+// The SSL's one BIO, set up over this transport; false without memory.
+static bool attach_wire(SSL* ssl, TlsTransport* t) noexcept {
+  BIO* wire = BIO_new(WireBio::method());
+  if (wire == nullptr) return false;
+  BIO_set_data(wire, t);
+  BIO_set_init(wire, 1);
+  SSL_set_bio(ssl, wire, wire);  // one reference, taken by the SSL
+  return true;
+}
+
 int TlsTransport::wire_write(BIO* b, const char* data, int len) noexcept {
   auto* t = static_cast<TlsTransport*>(BIO_get_data(b));
   if (len <= 0) return 0;
@@ -143,6 +172,7 @@ int TlsTransport::wire_write(BIO* b, const char* data, int len) noexcept {
     // Nothing queued before it: the record goes to the socket from OpenSSL's own buffer, and
     // only what the socket does not take now is copied (an error shows at the next write).
     int n = t->tcp_.try_write(data, static_cast<size_t>(len));
+    if (n > 0) t->wire_took_ = true;
     if (n == len) return len;
     if (n > 0) done = static_cast<size_t>(n);
   }
@@ -196,8 +226,17 @@ TlsTransport::TlsTransport(std::shared_ptr<const ServerContext> ctx, net::TcpTra
                            net::TransportEvents& events) noexcept
     : ctx_(std::move(ctx)), tcp_(tcp), events_(&events) {}
 
+TlsTransport::TlsTransport(std::shared_ptr<const ClientContext> ctx, std::string session_key,
+                           net::TcpTransport& tcp, net::TransportEvents& events) noexcept
+    : client_(new (std::nothrow) ClientSide{std::move(ctx), std::move(session_key)}),
+      tcp_(tcp),
+      events_(&events) {}
+
 TlsTransport::~TlsTransport() {
   end_handshake();
+  // Backend connections end without close_notify (an idle timeout, a client gone): OpenSSL would
+  // then mark the cached session unresumable. A connection is not evidence against its session.
+  if (ssl_ != nullptr && client_) SSL_set_shutdown(ssl_, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
   if (ssl_ != nullptr) SSL_free(ssl_);  // frees the BIO
   give_back(flight_);
   give_back(next_);
@@ -213,14 +252,7 @@ int TlsTransport::accept(uv_loop_t* loop, uv_stream_t* server) noexcept {
     return UV_EBUSY;
   }
   ssl_ = SSL_new(static_cast<SSL_CTX*>(ctx_->default_ctx()));
-  BIO* wire = BIO_new(WireBio::method());
-  if (ssl_ == nullptr || wire == nullptr) {
-    BIO_free(wire);
-    return UV_ENOMEM;
-  }
-  BIO_set_data(wire, this);
-  BIO_set_init(wire, 1);
-  SSL_set_bio(ssl_, wire, wire);  // one reference, taken by the SSL
+  if (ssl_ == nullptr || !attach_wire(ssl_, this)) return UV_ENOMEM;
   SSL_set_accept_state(ssl_);
   handshaking_ = true;
   ++t_handshakes;
@@ -232,9 +264,74 @@ int TlsTransport::accept(uv_loop_t* loop, uv_stream_t* server) noexcept {
   return tcp_.start_reading();
 }
 
+int TlsTransport::connect(uv_loop_t* loop, const sockaddr* addr, std::string_view first_bytes,
+                          std::string_view server_name) noexcept {
+  int rc = tcp_.connect(loop, addr, this, first_bytes);
+  uv_timer_init(loop, &timer_);  // deferred delivery only: the owner times the handshake
+  timer_.data = this;
+  timer_open_ = true;
+  if (rc != 0) return rc;
+  if (!client_ || !client_->ctx) return UV_ENOMEM;
+  ssl_ = client_->ctx->new_ssl(&client_->session_key, server_name);
+  if (ssl_ == nullptr || !attach_wire(ssl_, this)) return UV_ENOMEM;
+  return 0;
+}
+
+void TlsTransport::on_transport_connected(int status) noexcept {
+  if (closing_) return;
+  if (status == 0) status = tcp_.start_reading();
+  if (status != 0) {
+    events_->on_transport_connected(status);
+    return;
+  }
+  handshaking_ = true;
+  continue_handshake();  // the ClientHello
+}
+
+BackendHandshake TlsTransport::handshake_result() const noexcept {
+  return client_ ? client_->result : BackendHandshake::kProtocol;
+}
+
+std::string_view TlsTransport::verify_error() const noexcept {
+  long v = ssl_ != nullptr ? SSL_get_verify_result(ssl_) : X509_V_OK;
+  return v == X509_V_OK ? std::string_view() : X509_verify_cert_error_string(v);
+}
+
+void TlsTransport::client_failed(BackendHandshake why) noexcept {
+  handshaking_ = false;
+  client_->result = why;
+  ERR_clear_error();
+  flush_wire();  // the alert, if OpenSSL wrote one
+  peer_eof_ = true;
+  tcp_.stop_reading();
+  events_->on_transport_connected(UV_EPROTO);
+}
+
+bool TlsTransport::unread() noexcept {
+  if (!established_ || closing_) return false;
+  unsigned char c;
+  ERR_clear_error();
+  int p = SSL_peek(ssl_, &c, 1);
+  if (p > 0) return true;
+  int e = SSL_get_error(ssl_, p);
+  ERR_clear_error();
+  flush_wire();
+  return e != SSL_ERROR_WANT_READ || peer_eof_;
+}
+
+void TlsTransport::drain() noexcept {
+  char scrap[4096];
+  while (in_len_ > 0 || SSL_pending(ssl_) > 0) {
+    ERR_clear_error();
+    if (SSL_read(ssl_, scrap, sizeof scrap) <= 0) break;
+  }
+  ERR_clear_error();
+}
+
 void TlsTransport::end_handshake() noexcept {
   if (!handshaking_) return;
   handshaking_ = false;
+  if (client_) return;  // no slot, no timer of its own
   --t_handshakes;
   tls_stats().in_progress.fetch_sub(1, std::memory_order_relaxed);
   if (timer_open_) uv_timer_stop(&timer_);
@@ -244,7 +341,8 @@ int TlsTransport::start_reading() noexcept {
   if (closing_) return 0;
   reading_ = true;
   if (!established_) return 0;  // the handshake reads on its own
-  int rc = tcp_.start_reading();
+  // After the TCP side ended nothing more is read from it (a restart would report EOF again).
+  int rc = peer_eof_ ? 0 : tcp_.start_reading();
   if (rc != 0) return rc;
   // Plaintext (or an EOF) already buffered: deliver it from the loop, not from inside this call.
   if (peer_eof_ || SSL_has_pending(ssl_) == 1 || in_len_ > 0) {
@@ -266,7 +364,8 @@ void TlsTransport::on_transport_read(ssize_t n) noexcept {
   if (closing_) return;
   if (n < 0) {
     peer_eof_ = true;
-    if (handshaking_) handshake_failed(HandshakeFailure::kEof);
+    if (handshaking_ && client_) client_failed(BackendHandshake::kEof);
+    else if (handshaking_) handshake_failed(HandshakeFailure::kEof);
     else deliver();
     return;
   }
@@ -296,12 +395,24 @@ void TlsTransport::continue_handshake() noexcept {
     return;
   }
   if (e == SSL_ERROR_WANT_READ && !peer_eof_) return;
+  if (client_) {
+    client_failed(e == SSL_ERROR_WANT_READ ? BackendHandshake::kEof
+                                           : classify_backend(err, SSL_get_verify_result(ssl_)));
+    return;
+  }
   handshake_failed(e == SSL_ERROR_WANT_READ ? HandshakeFailure::kEof : classify(err));
 }
 
 void TlsTransport::handshake_done() noexcept {
   end_handshake();
   established_ = true;
+  if (client_) {
+    client_->result =
+        SSL_session_reused(ssl_) == 1 ? BackendHandshake::kResumed : BackendHandshake::kOk;
+    events_->on_transport_connected(0);
+    if (!reading_ && !closing_) tcp_.stop_reading();
+    return;
+  }
   TlsStats& st = tls_stats();
   TlsVersion v = SSL_version(ssl_) == TLS1_3_VERSION ? TlsVersion::kTls13 : TlsVersion::kTls12;
   st.ok_by_version[static_cast<size_t>(v)].fetch_add(1, std::memory_order_relaxed);
@@ -368,11 +479,13 @@ int TlsTransport::write(net::OutQueue& q) noexcept {
   if (closing_) return UV_ECANCELED;
   if (!established_) return UV_ENOTCONN;
   ERR_clear_error();
+  wire_took_ = false;
   if (!encrypt(ssl_, q)) return UV_EPROTO;
   size_t bytes = q.bytes;
   int r = flush_wire();
   if (r < 0) return r;
-  q.sent_now = r == 0 ? bytes : 0;
+  // The plaintext is encrypted: it counts as sent once the socket took ciphertext of it.
+  q.sent_now = r == 0 || wire_took_ ? bytes : 0;
   if (r == 0) {
     q.clear();
     return 0;
@@ -410,6 +523,8 @@ int TlsTransport::shutdown() noexcept {
 
 void TlsTransport::close() noexcept {
   if (closing_) return;
+  // A connection to a backend still keeps the session ticket sent after its last response.
+  if (client_ && established_) drain();
   closing_ = true;
   reading_ = false;
   end_handshake();
@@ -428,7 +543,7 @@ void TlsTransport::on_transport_closed() noexcept {
 void TlsTransport::on_timer(uv_timer_t* t) noexcept {
   auto* self = static_cast<TlsTransport*>(t->data);
   if (self->closing_) return;
-  if (self->handshaking_) self->handshake_failed(HandshakeFailure::kTimeout);
+  if (self->handshaking_ && !self->client_) self->handshake_failed(HandshakeFailure::kTimeout);
   else if (self->established_) {
     self->deliver();
     self->settle_input();
