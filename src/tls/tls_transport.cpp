@@ -1,10 +1,9 @@
 // TlsTransport: OpenSSL over a BIO of our own between the TCP transport and the codec (server
-// mode) or the backend connection (client mode).
+// mode) or the backend connection (client mode: its own calls are in tls_transport_client.cpp).
 #include "rondel/tls/tls_transport.h"
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
-#include <openssl/x509_vfy.h>
 
 #include <algorithm>
 #include <cstring>
@@ -120,23 +119,6 @@ HandshakeFailure classify(unsigned long err) noexcept {
   }
 }
 
-// How a client handshake failed, from OpenSSL's last error and the verification result.
-BackendHandshake classify_backend(unsigned long err, long verify) noexcept {
-  if (verify != X509_V_OK) return BackendHandshake::kVerify;
-  if (ERR_GET_LIB(err) != ERR_LIB_SSL) return BackendHandshake::kProtocol;
-  switch (ERR_GET_REASON(err)) {
-    case SSL_R_CERTIFICATE_VERIFY_FAILED:
-      return BackendHandshake::kVerify;
-    case SSL_R_UNSUPPORTED_PROTOCOL:
-    case SSL_R_VERSION_TOO_LOW:
-    case SSL_R_VERSION_TOO_HIGH:
-    case SSL_R_TLSV1_ALERT_PROTOCOL_VERSION:
-      return BackendHandshake::kVersion;
-    default:
-      return BackendHandshake::kProtocol;
-  }
-}
-
 }  // namespace
 
 // The SSL's one BIO, both ways: it reads the ciphertext at in_ (the worker's read buffer or the
@@ -154,13 +136,12 @@ struct WireBio {
   }
 };
 
-// The SSL's one BIO, set up over this transport; false without memory.
-static bool attach_wire(SSL* ssl, TlsTransport* t) noexcept {
+bool TlsTransport::attach_wire() noexcept {
   BIO* wire = BIO_new(WireBio::method());
   if (wire == nullptr) return false;
-  BIO_set_data(wire, t);
+  BIO_set_data(wire, this);
   BIO_set_init(wire, 1);
-  SSL_set_bio(ssl, wire, wire);  // one reference, taken by the SSL
+  SSL_set_bio(ssl_, wire, wire);  // one reference, taken by the SSL
   return true;
 }
 
@@ -226,12 +207,6 @@ TlsTransport::TlsTransport(std::shared_ptr<const ServerContext> ctx, net::TcpTra
                            net::TransportEvents& events) noexcept
     : ctx_(std::move(ctx)), tcp_(tcp), events_(&events) {}
 
-TlsTransport::TlsTransport(std::shared_ptr<const ClientContext> ctx, std::string session_key,
-                           net::TcpTransport& tcp, net::TransportEvents& events) noexcept
-    : client_(new (std::nothrow) ClientSide{std::move(ctx), std::move(session_key)}),
-      tcp_(tcp),
-      events_(&events) {}
-
 TlsTransport::~TlsTransport() {
   end_handshake();
   // Backend connections end without close_notify (an idle timeout, a client gone): OpenSSL would
@@ -252,7 +227,7 @@ int TlsTransport::accept(uv_loop_t* loop, uv_stream_t* server) noexcept {
     return UV_EBUSY;
   }
   ssl_ = SSL_new(static_cast<SSL_CTX*>(ctx_->default_ctx()));
-  if (ssl_ == nullptr || !attach_wire(ssl_, this)) return UV_ENOMEM;
+  if (ssl_ == nullptr || !attach_wire()) return UV_ENOMEM;
   SSL_set_accept_state(ssl_);
   handshaking_ = true;
   ++t_handshakes;
@@ -262,70 +237,6 @@ int TlsTransport::accept(uv_loop_t* loop, uv_stream_t* server) noexcept {
   timer_open_ = true;
   uv_timer_start(&timer_, &on_timer, cfg.handshake_timeout_ms, 0);
   return tcp_.start_reading();
-}
-
-int TlsTransport::connect(uv_loop_t* loop, const sockaddr* addr, std::string_view first_bytes,
-                          std::string_view server_name) noexcept {
-  int rc = tcp_.connect(loop, addr, this, first_bytes);
-  uv_timer_init(loop, &timer_);  // deferred delivery only: the owner times the handshake
-  timer_.data = this;
-  timer_open_ = true;
-  if (rc != 0) return rc;
-  if (!client_ || !client_->ctx) return UV_ENOMEM;
-  ssl_ = client_->ctx->new_ssl(&client_->session_key, server_name);
-  if (ssl_ == nullptr || !attach_wire(ssl_, this)) return UV_ENOMEM;
-  return 0;
-}
-
-void TlsTransport::on_transport_connected(int status) noexcept {
-  if (closing_) return;
-  if (status == 0) status = tcp_.start_reading();
-  if (status != 0) {
-    events_->on_transport_connected(status);
-    return;
-  }
-  handshaking_ = true;
-  continue_handshake();  // the ClientHello
-}
-
-BackendHandshake TlsTransport::handshake_result() const noexcept {
-  return client_ ? client_->result : BackendHandshake::kProtocol;
-}
-
-std::string_view TlsTransport::verify_error() const noexcept {
-  long v = ssl_ != nullptr ? SSL_get_verify_result(ssl_) : X509_V_OK;
-  return v == X509_V_OK ? std::string_view() : X509_verify_cert_error_string(v);
-}
-
-void TlsTransport::client_failed(BackendHandshake why) noexcept {
-  handshaking_ = false;
-  client_->result = why;
-  ERR_clear_error();
-  flush_wire();  // the alert, if OpenSSL wrote one
-  peer_eof_ = true;
-  tcp_.stop_reading();
-  events_->on_transport_connected(UV_EPROTO);
-}
-
-bool TlsTransport::unread() noexcept {
-  if (!established_ || closing_) return false;
-  unsigned char c;
-  ERR_clear_error();
-  int p = SSL_peek(ssl_, &c, 1);
-  if (p > 0) return true;
-  int e = SSL_get_error(ssl_, p);
-  ERR_clear_error();
-  flush_wire();
-  return e != SSL_ERROR_WANT_READ || peer_eof_;
-}
-
-void TlsTransport::drain() noexcept {
-  char scrap[4096];
-  while (in_len_ > 0 || SSL_pending(ssl_) > 0) {
-    ERR_clear_error();
-    if (SSL_read(ssl_, scrap, sizeof scrap) <= 0) break;
-  }
-  ERR_clear_error();
 }
 
 void TlsTransport::end_handshake() noexcept {
@@ -396,8 +307,7 @@ void TlsTransport::continue_handshake() noexcept {
   }
   if (e == SSL_ERROR_WANT_READ && !peer_eof_) return;
   if (client_) {
-    client_failed(e == SSL_ERROR_WANT_READ ? BackendHandshake::kEof
-                                           : classify_backend(err, SSL_get_verify_result(ssl_)));
+    client_failed(e == SSL_ERROR_WANT_READ ? BackendHandshake::kEof : client_reason(err));
     return;
   }
   handshake_failed(e == SSL_ERROR_WANT_READ ? HandshakeFailure::kEof : classify(err));

@@ -113,6 +113,9 @@ class TlsTransport final : public net::Transport, private net::TransportEvents {
   void handshake_done() noexcept;
   void handshake_failed(HandshakeFailure why) noexcept;
   void client_failed(BackendHandshake why) noexcept;
+  // Why a client handshake failed, from OpenSSL's last error and the verification result.
+  BackendHandshake client_reason(unsigned long err) const noexcept;
+  bool attach_wire() noexcept;  // the SSL's one BIO (WireBio) over this transport
   void drain() noexcept;  // client mode: reads what is buffered (a session ticket) before close
   void end_handshake() noexcept;  // gives the in-progress slot back, stops its timer
   // Decrypts what is buffered into the codec while it reads; EOF/errors are passed on.
