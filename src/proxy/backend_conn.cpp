@@ -5,7 +5,6 @@
 #include <cstring>
 #include <utility>
 
-#include "rondel/net/proxy_header_writer.h"
 #include "rondel/proxy/backend_state.h"
 #include "rondel/proxy/worker.h"
 #include "rondel/tls/tls_transport.h"
@@ -39,9 +38,8 @@ BackendConn* BackendConn::connect(Worker& worker, BackendState& state, const Tar
 
 void BackendConn::on_transport_connected(int status) noexcept {
   if (closing()) return;
-  if (const tls::TlsTransport* t = sock_.tls(); t != nullptr && (status == 0 || status == UV_EPROTO)) {
-    handshake_ended(*t, status);
-  }
+  const tls::TlsTransport* t = sock_.tls();
+  if (t != nullptr && (status == 0 || status == UV_EPROTO)) handshake_ended(*t, status);
   if (status == 0) resume_reading();
   if (owner_ != nullptr) owner_->on_backend_connected(this, status);
 }

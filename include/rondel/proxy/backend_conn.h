@@ -1,13 +1,14 @@
 // BackendConn: one TCP connection to a backend, plain or TLS (the pool's `tls`), busy with one
 // client's exchange or idle in the backend's keep-alive pool.
 //
-// The connection reports to its owner (BackendEvents: an Exchange) through on_backend_* calls; while idle it
-// has no owner and closes itself on any byte, EOF or its idle timeout. Its read buffer comes from
-// the worker's BufferPool while busy and is returned when idle. The socket is a BackendSocket
-// (the one connector, shared with health checks): plain TCP, or TLS through tls::TlsTransport in
-// client mode, whose handshake runs between the TCP connect and on_backend_connected (within the
-// connect timeout); reads deliver decrypted bytes into the same buffer, write() encrypts, and
-// fd() is -1 so that nothing is spliced past the encryption. Loop thread only.
+// The connection reports to its owner (BackendEvents: an Exchange) through on_backend_* calls;
+// while idle it has no owner and closes itself on any byte, EOF or its idle timeout. Its read
+// buffer comes from the worker's BufferPool while busy and is returned when idle. The socket is a
+// BackendSocket (the one connector, shared with health checks): plain TCP, or TLS through
+// tls::TlsTransport in client mode, whose handshake runs between the TCP connect and
+// on_backend_connected (within the connect timeout); reads deliver decrypted bytes into the same
+// buffer, write() encrypts, and fd() is -1 so that nothing is spliced past the encryption. Loop
+// thread only.
 #pragma once
 
 #include <uv.h>

@@ -8,8 +8,9 @@
 // buffer, and the codec's writes are encrypted record by record: a record goes to the socket
 // from OpenSSL's buffer when nothing is queued before it, else into an output buffer written
 // through the TCP transport with the same contract (one write pending at a time; backpressure
-// until the ciphertext is taken by the kernel). Reads reach the codec only once the handshake is complete,
-// after on_transport_ready has told it the negotiated ALPN protocol.
+// until the ciphertext is taken by the kernel). Reads reach the codec only once the handshake is
+// complete, after on_transport_ready (server mode: the negotiated ALPN protocol) or
+// on_transport_connected (client mode).
 // A server handshake has a timeout and takes one of the worker's max_handshakes slots until it
 // ends. A client handshake runs once the TCP connect is up, under the owner's timer (the
 // pool's connect timeout), with the pool's ClientContext: SNI, verification against the pool's
@@ -38,8 +39,8 @@ namespace rondel::tls {
 
 class TlsTransport final : public net::Transport, private net::TransportEvents {
  public:
-  // `tcp` (the connection's socket, owned by the caller) and `events` (the codec) must outlive
-  // this transport (until on_transport_closed); `ctx` is held until then.
+  // Server mode. `tcp` (the connection's socket, owned by the caller) and `events` (the codec)
+  // must outlive this transport (until on_transport_closed); `ctx` is held until then.
   TlsTransport(std::shared_ptr<const ServerContext> ctx, net::TcpTransport& tcp,
                net::TransportEvents& events) noexcept;
   ~TlsTransport() override;
@@ -49,7 +50,8 @@ class TlsTransport final : public net::Transport, private net::TransportEvents {
   // Accepts the connection on `tcp` and starts the handshake. Non-zero (a libuv error, or
   // UV_EBUSY when the worker already runs max_handshakes, counted): the caller closes.
   int accept(uv_loop_t* loop, uv_stream_t* server) noexcept;
-  // Client mode: `ctx` the pool's context; `session_key` names the backend in its session cache.
+  // Client mode, with the same lifetimes: `ctx` the pool's context (or a control-plane API's);
+  // `session_key` names the backend in its session cache.
   TlsTransport(std::shared_ptr<const ClientContext> ctx, std::string session_key,
                net::TcpTransport& tcp, net::TransportEvents& events) noexcept;
   // Client mode: connects `tcp` to `addr` (TcpTransport::connect, `first_bytes` ahead of the
