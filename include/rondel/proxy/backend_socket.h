@@ -23,12 +23,13 @@ class BackendState;
 class BackendSocket {
  public:
   // Starts connecting to `state` as `target` says (TLS under target.tls, its PROXY header
-  // first); `events` hears on_transport_connected (net/transport.h). Whatever it returns, the
-  // owner calls close() (`events` then hears on_transport_closed); 0 or a libuv error.
+  // first); `events` hears on_transport_connected (net/transport.h). 0 or a libuv error;
+  // whatever it returns, the owner ends with close().
   int connect(uv_loop_t* loop, const BackendState& state, const BackendTarget& target,
               net::TransportEvents& events) noexcept;
-  // Closes the connection (idempotent); on_transport_closed follows. False when connect() was
-  // never called (nothing to close, no on_transport_closed).
+  // Closes the connection (idempotent): true when a transport was opened, on_transport_closed
+  // following from the loop; false when none was (connect() not called, or it failed before
+  // opening one: no on_transport_closed then).
   bool close() noexcept;
 
   tls::TlsTransport* tls() const noexcept { return tls_.get(); }
