@@ -409,6 +409,10 @@ void TlsTransport::on_transport_written(int status) noexcept {
   give_back(std::exchange(flight_, nullptr));
   int r = status < 0 ? status : (closing_ ? 0 : flush_wire());
   if (r == 1) return;  // more ciphertext went out; its completion continues here
+  if (r < 0 && handshaking_ && client_ && !closing_) {
+    client_failed(BackendHandshake::kEof);  // the backend is gone mid-handshake
+    return;
+  }
   if (r == 0 && shutdown_after_flush_ && !closing_) {
     shutdown_after_flush_ = false;
     tcp_.shutdown();
