@@ -23,16 +23,8 @@ using rondel::net::TcpTransport;
 
 // A listening loopback socket (the kernel completes connects into its backlog).
 struct LoopbackListener {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
-  LoopbackListener() {
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-    REQUIRE(::listen(fd, 4) == 0);
-    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  }
+  int fd = rondel::test::listen_loopback(&addr, 4);
   ~LoopbackListener() { ::close(fd); }
 };
 
