@@ -1,9 +1,10 @@
-// TcpTransport: libuv stream calls and callbacks, forwarded to the codec's TransportEvents, and
-// the PROXY protocol header stage.
+// TcpTransport: libuv stream calls and callbacks, forwarded to the codec's TransportEvents, the
+// PROXY protocol header stage, and the connect to a backend.
 #include "rondel/net/tcp_transport.h"
 
 #include <cstring>
 #include <new>
+#include <string>
 
 namespace rondel::net {
 
@@ -16,6 +17,68 @@ int TcpTransport::accept(uv_loop_t* loop, uv_stream_t* server, TransportEvents* 
   uv_tcp_nodelay(&tcp_, 1);
   peer_.read(&tcp_);
   return 0;
+}
+
+// A connect in progress: its request, then the write of the first bytes (freed by their
+// callbacks, which libuv runs with UV_ECANCELED when the handle closes first).
+struct TcpTransport::Connecting {
+  uv_connect_t req{};
+  uv_write_t write{};
+  TcpTransport* t = nullptr;
+  std::string first;
+};
+
+int TcpTransport::connect(uv_loop_t* loop, const sockaddr* addr, TransportEvents* events,
+                          std::string_view first_bytes) noexcept {
+  events_ = events;
+  uv_tcp_init(loop, &tcp_);
+  tcp_.data = this;
+  auto* c = new (std::nothrow) Connecting();
+  if (c == nullptr) return UV_ENOMEM;
+  c->t = this;
+  c->req.data = c;
+  if (!first_bytes.empty()) {
+    try {
+      c->first.assign(first_bytes);
+    } catch (...) {
+      delete c;
+      return UV_ENOMEM;
+    }
+  }
+  int rc = uv_tcp_connect(&c->req, &tcp_, addr, &on_connect);
+  if (rc != 0) {
+    delete c;
+    return rc;
+  }
+  uv_tcp_nodelay(&tcp_, 1);
+  return 0;
+}
+
+void TcpTransport::on_connect(uv_connect_t* req, int status) noexcept {
+  auto* c = static_cast<Connecting*>(req->data);
+  TcpTransport* t = c->t;
+  if (t->closing_) {  // status is UV_ECANCELED after close()
+    delete c;
+    return;
+  }
+  if (status == 0 && !c->first.empty()) {
+    // Later writes queue behind it: uv_try_write refuses while libuv holds a queued write. A
+    // failure shows on the owner's own write or read, which follow on the same socket.
+    uv_buf_t b = uv_buf_init(c->first.data(), static_cast<unsigned>(c->first.size()));
+    int r = uv_try_write(t->stream(), &b, 1);
+    const size_t done = r > 0 ? static_cast<size_t>(r) : 0;
+    b.base += done;
+    b.len -= static_cast<unsigned>(done);
+    c->write.data = c;
+    if (b.len == 0 || uv_write(&c->write, t->stream(), &b, 1, [](uv_write_t* w, int) noexcept {
+          delete static_cast<Connecting*>(w->data);
+        }) != 0) {
+      delete c;
+    }
+  } else {
+    delete c;
+  }
+  t->events_->on_transport_connected(status);
 }
 
 int TcpTransport::expect_proxy_header(const ProxyStageConfig& cfg) noexcept {

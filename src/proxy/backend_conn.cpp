@@ -1,12 +1,13 @@
-// BackendConn: connect, read into pooled buffers, idle keep-alive, timers.
+// BackendConn: connect (through BackendSocket), read into pooled buffers, idle keep-alive,
+// timers.
 #include "rondel/proxy/backend_conn.h"
 
 #include <cstring>
+#include <utility>
 
-#include "rondel/net/proxy_header_writer.h"
 #include "rondel/proxy/backend_state.h"
 #include "rondel/proxy/worker.h"
-#include "rondel/tls/client_tls.h"
+#include "rondel/tls/tls_transport.h"
 
 namespace rondel::proxy {
 
@@ -18,69 +19,39 @@ BackendConn* BackendConn::connect(Worker& worker, BackendState& state, const Tar
                                   BackendEvents* owner, int* err) {
   auto* c = new BackendConn(worker, state);
   c->reuse_key_ = target.reuse_key;
-  static_assert(sizeof(ProxyOut::bytes) >= net::kProxyV2MaxBytes);
-  if (!target.proxy_header.empty() && target.proxy_header.size() <= sizeof(ProxyOut::bytes)) {
-    c->proxy_out_ = std::make_unique<ProxyOut>();
-    std::memcpy(c->proxy_out_->bytes, target.proxy_header.data(), target.proxy_header.size());
-    c->proxy_out_->len = target.proxy_header.size();
-  }
-  if (target.tls) {
-    c->tls_ = tls::ClientTls::start(target.tls, state.id(), tls_name(state, target));
-    if (!c->tls_) {
-      delete c;
-      *err = UV_ENOMEM;
-      return nullptr;
-    }
-    uv_timer_init(worker.loop(), &c->kick_);
-    c->kick_.data = c;
-    c->wire_req_.data = c;
-  }
-  uv_tcp_init(worker.loop(), &c->tcp_);
   uv_timer_init(worker.loop(), &c->timer_);
-  c->tcp_.data = c;
   c->timer_.data = c;
-  c->connect_req_.data = c;
   c->deadline_.init(&c->timer_, &on_timer);
   c->owner_ = owner;
   c->exchanges_ = 1;
   ++state.open_connections;
   worker.stats().backend_connections_open.fetch_add(1, std::memory_order_relaxed);
-  int rc = uv_tcp_connect(&c->connect_req_, &c->tcp_,
-                          reinterpret_cast<const sockaddr*>(&state.addr()), &on_connect);
+  int rc = c->sock_.connect(worker.loop(), state, target, *c);
   if (rc != 0) {
     *err = rc;
     c->owner_ = nullptr;
     c->close();
     return nullptr;
   }
-  uv_tcp_nodelay(&c->tcp_, 1);
   return c;
 }
 
-void BackendConn::on_connect(uv_connect_t* req, int status) noexcept {
-  auto* c = static_cast<BackendConn*>(req->data);
-  if (c->closing()) return;  // status is UV_ECANCELED after close()
-  BackendEvents* owner = c->owner_;
-  if (status == 0 && c->proxy_out_) c->write_proxy_header();  // ahead of TLS and the request
-  if (status == 0 && c->tls_) c->handshaking_ = true;
-  if (status == 0) c->resume_reading();
-  if (status == 0 && c->tls_) {
-    c->tls_handshake();  // the owner hears on_backend_connected once it ends
-    return;
-  }
-  if (owner != nullptr) owner->on_backend_connected(c, status);
+void BackendConn::on_transport_connected(int status) noexcept {
+  if (closing()) return;
+  const tls::TlsTransport* t = sock_.tls();
+  if (t != nullptr && (status == 0 || status == UV_EPROTO)) handshake_ended(*t, status);
+  if (status == 0) resume_reading();
+  if (owner_ != nullptr) owner_->on_backend_connected(this, status);
 }
 
-void BackendConn::write_proxy_header() noexcept {
-  // Later writes queue behind it: uv_try_write refuses while libuv holds a queued write.
-  uv_buf_t b = uv_buf_init(proxy_out_->bytes, static_cast<unsigned>(proxy_out_->len));
-  int r = uv_try_write(stream(), &b, 1);
-  if (r == static_cast<int>(proxy_out_->len)) return;
-  const size_t done = r > 0 ? static_cast<size_t>(r) : 0;
-  b.base += done;
-  b.len -= static_cast<unsigned>(done);
-  // A failure shows on the request's own write or read, which follow on the same socket.
-  uv_write(&proxy_out_->req, stream(), &b, 1, [](uv_write_t*, int) noexcept {});
+void BackendConn::handshake_ended(const tls::TlsTransport& t, int status) noexcept {
+  const tls::BackendHandshake result = t.handshake_result();
+  tls::backend_tls_stats().count(result);
+  if (status == 0) return;
+  std::string detail = "backend=" + (state_ != nullptr ? state_->id() : std::string("-")) +
+                       " reason=" + std::string(tls::backend_handshake_name(result));
+  if (auto v = t.verify_error(); !v.empty()) detail += " verify=\"" + std::string(v) + "\"";
+  worker_.log().log_limited(Level::kWarn, worker_.now_ms(), "backend_tls_failed", detail);
 }
 
 void BackendConn::attach(BackendEvents* owner) noexcept {
@@ -94,9 +65,10 @@ void BackendConn::attach(BackendEvents* owner) noexcept {
 
 void BackendConn::release_to_idle(uint64_t idle_timeout_ms) noexcept {
   owner_ = nullptr;
-  if (tls_) {
-    tls_deliver();  // anything already decrypted or buffered is a stray byte: it closes
-    if (closing()) return;
+  // Anything already decrypted or buffered is a stray byte: it closes.
+  if (tls::TlsTransport* t = sock_.tls(); t != nullptr && t->unread()) {
+    close();
+    return;
   }
   want_class_ = BufferPool::Class::kSmall;
   drop_buffer();
@@ -112,8 +84,6 @@ void BackendConn::release_to_idle(uint64_t idle_timeout_ms) noexcept {
 void BackendConn::close() noexcept {
   if (closing()) return;
   owner_ = nullptr;
-  if (tls_ && !handshaking_) tls_->drain();
-  handshaking_ = false;  // an abandoned handshake is the owner's (a timeout counts in on_timer)
   if (state_ != nullptr) {
     state_->remove_idle(this);
     --state_->open_connections;
@@ -121,9 +91,8 @@ void BackendConn::close() noexcept {
   }
   worker_.stats().backend_connections_open.fetch_sub(1, std::memory_order_relaxed);
   deadline_.stop();
-  close_handle(reinterpret_cast<uv_handle_t*>(&tcp_));
   close_handle(reinterpret_cast<uv_handle_t*>(&timer_));
-  if (tls_) close_handle(reinterpret_cast<uv_handle_t*>(&kick_));
+  if (sock_.close()) close_other();  // on_transport_closed follows from the loop
 }
 
 void BackendConn::on_all_closed() noexcept {
@@ -161,10 +130,7 @@ void BackendConn::drop_buffer() noexcept {
 }
 
 int BackendConn::fd() const noexcept {
-  uv_os_fd_t fd = -1;
-  if (tls_ || closing()) return -1;  // TLS: the bytes must be decrypted, never spliced
-  if (uv_fileno(reinterpret_cast<const uv_handle_t*>(&tcp_), &fd) != 0) return -1;
-  return fd;
+  return closing() ? -1 : sock_.splice_fd();  // TLS: the bytes must be decrypted, never spliced
 }
 
 void BackendConn::consume(size_t n) noexcept {
@@ -174,13 +140,13 @@ void BackendConn::consume(size_t n) noexcept {
 
 void BackendConn::pause_reading() noexcept {
   if (reading_ || held_) {
-    uv_read_stop(stream());
+    sock_.stop_reading();
     reading_ = held_ = false;
   }
 }
 
 void BackendConn::hold_reading() noexcept {
-  if (tls_) {
+  if (sock_.tls() != nullptr) {
     pause_reading();  // ciphertext read while held would pile up in OpenSSL
     return;
   }
@@ -197,55 +163,54 @@ void BackendConn::resume_reading() noexcept {
     reading_ = true;
     return;
   }
-  if (tls_) {
-    // The socket may have ended with plaintext still to deliver: no read to restart then.
-    if (!tcp_eof_ && uv_read_start(stream(), &on_alloc, &on_read) != 0) return;
-    reading_ = true;
-    if (!handshaking_) kick();
-    return;
-  }
-  if (uv_read_start(stream(), &on_alloc, &on_read) == 0) reading_ = true;
+  if (sock_.start_reading() == 0) reading_ = true;
 }
 
 int BackendConn::write(net::OutQueue& q, uv_write_cb cb) noexcept {
-  if (tls_) return tls_write(q, cb);
-  return q.flush(stream(), cb);
+  if (closing()) return UV_ECANCELED;
+  void* data = q.req.data;
+  const int r = sock_.write(q);
+  if (r == 1) {  // on_transport_written gives q.req back to the owner with its data
+    codec_q_ = &q;
+    codec_cb_ = cb;
+    codec_data_ = data;
+  } else {
+    q.req.data = data;
+  }
+  return r;
 }
 
-const tls::ClientContext* BackendConn::tls_context() const noexcept {
-  return tls_ ? tls_->context() : nullptr;
+void BackendConn::on_transport_written(int status) noexcept {
+  net::OutQueue* q = std::exchange(codec_q_, nullptr);
+  if (q == nullptr) return;
+  q->req.data = codec_data_;
+  codec_cb_(&q->req, status);
 }
 
-void BackendConn::on_alloc(uv_handle_t* h, size_t, uv_buf_t* buf) noexcept {
-  auto* c = static_cast<BackendConn*>(h->data);
-  if (c->held_) {
+void BackendConn::on_transport_alloc(uv_buf_t* buf) noexcept {
+  if (held_) {
     // Held: no byte may land in the buffer (a sink may still be sending from it). No room makes
-    // libuv report UV_ENOBUFS without reading; on_read stops the watcher then.
+    // the transport report UV_ENOBUFS without reading; on_transport_read stops reading then.
     *buf = uv_buf_init(nullptr, 0);
     return;
   }
-  if (c->tls_) {
-    *buf = cipher_buffer();
+  if (owner_ == nullptr || done_) {
+    *buf = uv_buf_init(idle_byte_, sizeof idle_byte_);
     return;
   }
-  if (c->owner_ == nullptr || c->done_) {
-    *buf = uv_buf_init(c->idle_byte_, sizeof c->idle_byte_);
-    return;
-  }
-  c->take_buffer();
-  if (c->rpos_ > kReadStart && c->rlen_ == c->capacity()) c->compact();  // unlikely
-  *buf = uv_buf_init(c->buf_ + c->rlen_, c->capacity() - c->rlen_);
+  take_buffer();
+  if (rpos_ > kReadStart && rlen_ == capacity()) compact();  // unlikely
+  // Full (TLS: plaintext decrypted ahead of the owner): UV_ENOBUFS, reading stops until resumed.
+  *buf = uv_buf_init(buf_ + rlen_, static_cast<unsigned>(capacity() - rlen_));
 }
 
-void BackendConn::on_read(uv_stream_t* s, ssize_t nread, const uv_buf_t*) noexcept {
-  auto* c = static_cast<BackendConn*>(s->data);
-  if (nread == 0) return;
-  if (nread == UV_ENOBUFS && c->held_) {  // bytes came while held: stop for real until resumed
-    c->pause_reading();
+void BackendConn::on_transport_read(ssize_t nread) noexcept {
+  if (nread == 0 || closing()) return;
+  if (nread == UV_ENOBUFS) {  // bytes came while held, or the buffer is full: stop until resumed
+    pause_reading();
     return;
   }
-  if (c->tls_) c->tls_read(nread);
-  else c->received(nread);
+  received(nread);
 }
 
 void BackendConn::received(ssize_t nread) noexcept {
@@ -282,8 +247,7 @@ void BackendConn::arm_timer(uint64_t ms) noexcept {
 void BackendConn::on_timer(uv_timer_t* t) noexcept {
   auto* c = static_cast<BackendConn*>(t->data);
   if (c->closing() || !c->deadline_.fire()) return;
-  if (c->handshaking_) {
-    c->handshaking_ = false;
+  if (const tls::TlsTransport* tls = c->sock_.tls(); tls != nullptr && tls->handshaking()) {
     tls::backend_tls_stats().count(tls::BackendHandshake::kTimeout);
   }
   if (c->owner_ == nullptr) {

@@ -10,7 +10,7 @@
 #include "rondel/net/uv_util.h"
 #include "rondel/proxy/passive_health.h"
 #include "rondel/proxy/snapshot.h"
-#include "rondel/tls/client_tls.h"
+#include "rondel/proxy/backend_socket.h"
 
 namespace rondel::proxy {
 
@@ -46,27 +46,24 @@ class HealthProbe final : public net::HandleCloser {
   uv_timer_t timer_{};
 };
 
-// One check: connect, send the request, read the response head. Deletes itself when closed.
-class HealthAttempt final : public net::HandleCloser {
+// One check: connect (BackendSocket, the connector backend connections use, TLS included), send
+// the request, read the response head. Deletes itself when closed.
+class HealthAttempt final : public net::HandleCloser, private net::TransportEvents {
  public:
   explicit HealthAttempt(HealthProbe& probe) : probe_(&probe), parser_(http::Limits{}) {}
 
   void start() noexcept {
     uv_loop_t* loop = probe_->owner_.loop_;
-    uv_tcp_init(loop, &tcp_);
     uv_timer_init(loop, &timer_);
-    tcp_.data = this;
     timer_.data = this;
-    connect_.data = this;
-    write_.data = this;
     uv_timer_start(&timer_, &on_timeout, probe_->cfg_.timeout_ms, 0);
     const BackendState& st = *probe_->state_;
     request_ = probe_->cfg_.method + " " + probe_->cfg_.path + " HTTP/1.1\r\nHost: " +
                st.addr_text() +
                "\r\nUser-Agent: rondel-health-check\r\nAccept: */*\r\nConnection: close\r\n\r\n";
     parser_.begin(probe_->cfg_.method == "HEAD");
-    int rc = uv_tcp_connect(&connect_, &tcp_, reinterpret_cast<const sockaddr*>(&st.addr()),
-                            &on_connect);
+    const BackendTarget target{probe_->tls_, probe_->host_name_, {}, 0};
+    int rc = sock_.connect(loop, st, target, *this);
     if (rc != 0) finish(false, std::string("connect_") + uv_err_name(rc));
   }
 
@@ -80,7 +77,7 @@ class HealthAttempt final : public net::HandleCloser {
   void close() noexcept {
     if (closing()) return;
     close_handle(reinterpret_cast<uv_handle_t*>(&timer_));
-    close_handle(reinterpret_cast<uv_handle_t*>(&tcp_));
+    if (sock_.close()) close_other();  // on_transport_closed follows
   }
   void on_all_closed() noexcept override { delete this; }
 
@@ -92,114 +89,48 @@ class HealthAttempt final : public net::HandleCloser {
     if (p != nullptr) p->result(ok, why);
   }
 
-  static void on_connect(uv_connect_t* req, int status) noexcept {
-    auto* a = static_cast<HealthAttempt*>(req->data);
-    if (a->closing()) return;
+  void on_transport_connected(int status) noexcept override {
+    if (closing()) return;
+    if (status == UV_EPROTO && sock_.tls() != nullptr) {
+      finish(false, "tls_" + std::string(tls::backend_handshake_name(
+                                 sock_.tls()->handshake_result())));
+      return;
+    }
     if (status != 0) {
-      a->finish(false, std::string("connect_") + uv_err_name(status));
+      finish(false, std::string("connect_") + uv_err_name(status));
       return;
     }
-    int rc = 0;
-    if (a->probe_->tls_) {
-      a->tls_ = tls::ClientTls::start(a->probe_->tls_, a->probe_->state_->id(), a->tls_name());
-      if (!a->tls_) {
-        a->finish(false, "tls_no_memory");
-        return;
-      }
-      a->tls_step();  // the ClientHello
-    } else {
-      a->out_ = a->request_;
-      rc = a->flush();
-    }
-    if (rc == 0) rc = uv_read_start(a->stream(), &on_alloc, &on_read);
-    if (rc != 0) a->finish(false, std::string("io_") + uv_err_name(rc));
-  }
-
-  // The server name as BackendConn sends it: `sni`, the host name, else the address.
-  std::string tls_name() const {
-    std::string name(probe_->tls_->server_name(probe_->host_name_));
-    if (!name.empty()) return name;
-    const std::string& a = probe_->state_->addr_text();
-    if (!a.empty() && a.front() == '[') return a.substr(1, a.find(']') - 1);
-    return a.substr(0, a.rfind(':'));
-  }
-
-  // Writes out_ (and, on TLS, the ciphertext produced since) one write at a time.
-  int flush() noexcept {
-    if (writing_) return 0;
-    if (tls_) {
-      out_ += tls_->wire();
-      tls_->wire().clear();
-    }
-    if (out_.empty()) return 0;
-    flight_.swap(out_);
-    out_.clear();
-    uv_buf_t buf = uv_buf_init(flight_.data(), static_cast<unsigned>(flight_.size()));
-    int rc = uv_write(&write_, stream(), &buf, 1, &on_written);
-    writing_ = rc == 0;
-    return rc;
-  }
-
-  static void on_written(uv_write_t* req, int status) noexcept {
-    auto* a = static_cast<HealthAttempt*>(req->data);
-    a->writing_ = false;
-    if (a->closing()) return;
-    int rc = status != 0 ? status : a->flush();
-    if (rc != 0) a->finish(false, std::string("write_") + uv_err_name(rc));
-  }
-
-  // Advances the TLS handshake; once done, sends the request. False when the attempt ended.
-  bool tls_step() noexcept {
-    tls::ClientTls::Step step = tls_->handshake();
-    if (step == tls::ClientTls::Step::kFailed) {
-      finish(false, "tls_" + std::string(tls::backend_handshake_name(tls_->result())));
-      return false;
-    }
-    if (step == tls::ClientTls::Step::kDone) {
-      handshaken_ = true;
-      if (!tls_->write(request_.data(), request_.size())) {
-        finish(false, "tls_write");
-        return false;
-      }
-    }
-    if (int rc = flush(); rc != 0) {
+    out_.push(request_.data(), request_.size());
+    int rc = sock_.write(out_);
+    if (rc < 0) {
       finish(false, std::string("write_") + uv_err_name(rc));
-      return false;
-    }
-    return true;
-  }
-
-  // TLS: decrypts what arrived into buf_ and parses it. Plain reads are parsed as they come.
-  void tls_read(const char* p, size_t n) noexcept {
-    tls_->feed(p, n);
-    if (!handshaken_ && (!tls_step() || !handshaken_)) return;
-    for (;;) {
-      ssize_t got = tls_->read(plain_, sizeof plain_);
-      if (got == 0) return;
-      if (got < 0) {
-        finish(false, "closed_before_response");
-        return;
-      }
-      if (!parse(plain_, static_cast<size_t>(got))) return;
-    }
-  }
-
-  static void on_alloc(uv_handle_t* h, size_t, uv_buf_t* buf) noexcept {
-    auto* a = static_cast<HealthAttempt*>(h->data);
-    *buf = uv_buf_init(a->buf_, sizeof a->buf_);
-  }
-
-  static void on_read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) noexcept {
-    auto* a = static_cast<HealthAttempt*>(s->data);
-    if (a->closing() || nread == 0) return;
-    if (nread < 0) {
-      a->finish(false, nread == UV_EOF ? "closed_before_response"
-                                       : std::string("read_") + uv_err_name(static_cast<int>(nread)));
       return;
     }
-    if (a->tls_) a->tls_read(buf->base, static_cast<size_t>(nread));
-    else a->parse(buf->base, static_cast<size_t>(nread));
+    rc = sock_.start_reading();
+    if (rc != 0) finish(false, std::string("io_") + uv_err_name(rc));
   }
+
+  void on_transport_written(int status) noexcept override {
+    out_.pending = false;
+    out_.clear();
+    if (status < 0) finish(false, std::string("write_") + uv_err_name(status));
+  }
+
+  void on_transport_alloc(uv_buf_t* buf) noexcept override {
+    *buf = uv_buf_init(buf_, sizeof buf_);
+  }
+
+  void on_transport_read(ssize_t nread) noexcept override {
+    if (closing() || nread == 0) return;
+    if (nread < 0) {
+      finish(false, nread == UV_EOF ? "closed_before_response"
+                                    : std::string("read_") + uv_err_name(static_cast<int>(nread)));
+      return;
+    }
+    parse(buf_, static_cast<size_t>(nread));
+  }
+
+  void on_transport_closed() noexcept override { other_closed(); }
 
   // Feeds response bytes to the parser; false once the attempt ended (a status or an error).
   bool parse(const char* p, size_t left) noexcept {
@@ -242,21 +173,13 @@ class HealthAttempt final : public net::HandleCloser {
     a->finish(false, "timeout");
   }
 
-  uv_stream_t* stream() noexcept { return reinterpret_cast<uv_stream_t*>(&tcp_); }
-
   HealthProbe* probe_;
   http::ResponseParser parser_;
-  uv_tcp_t tcp_{};
+  BackendSocket sock_;
   uv_timer_t timer_{};
-  uv_connect_t connect_{};
-  uv_write_t write_{};
   std::string request_;
-  std::string out_, flight_;  // bytes to write next, the write in flight
-  std::unique_ptr<tls::ClientTls> tls_;
-  bool writing_ = false;
-  bool handshaken_ = false;
+  net::OutQueue out_;
   char buf_[4096];
-  char plain_[4096];  // TLS: decrypted response bytes
 };
 
 void HealthProbe::on_timer(uv_timer_t* t) noexcept {

@@ -1,4 +1,5 @@
-// ApiCall: resolve, connect, TLS handshake, one request, the response through http::ResponseParser.
+// ApiCall: resolve, connect (TCP or TLS transport), one request, the response through
+// http::ResponseParser.
 #include "api_client.h"
 
 #include <netdb.h>
@@ -9,16 +10,9 @@ namespace rondel::server {
 
 namespace {
 
-// Reads run back to back on the loop thread and every byte is used at once (fed to the parser
-// or to OpenSSL), so one buffer per thread serves every call.
+// Reads run back to back on the loop thread and every byte is parsed at once, so one buffer per
+// thread serves every call.
 thread_local char t_read[16 * 1024];
-thread_local char t_plain[16 * 1024];
-
-// One write in flight: the request's bytes (or TLS wire bytes) live with their request.
-struct WriteReq {
-  uv_write_t req{};
-  std::string data;
-};
 
 http::Limits response_limits() {
   http::Limits l;
@@ -42,12 +36,9 @@ core::Result<std::shared_ptr<const tls::ClientContext>> api_tls_context(
 ApiCall::ApiCall(uv_loop_t* loop, const config::ApiUrl& ep, ApiRequest req, ApiHandlers handlers)
     : loop_(loop), ep_(ep), req_(std::move(req)), handlers_(std::move(handlers)),
       parser_(response_limits()) {
-  uv_tcp_init(loop_, &tcp_);
   uv_timer_init(loop_, &timer_);
-  tcp_.data = this;
   timer_.data = this;
   resolve_.data = this;
-  connect_req_.data = this;
 }
 
 ApiCall* ApiCall::start(uv_loop_t* loop, const config::ApiUrl& ep,
@@ -62,9 +53,9 @@ void ApiCall::begin(std::shared_ptr<const tls::ClientContext> tls) noexcept {
   parser_.begin(req_.method == "HEAD");
   arm(req_.timeout_ms);
   if (ep_.tls) {
-    server_name_ = ep_.host;
-    tls_ = tls ? tls::ClientTls::start(std::move(tls), ep_.text, server_name_) : nullptr;
-    if (!tls_) return fail_soon("tls: no context");
+    if (!tls) return fail_soon("tls: no context");
+    tls_ = std::make_unique<tls::TlsTransport>(std::move(tls), ep_.text, tcp_,
+                                               static_cast<net::TransportEvents&>(*this));
   }
   if (auto sa = net::to_sockaddr(ep_.host, ep_.port)) {
     return connect(reinterpret_cast<const sockaddr*>(&*sa));
@@ -82,8 +73,7 @@ void ApiCall::on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res) noex
   auto* c = static_cast<ApiCall*>(req->data);
   c->resolving_ = false;
   if (c->ended_) {
-    // Cancelled or timed out while resolving: the handles wait for this callback to close.
-    c->close_handle(reinterpret_cast<uv_handle_t*>(&c->tcp_));
+    // Cancelled or timed out while resolving: the timer waits for this callback to close.
     c->close_handle(reinterpret_cast<uv_handle_t*>(&c->timer_));
   } else if (status != 0 || res == nullptr) {
     c->end(std::string("resolve ") + c->ep_.host + ": " + uv_strerror(status));
@@ -94,7 +84,8 @@ void ApiCall::on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res) noex
 }
 
 void ApiCall::connect(const sockaddr* sa) noexcept {
-  int r = uv_tcp_connect(&connect_req_, &tcp_, sa, &on_connect);
+  connecting_ = true;
+  int r = tls_ ? tls_->connect(loop_, sa, {}, ep_.host) : tcp_.connect(loop_, sa, this);
   if (r != 0) return fail_soon(std::string("connect: ") + uv_strerror(r));
 }
 
@@ -104,20 +95,17 @@ void ApiCall::fail_soon(std::string error) noexcept {
   uv_timer_start(&timer_, &on_timer, 0, 0);
 }
 
-void ApiCall::on_connect(uv_connect_t* req, int status) noexcept {
-  auto* c = static_cast<ApiCall*>(req->data);
-  if (c->ended_) return;
-  if (status < 0) return c->end(std::string("connect: ") + uv_strerror(status));
-  c->connected();
-}
-
-void ApiCall::connected() noexcept {
-  uv_tcp_nodelay(&tcp_, 1);
-  int r = uv_read_start(reinterpret_cast<uv_stream_t*>(&tcp_), &on_alloc, &on_read);
+void ApiCall::on_transport_connected(int status) noexcept {
+  if (ended_) return;
+  if (status == UV_EPROTO && tls_) {
+    std::string why = "tls: " + std::string(tls::backend_handshake_name(tls_->handshake_result()));
+    if (auto v = tls_->verify_error(); !v.empty()) why += " (" + std::string(v) + ")";
+    return end(why);
+  }
+  if (status < 0) return end(std::string("connect: ") + uv_strerror(status));
+  int r = transport().start_reading();
   if (r != 0) return end(std::string("read: ") + uv_strerror(r));
-  if (!tls_) return send_request();
-  handshaking_ = true;
-  read_tls(nullptr, 0);  // the ClientHello
+  send_request();
 }
 
 void ApiCall::send_request() noexcept {
@@ -134,88 +122,27 @@ void ApiCall::send_request() noexcept {
   }
   head += "\r\n";
   head += req_.body;
-  if (!tls_) {
-    send(std::move(head));
-    return;
-  }
-  if (!tls_->write(head.data(), head.size())) return end("tls: write failed");
-  flush_tls();
+  head_ = std::move(head);
+  out_.push(head_.data(), head_.size());
+  const int r = transport().write(out_);
+  if (r < 0) end(std::string("write: ") + uv_strerror(r));
 }
 
-bool ApiCall::send(std::string bytes) noexcept {
-  auto* w = new WriteReq();
-  w->data = std::move(bytes);
-  w->req.data = this;
-  uv_buf_t b = uv_buf_init(w->data.data(), static_cast<unsigned>(w->data.size()));
-  int r = uv_write(&w->req, reinterpret_cast<uv_stream_t*>(&tcp_), &b, 1,
-                   [](uv_write_t* req, int status) noexcept {
-                     auto* wr = reinterpret_cast<WriteReq*>(req);
-                     auto* c = static_cast<ApiCall*>(req->data);
-                     delete wr;
-                     if (status < 0 && !c->ended_) {
-                       c->end(std::string("write: ") + uv_strerror(status));
-                     }
-                   });
-  if (r != 0) {
-    delete w;
-    end(std::string("write: ") + uv_strerror(r));
-    return false;
-  }
-  return true;
+void ApiCall::on_transport_written(int status) noexcept {
+  out_.pending = false;
+  out_.clear();
+  if (status < 0 && !ended_) end(std::string("write: ") + uv_strerror(status));
 }
 
-bool ApiCall::flush_tls() noexcept {
-  std::string& wire = tls_->wire();
-  if (wire.empty()) return true;
-  std::string out;
-  out.swap(wire);
-  return send(std::move(out));
-}
-
-void ApiCall::on_alloc(uv_handle_t*, size_t, uv_buf_t* buf) noexcept {
+void ApiCall::on_transport_alloc(uv_buf_t* buf) noexcept {
   *buf = uv_buf_init(t_read, sizeof t_read);
 }
 
-void ApiCall::on_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) noexcept {
-  auto* c = static_cast<ApiCall*>(s->data);
-  if (c->ended_ || n == 0) return;
-  if (n < 0) {
-    if (c->tls_ && !c->handshaking_) c->read_tls(nullptr, 0);  // plaintext still buffered
-    if (!c->ended_) c->eof();
-    return;
-  }
-  if (c->req_.idle_ms > 0 && c->head_seen_) c->arm(c->req_.idle_ms);
-  c->read(buf->base, static_cast<size_t>(n));
-}
-
-void ApiCall::read(const char* p, size_t n) noexcept {
-  if (tls_) return read_tls(p, n);
-  parse(p, n);
-}
-
-void ApiCall::read_tls(const char* p, size_t n) noexcept {
-  if (n > 0) tls_->feed(p, n);
-  if (handshaking_) {
-    const tls::ClientTls::Step step = tls_->handshake();
-    if (!flush_tls()) return;
-    if (step == tls::ClientTls::Step::kMore) return;
-    handshaking_ = false;
-    if (step == tls::ClientTls::Step::kFailed) {
-      std::string why = "tls: " + std::string(tls::backend_handshake_name(tls_->result()));
-      if (auto v = tls_->verify_error(); !v.empty()) why += " (" + std::string(v) + ")";
-      return end(why);
-    }
-    send_request();
-  }
-  while (!ended_) {
-    const ssize_t got = tls_->read(t_plain, sizeof t_plain);
-    if (!flush_tls()) return;
-    if (got <= 0) {
-      if (got < 0) eof();
-      return;
-    }
-    parse(t_plain, static_cast<size_t>(got));
-  }
+void ApiCall::on_transport_read(ssize_t n) noexcept {
+  if (ended_ || n == 0) return;
+  if (n < 0) return eof();  // the end of the stream, a reset or a TLS error
+  if (req_.idle_ms > 0 && head_seen_) arm(req_.idle_ms);
+  parse(t_read, static_cast<size_t>(n));
 }
 
 void ApiCall::parse(const char* p, size_t n) noexcept {
@@ -287,8 +214,11 @@ void ApiCall::cancel() noexcept {
     uv_cancel(reinterpret_cast<uv_req_t*>(&resolve_));
     return;  // on_resolved closes the handles
   }
-  close_handle(reinterpret_cast<uv_handle_t*>(&tcp_));
   close_handle(reinterpret_cast<uv_handle_t*>(&timer_));
+  if (connecting_) {
+    close_other();  // on_transport_closed follows
+    transport().close();
+  }
 }
 
 }  // namespace rondel::server

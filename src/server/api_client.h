@@ -1,6 +1,7 @@
 // ApiCall: one HTTP/1.1 request to a control-plane API (etcd's JSON gateway, the Kubernetes API
-// server) on the daemon's libuv loop, over TCP or TLS (tls::ClientTls), its response read by the
-// project's own http::ResponseParser and its body streamed to the caller as it arrives (a watch
+// server) on the daemon's libuv loop, over net::TcpTransport::connect or tls::TlsTransport in
+// client mode (the transports backend connections use), its response read by the project's own
+// http::ResponseParser and its body streamed to the caller as it arrives (a watch
 // is one long chunked body). No second HTTP stack: this is the thin driver around those two.
 //
 // One connection per call (`Connection: close`): discovery sources make a request every few
@@ -20,9 +21,11 @@
 #include "rondel/config/config.h"
 #include "rondel/core/result.h"
 #include "rondel/http/parser.h"
+#include "rondel/net/out_queue.h"
+#include "rondel/net/tcp_transport.h"
 #include "rondel/net/uv_util.h"
 #include "rondel/tls/client_context.h"
-#include "rondel/tls/client_tls.h"
+#include "rondel/tls/tls_transport.h"
 
 namespace rondel::server {
 
@@ -46,7 +49,7 @@ struct ApiHandlers {
   std::function<void(std::string_view error)> on_end;
 };
 
-class ApiCall final : public net::HandleCloser {
+class ApiCall final : public net::HandleCloser, private net::TransportEvents {
  public:
   // Starts a request to `ep` (TLS with `tls`, which must be set when ep.tls). Never null.
   static ApiCall* start(uv_loop_t* loop, const config::ApiUrl& ep,
@@ -63,37 +66,38 @@ class ApiCall final : public net::HandleCloser {
   void connect(const sockaddr* sa) noexcept;
   // Ends the call with `error` from the next loop turn (a failure inside start()).
   void fail_soon(std::string error) noexcept;
-  void connected() noexcept;
   void send_request() noexcept;
-  bool send(std::string bytes) noexcept;  // plain bytes or TLS wire bytes, as they are
-  bool flush_tls() noexcept;
-  void read(const char* p, size_t n) noexcept;
-  void read_tls(const char* p, size_t n) noexcept;
   void parse(const char* p, size_t n) noexcept;
   void eof() noexcept;
   void end(std::string_view error) noexcept;
   void arm(uint64_t ms) noexcept;
   static void on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res) noexcept;
-  static void on_connect(uv_connect_t* req, int status) noexcept;
-  static void on_alloc(uv_handle_t* h, size_t hint, uv_buf_t* buf) noexcept;
-  static void on_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) noexcept;
   static void on_timer(uv_timer_t* t) noexcept;
+  // The transport's side.
+  void on_transport_connected(int status) noexcept override;
+  void on_transport_alloc(uv_buf_t* buf) noexcept override;
+  void on_transport_read(ssize_t n) noexcept override;
+  void on_transport_written(int status) noexcept override;
+  void on_transport_closed() noexcept override { other_closed(); }
+  net::Transport& transport() noexcept {
+    return tls_ ? static_cast<net::Transport&>(*tls_) : tcp_;
+  }
 
   uv_loop_t* loop_;
   config::ApiUrl ep_;
   ApiRequest req_;
   ApiHandlers handlers_;
-  uv_tcp_t tcp_{};
+  net::TcpTransport tcp_;
+  std::unique_ptr<tls::TlsTransport> tls_;  // over tcp_ for https
   uv_timer_t timer_{};
   uv_getaddrinfo_t resolve_{};
-  uv_connect_t connect_req_{};
   bool resolving_ = false;
-  bool handshaking_ = false;
+  bool connecting_ = false;  // a transport's connect was started: it must be closed
   bool head_seen_ = false;
   bool ended_ = false;
-  std::string server_name_;
   std::string pending_error_;  // fail_soon()
-  std::unique_ptr<tls::ClientTls> tls_;
+  std::string head_;           // the request, while it is written
+  net::OutQueue out_;
   http::ResponseParser parser_;
 };
 

@@ -2,10 +2,11 @@
 // the backend handshake counters.
 #include "rondel/tls/client_context.h"
 
-#include "rondel/tls/client_tls.h"
-
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+#include <arpa/inet.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -68,6 +69,22 @@ std::string load_files(SSL_CTX* ctx, const config::BackendTlsConfig& cfg) {
   return "";
 }
 
+bool is_ip_literal(const std::string& name) noexcept {
+  unsigned char buf[16];
+  return inet_pton(AF_INET, name.c_str(), buf) == 1 || inet_pton(AF_INET6, name.c_str(), buf) == 1;
+}
+
+// A new session the backend sent: kept for the connection's backend (the SSL's app data).
+int on_new_session(SSL* ssl, SSL_SESSION* s) noexcept {
+  const auto* c = static_cast<const ClientContext*>(SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl)));
+  const auto* key = static_cast<const std::string*>(SSL_get_app_data(ssl));
+  if (c != nullptr && key != nullptr && c->config().session_reuse) c->keep_session(*key, s);
+  return 0;  // the cache keeps a copy: OpenSSL frees its reference
+}
+
+// The one protocol rondel speaks to backends, offered by ALPN.
+constexpr unsigned char kAlpnHttp11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+
 }  // namespace
 
 std::string_view backend_handshake_name(BackendHandshake h) noexcept {
@@ -92,18 +109,51 @@ core::Result<std::shared_ptr<const ClientContext>> ClientContext::build(
     return core::fail("pool " + pool + ": tls: " + last_reason("bad protocol policy"));
   }
   SSL_CTX_set_verify(ctx, cfg.verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, nullptr);
-  // Sessions are kept by ClientTls per backend (take_session/keep_session), not by OpenSSL.
+  // Sessions are kept per backend (take_session/keep_session), not by OpenSSL.
   SSL_CTX_set_session_cache_mode(
       ctx, cfg.session_reuse ? SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE
                              : SSL_SESS_CACHE_OFF);
-  if (cfg.session_reuse) SSL_CTX_sess_set_new_cb(ctx, &ClientTls::on_new_session);
+  SSL_CTX_set_app_data(ctx, c.get());  // for on_new_session
+  if (cfg.session_reuse) SSL_CTX_sess_set_new_cb(ctx, &on_new_session);
   else SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
   SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);  // idle pooled connections stay small
+  if (SSL_CTX_set_alpn_protos(ctx, kAlpnHttp11, sizeof kAlpnHttp11) != 0) {
+    return core::fail("pool " + pool + ": tls: " + last_reason("no memory"));
+  }
   if (auto why = load_files(ctx, cfg); !why.empty()) return core::fail(why);
   return std::shared_ptr<const ClientContext>(std::move(c));
 }
 
 ClientContext::~ClientContext() { SSL_CTX_free(ctx_); }
+
+SSL* ClientContext::new_ssl(const std::string* session_key,
+                            std::string_view server_name) const noexcept {
+  SSL* ssl = SSL_new(ctx_);
+  if (ssl == nullptr) return nullptr;
+  SSL_set_app_data(ssl, const_cast<std::string*>(session_key));
+  SSL_set_connect_state(ssl);
+  try {
+    const std::string name(server_name);
+    if (!name.empty()) {
+      const bool ip = is_ip_literal(name);
+      if (!ip) SSL_set_tlsext_host_name(ssl, name.c_str());
+      if (cfg_.verify) {
+        if (ip) X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name.c_str());
+        else SSL_set1_host(ssl, name.c_str());
+      }
+    }
+  } catch (...) {
+    SSL_free(ssl);
+    return nullptr;
+  }
+  if (cfg_.session_reuse) {
+    if (SSL_SESSION* s = take_session(*session_key)) {
+      SSL_set_session(ssl, s);
+      SSL_SESSION_free(s);
+    }
+  }
+  return ssl;
+}
 
 SSL_SESSION* ClientContext::take_session(const std::string& backend) const noexcept {
   std::lock_guard<std::mutex> lock(mu_);

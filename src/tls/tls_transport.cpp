@@ -1,4 +1,5 @@
-// TlsTransport: OpenSSL over memory BIOs between the TCP transport and the codec.
+// TlsTransport: OpenSSL over a BIO of our own between the TCP transport and the codec (server
+// mode) or the backend connection (client mode: its own calls are in tls_transport_client.cpp).
 #include "rondel/tls/tls_transport.h"
 
 #include <openssl/err.h>
@@ -135,6 +136,15 @@ struct WireBio {
   }
 };
 
+bool TlsTransport::attach_wire() noexcept {
+  BIO* wire = BIO_new(WireBio::method());
+  if (wire == nullptr) return false;
+  BIO_set_data(wire, this);
+  BIO_set_init(wire, 1);
+  SSL_set_bio(ssl_, wire, wire);  // one reference, taken by the SSL
+  return true;
+}
+
 int TlsTransport::wire_write(BIO* b, const char* data, int len) noexcept {
   auto* t = static_cast<TlsTransport*>(BIO_get_data(b));
   if (len <= 0) return 0;
@@ -143,6 +153,7 @@ int TlsTransport::wire_write(BIO* b, const char* data, int len) noexcept {
     // Nothing queued before it: the record goes to the socket from OpenSSL's own buffer, and
     // only what the socket does not take now is copied (an error shows at the next write).
     int n = t->tcp_.try_write(data, static_cast<size_t>(len));
+    if (n > 0) t->wire_took_ = true;
     if (n == len) return len;
     if (n > 0) done = static_cast<size_t>(n);
   }
@@ -198,6 +209,9 @@ TlsTransport::TlsTransport(std::shared_ptr<const ServerContext> ctx, net::TcpTra
 
 TlsTransport::~TlsTransport() {
   end_handshake();
+  // Backend connections end without close_notify (an idle timeout, a client gone): OpenSSL would
+  // then mark the cached session unresumable. A connection is not evidence against its session.
+  if (ssl_ != nullptr && client_) SSL_set_shutdown(ssl_, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
   if (ssl_ != nullptr) SSL_free(ssl_);  // frees the BIO
   give_back(flight_);
   give_back(next_);
@@ -213,14 +227,7 @@ int TlsTransport::accept(uv_loop_t* loop, uv_stream_t* server) noexcept {
     return UV_EBUSY;
   }
   ssl_ = SSL_new(static_cast<SSL_CTX*>(ctx_->default_ctx()));
-  BIO* wire = BIO_new(WireBio::method());
-  if (ssl_ == nullptr || wire == nullptr) {
-    BIO_free(wire);
-    return UV_ENOMEM;
-  }
-  BIO_set_data(wire, this);
-  BIO_set_init(wire, 1);
-  SSL_set_bio(ssl_, wire, wire);  // one reference, taken by the SSL
+  if (ssl_ == nullptr || !attach_wire()) return UV_ENOMEM;
   SSL_set_accept_state(ssl_);
   handshaking_ = true;
   ++t_handshakes;
@@ -235,6 +242,7 @@ int TlsTransport::accept(uv_loop_t* loop, uv_stream_t* server) noexcept {
 void TlsTransport::end_handshake() noexcept {
   if (!handshaking_) return;
   handshaking_ = false;
+  if (client_) return;  // no slot, no timer of its own
   --t_handshakes;
   tls_stats().in_progress.fetch_sub(1, std::memory_order_relaxed);
   if (timer_open_) uv_timer_stop(&timer_);
@@ -244,7 +252,8 @@ int TlsTransport::start_reading() noexcept {
   if (closing_) return 0;
   reading_ = true;
   if (!established_) return 0;  // the handshake reads on its own
-  int rc = tcp_.start_reading();
+  // After the TCP side ended nothing more is read from it (a restart would report EOF again).
+  int rc = peer_eof_ ? 0 : tcp_.start_reading();
   if (rc != 0) return rc;
   // Plaintext (or an EOF) already buffered: deliver it from the loop, not from inside this call.
   if (peer_eof_ || SSL_has_pending(ssl_) == 1 || in_len_ > 0) {
@@ -266,7 +275,8 @@ void TlsTransport::on_transport_read(ssize_t n) noexcept {
   if (closing_) return;
   if (n < 0) {
     peer_eof_ = true;
-    if (handshaking_) handshake_failed(HandshakeFailure::kEof);
+    if (handshaking_ && client_) client_failed(BackendHandshake::kEof);
+    else if (handshaking_) handshake_failed(HandshakeFailure::kEof);
     else deliver();
     return;
   }
@@ -296,12 +306,23 @@ void TlsTransport::continue_handshake() noexcept {
     return;
   }
   if (e == SSL_ERROR_WANT_READ && !peer_eof_) return;
+  if (client_) {
+    client_failed(e == SSL_ERROR_WANT_READ ? BackendHandshake::kEof : client_reason(err));
+    return;
+  }
   handshake_failed(e == SSL_ERROR_WANT_READ ? HandshakeFailure::kEof : classify(err));
 }
 
 void TlsTransport::handshake_done() noexcept {
   end_handshake();
   established_ = true;
+  if (client_) {
+    client_->result =
+        SSL_session_reused(ssl_) == 1 ? BackendHandshake::kResumed : BackendHandshake::kOk;
+    events_->on_transport_connected(0);
+    if (!reading_ && !closing_) tcp_.stop_reading();
+    return;
+  }
   TlsStats& st = tls_stats();
   TlsVersion v = SSL_version(ssl_) == TLS1_3_VERSION ? TlsVersion::kTls13 : TlsVersion::kTls12;
   st.ok_by_version[static_cast<size_t>(v)].fetch_add(1, std::memory_order_relaxed);
@@ -368,11 +389,13 @@ int TlsTransport::write(net::OutQueue& q) noexcept {
   if (closing_) return UV_ECANCELED;
   if (!established_) return UV_ENOTCONN;
   ERR_clear_error();
+  wire_took_ = false;
   if (!encrypt(ssl_, q)) return UV_EPROTO;
   size_t bytes = q.bytes;
   int r = flush_wire();
   if (r < 0) return r;
-  q.sent_now = r == 0 ? bytes : 0;
+  // The plaintext is encrypted: it counts as sent once the socket took ciphertext of it.
+  q.sent_now = r == 0 || wire_took_ ? bytes : 0;
   if (r == 0) {
     q.clear();
     return 0;
@@ -386,6 +409,10 @@ void TlsTransport::on_transport_written(int status) noexcept {
   give_back(std::exchange(flight_, nullptr));
   int r = status < 0 ? status : (closing_ ? 0 : flush_wire());
   if (r == 1) return;  // more ciphertext went out; its completion continues here
+  if (r < 0 && handshaking_ && client_ && !closing_) {
+    client_failed(BackendHandshake::kEof);  // the backend is gone mid-handshake
+    return;
+  }
   if (r == 0 && shutdown_after_flush_ && !closing_) {
     shutdown_after_flush_ = false;
     tcp_.shutdown();
@@ -410,6 +437,8 @@ int TlsTransport::shutdown() noexcept {
 
 void TlsTransport::close() noexcept {
   if (closing_) return;
+  // A connection to a backend still keeps the session ticket sent after its last response.
+  if (client_ && established_) drain();
   closing_ = true;
   reading_ = false;
   end_handshake();
@@ -428,7 +457,7 @@ void TlsTransport::on_transport_closed() noexcept {
 void TlsTransport::on_timer(uv_timer_t* t) noexcept {
   auto* self = static_cast<TlsTransport*>(t->data);
   if (self->closing_) return;
-  if (self->handshaking_) self->handshake_failed(HandshakeFailure::kTimeout);
+  if (self->handshaking_ && !self->client_) self->handshake_failed(HandshakeFailure::kTimeout);
   else if (self->established_) {
     self->deliver();
     self->settle_input();

@@ -1,7 +1,8 @@
 """TLS to the backends of a pool (`tls` in a pool): a first rondel ("front") connects over TLS to
 a second rondel's TLS listener ("terminator"), which serves a real test backend. A good
 certificate gives 200 and keeps connections alive (backend handshakes < requests), a pool that
-keeps no idle connection resumes the session it cached, health checks run over TLS too, a wrong server name or a wrong CA gives
+keeps no idle connection resumes the session it cached, the backend handshakes offer ALPN
+http/1.1, health checks run over TLS too, a wrong server name or a wrong CA gives
 502 and is counted as `verify`, `verify: false` accepts either, large bodies (which a plain
 backend connection would splice) arrive whole, and a reload naming a bad CA file is refused with
 FILE: reason while the old pools keep serving. Certificates are made in the test (tls_certs.py)."""
@@ -103,6 +104,19 @@ class BackendTls(unittest.TestCase):
         made = self.handshakes("ok") + self.handshakes("resumed") - before
         self.assertGreaterEqual(made, 1)
         self.assertLess(made, n, "every request made its own backend handshake")
+
+    def test_backend_handshakes_offer_alpn_http11(self):
+        # rondel speaks HTTP/1.1 to backends and says so by ALPN: the terminator negotiates it.
+        def negotiated(protocol):
+            return metric_sum(scrape(self.term.admin_port)[1], "rondel_tls_handshakes_alpn_total",
+                              protocol=protocol)
+        before = negotiated("http/1.1"), negotiated("none")
+        n = 3
+        for _ in range(n):
+            status, _, body = http_get(self.front.ports["fresh"], "/")
+            self.assertEqual(status, 200, body)
+        self.assertGreaterEqual(negotiated("http/1.1") - before[0], n)
+        self.assertEqual(negotiated("none") - before[1], 0)
 
     def test_session_resumed_on_new_connections(self):
         term_resumed = metric_sum(scrape(self.term.admin_port)[1], "rondel_tls_resumptions_total")

@@ -261,6 +261,10 @@ class K8sDiscovery(unittest.TestCase):
 
     def setUp(self):
         self.api.failing = False
+        # The fake server replays no missed event: a change made between rondel's list and its
+        # watch (after the previous test's relist or cut) would never reach it. Change only
+        # while its watch is open.
+        wait_until(lambda: self.api.watching() == 1, timeout=5, what="rondel watching")
         for name in list(self.api.slices):
             if name != "cache-abc":
                 self.api.delete_slice(name)

@@ -1,9 +1,10 @@
-// TcpTransport: the Transport of a plain TCP client connection (one libuv uv_tcp_t), with an
-// optional PROXY protocol header stage in front of the codec's bytes.
+// TcpTransport: the Transport of one TCP connection (one libuv uv_tcp_t): a client connection
+// accepted, with an optional PROXY protocol header stage in front of the codec's bytes, or a
+// connection to a backend (connect(): the one place rondel calls uv_tcp_connect).
 //
-// Embedded by value in its codec: accepting and serving a connection allocates nothing (a
+// Embedded by value in its owner: accepting and serving a connection allocates nothing (a
 // connection of a PROXY-protocol listener allocates its header parser for the header stage
-// only). Loop thread only.
+// only; a connect allocates its request until it ends). Loop thread only.
 #pragma once
 
 #include <memory>
@@ -33,6 +34,13 @@ class TcpTransport final : public Transport {
   // on, peer address read). Whatever it returns, the transport must be closed with close(); 0 or
   // a libuv error. `events` must outlive the transport (until on_transport_closed).
   int accept(uv_loop_t* loop, uv_stream_t* server, TransportEvents* events) noexcept;
+  // Initialises the handle on `loop` and starts a non-blocking connect to `addr` (TCP_NODELAY
+  // on); `events` hears on_transport_connected(status) from the loop, unless close() came first.
+  // `first_bytes` (a PROXY protocol header; may be empty) is copied and written as soon as the
+  // connection is up, ahead of every later write. Whatever it returns, the transport must be
+  // closed with close(); 0 or a libuv error (UV_EMFILE: no file descriptor).
+  int connect(uv_loop_t* loop, const sockaddr* addr, TransportEvents* events,
+              std::string_view first_bytes = {}) noexcept;
 
   // Puts a PROXY protocol header stage before the codec's bytes. Call after accept() succeeded
   // and before start_reading(). A peer outside `cfg.trusted` is refused at once: counted
@@ -76,6 +84,8 @@ class TcpTransport final : public Transport {
   static void on_written(uv_write_t* req, int status) noexcept;
   static void on_shutdown(uv_shutdown_t* req, int status) noexcept;
   static void on_closed(uv_handle_t* h) noexcept;
+  struct Connecting;  // the connect request and the first bytes (tcp_transport.cpp)
+  static void on_connect(uv_connect_t* req, int status) noexcept;
 
   uv_tcp_t tcp_{};
   TransportEvents* events_ = nullptr;

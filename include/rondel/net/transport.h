@@ -1,7 +1,10 @@
-// Transport: the byte stream a client codec reads and writes (plain TCP now, TLS later), so the
-// codec and everything behind it (Exchange, routing, backends) never touch a socket directly.
+// Transport: the byte stream a client codec or a backend connection reads and writes (plain TCP,
+// or TLS over it), so the codec and everything behind it (Exchange, routing) never touch a socket
+// directly.
 //
-// One Transport per client connection, driven by one TransportEvents (the codec). Reads go into
+// One Transport per connection, driven by one TransportEvents (the codec, the BackendConn, a
+// health check). An accepted connection is ready at once; a connecting one (TcpTransport::connect,
+// TlsTransport::connect) reports on_transport_connected first. Reads go into
 // a buffer the codec supplies; a write takes an OutQueue and reports backpressure (a pending
 // write) and completion. At most one write is pending at a time. Loop thread only.
 #pragma once
@@ -31,6 +34,9 @@ class TransportEvents {
   // A TLS handshake completed with `alpn` negotiated ("h2", "http/1.1", or empty: none), before
   // the first read is delivered. Default: nothing (a plain transport never calls it).
   virtual void on_transport_ready(std::string_view alpn) noexcept { (void)alpn; }
+  // A connect ended (TCP connected and, over TLS, the client handshake done): 0, or a libuv
+  // error (UV_EPROTO: the TLS handshake failed). Default: nothing (an accepted connection).
+  virtual void on_transport_connected(int status) noexcept { (void)status; }
 
  protected:
   ~TransportEvents() = default;

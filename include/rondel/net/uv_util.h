@@ -49,6 +49,15 @@ class HandleCloser {
   bool closing() const noexcept { return closing_; }
 
  protected:
+  // Counts a close that is not a handle's own (a Transport's): call close_other() before
+  // closing it and other_closed() from its on_transport_closed.
+  void close_other() noexcept {
+    closing_ = true;
+    ++pending_;
+  }
+  void other_closed() noexcept {
+    if (--pending_ == 0) on_all_closed();
+  }
   virtual void on_all_closed() noexcept = 0;
   bool closing_ = false;
 

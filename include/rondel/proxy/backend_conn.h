@@ -1,12 +1,14 @@
 // BackendConn: one TCP connection to a backend, plain or TLS (the pool's `tls`), busy with one
 // client's exchange or idle in the backend's keep-alive pool.
 //
-// The connection reports to its owner (BackendEvents: an Exchange) through on_backend_* calls; while idle it
-// has no owner and closes itself on any byte, EOF or its idle timeout. Its read buffer comes from
-// the worker's BufferPool while busy and is returned when idle. On a TLS connection the
-// handshake runs between the TCP connect and on_backend_connected (within the connect timeout),
-// reads deliver decrypted bytes into the same buffer, write() encrypts, and fd() is -1 so that
-// nothing is spliced past the encryption. Loop thread only.
+// The connection reports to its owner (BackendEvents: an Exchange) through on_backend_* calls;
+// while idle it has no owner and closes itself on any byte, EOF or its idle timeout. Its read
+// buffer comes from the worker's BufferPool while busy and is returned when idle. The socket is a
+// BackendSocket (the one connector, shared with health checks): plain TCP, or TLS through
+// tls::TlsTransport in client mode, whose handshake runs between the TCP connect and
+// on_backend_connected (within the connect timeout); reads deliver decrypted bytes into the same
+// buffer, write() encrypts, and fd() is -1 so that nothing is spliced past the encryption. Loop
+// thread only.
 #pragma once
 
 #include <uv.h>
@@ -21,14 +23,10 @@
 #include "rondel/net/out_queue.h"
 #include "rondel/net/uv_util.h"
 #include "rondel/proxy/backend_link.h"
+#include "rondel/proxy/backend_socket.h"
 #include "rondel/proxy/response_sink.h"
 #include "rondel/proxy/worker.h"
 #include "rondel/util/intrusive_list.h"
-
-namespace rondel::tls {
-class ClientContext;
-class ClientTls;
-}  // namespace rondel::tls
 
 namespace rondel::proxy {
 
@@ -40,7 +38,8 @@ struct BackendIdleTag {};
 
 class BackendConn final : public BackendLink,
                           public net::HandleCloser,
-                          public util::ListNode<BackendIdleTag> {
+                          public util::ListNode<BackendIdleTag>,
+                          private net::TransportEvents {
  public:
   using Target = BackendTarget;
   // Starts a non-blocking connect (and TLS handshake) to `state` for `owner`; the owner hears
@@ -64,7 +63,7 @@ class BackendConn final : public BackendLink,
   int fd() const noexcept override;
   // The pool context a TLS connection was made under (nullptr: plain): an idle connection is
   // reused only by a pool snapshot with the same context.
-  const tls::ClientContext* tls_context() const noexcept;
+  const tls::ClientContext* tls_context() const noexcept { return sock_.tls_context(); }
   uint64_t reuse_key() const noexcept { return reuse_key_; }
   BackendState* state() const noexcept override { return state_; }
   bool reused() const noexcept override { return exchanges_ > 1; }
@@ -106,34 +105,23 @@ class BackendConn final : public BackendLink,
   void take_buffer() noexcept;
   void drop_buffer() noexcept;
   void compact() noexcept;  // unconsumed bytes to kReadStart
-  static void on_connect(uv_connect_t* req, int status) noexcept;
-  static void on_alloc(uv_handle_t* h, size_t suggested, uv_buf_t* buf) noexcept;
-  static void on_read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) noexcept;
   static void on_timer(uv_timer_t* t) noexcept;
-  void write_proxy_header() noexcept;
-  uv_stream_t* stream() noexcept { return reinterpret_cast<uv_stream_t*>(&tcp_); }
   // What a read brought (plaintext already at buf_ + rlen_ or in idle_byte_, or n < 0: EOF).
   void received(ssize_t n) noexcept;
-
-  // TLS (backend_conn_tls.cpp).
-  void tls_read(ssize_t n) noexcept;           // ciphertext in t_cipher, or EOF
-  void tls_handshake() noexcept;               // advances it; reports to the owner at its end
-  void tls_deliver() noexcept;                 // decrypts into the read target while reading
-  int tls_write(net::OutQueue& q, uv_write_cb cb) noexcept;
-  int flush_wire() noexcept;                   // 0 all out now, 1 pending, < 0 error
-  void kick() noexcept;                        // deliver buffered plaintext from the loop
-  static void on_wire_written(uv_write_t* req, int status) noexcept;
-  static uv_buf_t cipher_buffer() noexcept;    // one per thread: reads are handed on at once
-  // The server name a TLS connection to `state` sends and verifies.
-  static std::string tls_name(const BackendState& state, const Target& target);
-  static void on_kick(uv_timer_t* t) noexcept;
+  // The transport's side (the socket's top transport reports here).
+  void on_transport_connected(int status) noexcept override;
+  void on_transport_alloc(uv_buf_t* buf) noexcept override;
+  void on_transport_read(ssize_t n) noexcept override;
+  void on_transport_written(int status) noexcept override;
+  void on_transport_closed() noexcept override { other_closed(); }
+  // Counts a TLS handshake's end and logs a failure.
+  void handshake_ended(const tls::TlsTransport& tls, int status) noexcept;
 
   Worker& worker_;
   BackendState* state_;
   BackendEvents* owner_ = nullptr;
-  uv_tcp_t tcp_{};
+  BackendSocket sock_;
   uv_timer_t timer_{};
-  uv_connect_t connect_req_{};
   // Reads start kReadStart bytes into buf_: the headroom a sink may write in front of a body
   // piece (kBodyHeadroom, response_sink.h). [rpos_, rlen_) is received and not consumed.
   static constexpr size_t kReadStart = kBodyHeadroom;
@@ -158,26 +146,12 @@ class BackendConn final : public BackendLink,
   net::Deadline deadline_;
   char idle_byte_[64];  // read target while idle: any byte there means "close"
 
-  // The PROXY header written at connection start (null without one); lives until closed.
-  struct ProxyOut {
-    uv_write_t req{};
-    char bytes[64];
-    size_t len = 0;
-  };
-  std::unique_ptr<ProxyOut> proxy_out_;
   uint64_t reuse_key_ = 0;
-
-  // TLS state (null for plain connections).
-  std::unique_ptr<tls::ClientTls> tls_;
-  uv_timer_t kick_{};          // deferred delivery of plaintext buffered in tls_
-  uv_write_t wire_req_{};
-  std::string wire_flight_;    // ciphertext being written
-  net::OutQueue* codec_q_ = nullptr;  // the owner's write waiting for the ciphertext to go out
+  // The owner's write pending on the transport, its callback and its request's data (the
+  // transport uses q.req.data until the write completes).
+  net::OutQueue* codec_q_ = nullptr;
   uv_write_cb codec_cb_ = nullptr;
-  size_t wire_took_ = 0;       // ciphertext the socket took at once in the last flush_wire()
-  bool handshaking_ = false;
-  bool wire_pending_ = false;
-  bool tcp_eof_ = false;       // the socket ended (delivered once the plaintext is drained)
+  void* codec_data_ = nullptr;
 
   uint32_t idle_worker_ = 0;  // whose idle list holds it (the ListNode links it there)
 };

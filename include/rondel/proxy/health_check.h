@@ -5,7 +5,8 @@
 //
 // One probe per live BackendState; its consecutive results are stored in the BackendState, so
 // they survive a reload that keeps the backend id. Each check is one fresh connection
-// (`Connection: close`): connect, send METHOD PATH, read the response head with
+// (`Connection: close`) made by BackendSocket, the connector backend connections use (TLS under
+// the pool's `tls` included): connect, send METHOD PATH, read the response head with
 // http::ResponseParser, compare the status with the expected range. A connect error, a reset, a
 // malformed head, or no head within `timeout` is a failure. Loop thread only; never throws.
 #pragma once

@@ -3,7 +3,8 @@
 // the configuration (a bad CA or client certificate file fails the build and the old snapshot
 // keeps serving), and the pool's TLS session cache: one resumable session per backend.
 //
-// Immutable once built except for the session cache, which every worker reads and writes under
+// Connections use it through TlsTransport in client mode (tls_transport.h). Immutable once
+// built except for the session cache, which every worker reads and writes under
 // its mutex (once per new backend connection, never per request). BackendTlsStats are the
 // process-wide counters of backend handshakes. OpenSSL stays inside src/tls.
 #pragma once
@@ -22,6 +23,7 @@
 
 typedef struct ssl_session_st SSL_SESSION;
 typedef struct ssl_ctx_st SSL_CTX;
+typedef struct ssl_st SSL;
 
 namespace rondel::tls {
 
@@ -66,6 +68,13 @@ class ClientContext {
   std::string_view server_name(std::string_view host_name) const noexcept {
     return cfg_.sni.empty() ? host_name : std::string_view(cfg_.sni);
   }
+
+  // A new client SSL (internal to src/tls; the caller frees it; nullptr without memory) for a
+  // connection to the backend `session_key` names in the session cache (the string must outlive
+  // the SSL) and that is named `server_name`: a DNS name is sent as SNI and verified, an IP
+  // address is verified against the certificate's IP addresses (when `verify` is on). A session
+  // kept for the backend is offered; a new one the backend sends replaces it.
+  SSL* new_ssl(const std::string* session_key, std::string_view server_name) const noexcept;
 
   // The session cache (internal to src/tls), sessions kept serialised: `take` returns a new
   // session object for `backend` (the caller frees it; nullptr if none), `keep` replaces the

@@ -1,4 +1,4 @@
-// Loopback TCP pairs and blocking byte helpers for the splice tests (tests/unit/net).
+// Loopback TCP pairs and listeners, and blocking byte helpers, for the net tests.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -16,19 +16,26 @@
 
 namespace rondel::test {
 
+// A socket listening on 127.0.0.1 on a free port (the caller closes it); its address in *a.
+inline int listen_loopback(sockaddr_in* a, int backlog = 1) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  *a = sockaddr_in{};
+  a->sin_family = AF_INET;
+  a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof *a;
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(a), sizeof *a) == 0);
+  REQUIRE(::listen(fd, backlog) == 0);
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(a), &len) == 0);
+  return fd;
+}
+
 // A connected loopback TCP pair: `far` is the peer (blocking), `near` the proxy's side
 // (non-blocking), as a backend or client connection looks to rondel.
 struct TcpPair {
   int near = -1, far = -1;
   TcpPair() {
-    int lst = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    REQUIRE(::bind(lst, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    REQUIRE(::listen(lst, 1) == 0);
-    REQUIRE(::getsockname(lst, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    int lst = listen_loopback(&a);
     far = ::socket(AF_INET, SOCK_STREAM, 0);
     REQUIRE(::connect(far, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
     near = ::accept(lst, nullptr, nullptr);
