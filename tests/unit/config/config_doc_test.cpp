@@ -75,6 +75,7 @@ TEST_CASE("every schema key is documented in its section of docs/configuration.m
       {"### `subsets`", schema::kSubsetWhenKeys},
       {"### Routing quality", schema::kHotKeysKeys},
       {"### `load_report`", schema::kLoadReportKeys},
+      {"### `llm_prefix`", schema::kLlmPrefixKeys},
       {"### `health_check`", schema::kHealthKeys},
       {"### `passive_health`", schema::kPassiveKeys},
       {"### `dns`", schema::kDnsKeys},

@@ -82,7 +82,7 @@ const std::vector<BrokenCase> kBrokenCases = {
     {"bad_hash_key.yaml",
      {"bad_hash_key.yaml:5:15: 'hash_key' needs a name after 'header:', as in header:X-Cache-Key",
       "bad_hash_key.yaml:8:15: 'hash_key' must be one of uri, path, header:NAME, cookie:NAME, "
-      "query:NAME or src; got 'hdr:X-Key'",
+      "query:NAME, src or llm_prefix; got 'hdr:X-Key'",
       "bad_hash_key.yaml:11:15: 'hash_key' uri takes no ':NAME', got 'uri:x'",
       "bad_hash_key.yaml:14:15: 'hash_key' has an invalid header name 'X Key'"}},
     {"bad_names.yaml",
