@@ -90,7 +90,10 @@ BodyKey::Step BodyKey::pump() noexcept {
   while (reading_) {
     const BodyView v = source_->peek();
     if (!v.bytes.empty()) {
-      const size_t n = std::min<uint64_t>(v.bytes.size(), max_buffer_ - held_.size());
+      // At most kFeedStep at a time: the scanner stops at the anchors, and what is held past
+      // them is less than one step.
+      const size_t n = std::min<uint64_t>(std::min(v.bytes.size(), kFeedStep),
+                                          max_buffer_ - held_.size());
       if (!BodyBudget::take(n, budget_)) {
         decide(BodyKeySource::kBufferBudget);
         break;

@@ -91,6 +91,9 @@ class BodyKey final : public BodySource {
  public:
   // A pooled buffer keeps at most this much capacity between requests.
   static constexpr size_t kMaxPooledHold = 256 * 1024;
+  // Bytes fed to the scanner (and held) per step: the anchors are known within this many
+  // bytes of where they end.
+  static constexpr size_t kFeedStep = 4096;
 
   BodyKey() = default;
   BodyKey(const BodyKey&) = delete;
