@@ -178,7 +178,6 @@ class LlmPrefixTest(RondelTestCase):
         wait_until(lambda: os.path.getsize(path) > 0, timeout=5, what="the access log")
         log = open(path, "rb").read()
         self.assertNotIn(secret.encode(), log)
-        self.assertIn(b"c:", log)
 
 
 if __name__ == "__main__":
