@@ -24,8 +24,8 @@ from test_discovery_etcd import ETCD, ETCDCTL, Etcd
 from test_metrics_scrape import documented_names
 from tls_certs import Certs
 
-from harness import (SOURCE_DIR, Backend, RondelTestCase, access_records, http_get, main,
-                     make_config, metric_sum, raw_exchange, scrape, wait_until)
+from harness import (SOURCE_DIR, Backend, RondelTestCase, access_records, http_get, http_request,
+                     main, make_config, metric_sum, raw_exchange, scrape, wait_until)
 
 DOC = os.path.join(SOURCE_DIR, "docs", "metrics.md")
 HEALTH = "{ enabled: true, interval: 200ms, timeout: 500ms, rise: 2, fall: 3 }"
@@ -73,6 +73,10 @@ class EveryFamilyHasSamples(RondelTestCase):
                             f"address: {cls.slow.address}, labels: [slow]", 1)
         text = text.replace("    backends:\n", "    subsets: [{when: {header: X-Subset, value: s}, "
                             "require: [slow]}]\n    backends:\n", 1)
+        # An llm_prefix pool and its listener (the inference-routing families).
+        text = text.replace("pools:\n", "  - { name: llmweb, bind: 127.0.0.1:0, pool: llm }\n"
+                            "pools:\n  - name: llm\n    hash_key: llm_prefix\n    backends:\n"
+                            f"      - {{ address: {cls.backends[0].address} }}\n", 1)
         cls.etcd = Etcd(cls.dir) if ETCD and ETCDCTL else None
         if cls.etcd is not None:
             # A pool discovered in etcd and a fleet of one (the discovery and fleet families).
@@ -100,6 +104,10 @@ class EveryFamilyHasSamples(RondelTestCase):
                    if not n.startswith(("rondel_discovery_", "rondel_fleet_"))}
         self.rondel.reload()  # the reload families
         raw_exchange(self.rondel.port, b"BAD REQUEST\r\n\r\n")  # a rejected request
+        chat = json.dumps({"messages": [{"role": "user", "content": "hi"}]}).encode()
+        status, _, _ = http_request(self.rondel.ports["llmweb"], "POST", "/v1/chat/completions",
+                                    headers={"Content-Type": "application/json"}, body=chat)
+        self.assertEqual(status, 200)  # keyed by its body (the llm_prefix families)
         hot = next(k for k in (f"/hot/{i}" for i in range(500))
                    if self.rondel.route("p", k)["owner"] == self.slow.address)
         served = [0]
