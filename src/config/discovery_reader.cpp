@@ -134,9 +134,26 @@ void read_discovery(NodeReader& r, const Field& f, DiscoveryConfig& out) {
 void read_fleet(NodeReader& r, const Field& f, FleetConfig& out) {
   MapFields m = r.map(f.value, quote(f.key), NodeReader::value_position(f), kFleetKeys);
   if (!m.is_map()) return;
-  out.enabled = true;
   out.position = m.position();
   out.source.position = m.position();
+  if (const Field* n = m.get("instances")) {
+    // A static fleet: N given, nothing registered or watched.
+    uint64_t v = 0;
+    if (r.read_u64(*n, v, 1, kMaxFleetInstances)) out.instances = static_cast<uint32_t>(v);
+    if (m.get("etcd") != nullptr || m.get("kubernetes") != nullptr) {
+      r.error(NodeReader::value_position(*n),
+              "'instances' is a static fleet size: with 'etcd' or 'kubernetes' the fleet "
+              "counts its members itself; give one");
+    }
+    for (const char* key : {"id", "ttl", "timeout", "retry"}) {
+      if (const Field* g = m.get(key)) {
+        r.error(NodeReader::value_position(*g),
+                quote(key) + " needs a fleet source ('etcd' or 'kubernetes'), not 'instances'");
+      }
+    }
+    return;
+  }
+  out.enabled = true;
   read_source(r, m, "fleet", out.source);
   if (auto* g = m.get("id"); g && r.read_string(*g, out.id, false)) {
     if (has_space_or_control(out.id) || out.id.find('/') != std::string::npos) {

@@ -31,11 +31,10 @@ RoutePolicy::RoutePolicy(const RoutePolicyOptions& o)
       memory_(std::max<uint32_t>(o.spill_entries, 1)),
       detector_(std::max<uint32_t>(o.hot_capacity, 1), std::max<uint64_t>(o.hot_window_ms, 1)),
       table_(std::max<uint32_t>(o.hot_capacity, 1)),
-      previous_(o.pow2_replicas ? std::max<uint32_t>(o.hot_capacity, 1) : 1) {}
+      previous_(std::max<uint32_t>(o.hot_capacity, 1)) {}
 
 bool RoutePolicy::same_shape(const RoutePolicyOptions& o) const noexcept {
   return o.spill_entries == opt_.spill_entries && o.hot_capacity == opt_.hot_capacity &&
-         o.pow2_replicas == opt_.pow2_replicas &&
          o.hot_window_ms == opt_.hot_window_ms;
 }
 
@@ -48,14 +47,18 @@ void RoutePolicy::reset(const RoutePolicyOptions& o) noexcept {
   next_rebuild_ms_ = 0;  // N or the rule may have changed: rebuild at the next request
 }
 
-void RoutePolicy::rebuild(size_t eligible) {
-  if (opt_.pow2_replicas) std::swap(table_, previous_);
+void RoutePolicy::rebuild(size_t eligible, uint32_t scale) {
+  const bool quantize = opt_.pow2_replicas || scale > 1;
+  std::swap(table_, previous_);
   table_.clear();
   const uint64_t total = detector_.total();
+  HotReplicaOptions ro = replica_options_;
+  // min_count is a count of the whole fleet's requests: this detector sees 1/scale of them.
+  if (scale > 1) ro.min_count = (ro.min_count + scale - 1) / scale;
   hot_.clear();
   for (const HotKeys::Entry& e : detector_.top(table_.capacity())) {
-    uint32_t r = replicas_for(e.count - e.error, total, eligible, replica_options_);
-    if (opt_.pow2_replicas) {
+    uint32_t r = replicas_for(e.count - e.error, total, eligible, ro);
+    if (quantize) {
       const uint32_t prev = previous_.replicas(e.hash);
       r = quantize_replicas(r, std::min<uint32_t>(prev, std::bit_floor(std::max<size_t>(eligible, 1))));
     }
@@ -74,7 +77,8 @@ uint32_t RoutePolicy::observe(uint64_t hash, std::string_view key, uint64_t now_
   detector_.advance(now_ms);
   if (keyed && kind == PickKind::kFirst) detector_.observe(hash, key, 1);
   if (now_ms >= next_rebuild_ms_) {
-    rebuild(eligible.count != nullptr ? eligible.count(eligible.ctx) : 0);
+    rebuild(eligible.count != nullptr ? eligible.count(eligible.ctx) : 0,
+            eligible.scale != nullptr ? eligible.scale(eligible.ctx) : 1);
     next_rebuild_ms_ = now_ms + std::max<uint64_t>(1, opt_.hot_window_ms / 4);
   }
   return keyed ? table_.replicas(hash) : 1;

@@ -1,6 +1,7 @@
 // Backend-reported load: reading reports from response heads, effective loads for the pick.
 #include "rondel/proxy/load_report.h"
 
+#include <algorithm>
 #include <string_view>
 
 #include "rondel/proxy/load_report_parser.h"
@@ -27,24 +28,41 @@ void report_from(const config::LoadReportConfig& cfg, const http::ResponseHead& 
   st.at_ms.store(now_ms == 0 ? 1 : now_ms, std::memory_order_relaxed);
 }
 
-uint32_t effective_load_of(const Pool& pool, size_t i, uint64_t now_ms) noexcept {
+namespace {
+
+// Backend i's report as the pick reads it (never fresh when the pool reads no reports), with
+// this instance's in-flight count now.
+core::ReportView report_view(const Pool& pool, size_t i) noexcept {
   const BackendState& b = pool.backend(static_cast<core::BackendIndex>(i));
   core::ReportView v;
-  v.reported = b.report.reported.load(std::memory_order_relaxed);
-  v.at_ms = b.report.at_ms.load(std::memory_order_relaxed);
-  v.local_at_report = b.report.local_at_report.load(std::memory_order_relaxed);
+  if (pool.config().load_report.enabled) {
+    v.reported = b.report.reported.load(std::memory_order_relaxed);
+    v.at_ms = b.report.at_ms.load(std::memory_order_relaxed);
+    v.local_at_report = b.report.local_at_report.load(std::memory_order_relaxed);
+  }
   v.local_in_flight = b.in_flight.load(std::memory_order_relaxed);
-  return core::effective_load(v, now_ms, pool.config().load_report.max_age_ms);
+  return v;
+}
+
+}  // namespace
+
+uint32_t fleet_instances_of(const Pool& pool) noexcept {
+  return std::max<uint32_t>(pool.state().fleet_instances.load(std::memory_order_relaxed), 1);
+}
+
+bool reads_fleet_loads(const Pool& pool) noexcept {
+  return pool.config().load_report.enabled || fleet_instances_of(pool) > 1;
+}
+
+uint32_t effective_load_of(const Pool& pool, size_t i, uint64_t now_ms) noexcept {
+  return core::effective_load(report_view(pool, i), now_ms,
+                              pool.config().load_report.max_age_ms, fleet_instances_of(pool));
 }
 
 uint64_t local_limit_of(const Pool& pool, size_t i, uint64_t now_ms, uint32_t cap) noexcept {
-  if (!pool.config().load_report.enabled) return cap;
-  const BackendState& b = pool.backend(static_cast<core::BackendIndex>(i));
-  core::ReportView v;
-  v.reported = b.report.reported.load(std::memory_order_relaxed);
-  v.at_ms = b.report.at_ms.load(std::memory_order_relaxed);
-  v.local_at_report = b.report.local_at_report.load(std::memory_order_relaxed);
-  return core::local_limit(v, now_ms, pool.config().load_report.max_age_ms, cap);
+  if (!reads_fleet_loads(pool)) return cap;
+  return core::local_limit(report_view(pool, i), now_ms, pool.config().load_report.max_age_ms,
+                           cap, fleet_instances_of(pool));
 }
 
 void fill_effective_loads(const Pool& pool, uint64_t now_ms, std::vector<uint32_t>& loads,

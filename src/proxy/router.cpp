@@ -40,6 +40,10 @@ size_t eligible_of(const void* pool) noexcept {
   return static_cast<const Pool*>(pool)->eligible_count();
 }
 
+uint32_t detectors_of(const void* pool) noexcept {
+  return static_cast<const Pool*>(pool)->state().detectors.load(std::memory_order_relaxed);
+}
+
 // Adds to the exclusion set every backend at max_connections_per_backend for which `worker`
 // (kAnyWorker: any worker) holds no idle connection. Returns how many it added.
 uint16_t exclude_at_limit(const Pool& pool, uint32_t worker, core::PickInput& in,
@@ -84,11 +88,12 @@ core::Affinity affinity_of(const RouteKey& k) noexcept {
   return k.kind == RouteKey::Kind::kKey ? core::Affinity::kKey : core::Affinity::kNone;
 }
 
-// With load_report on, the pick compares effective loads (reported while fresh, else local):
-// one buffer per thread, grown to the largest pool once.
-// Returns the effective loads `in` now reads (this thread's buffer), empty when reports are off.
+// With load_report on or a fleet of N > 1, the pick compares effective loads on the fleet's
+// scale (reported while fresh, else N times local): one buffer per thread, grown to the
+// largest pool once. Returns the effective loads `in` now reads (this thread's buffer), empty
+// when the pick reads the counters themselves.
 std::span<uint32_t> use_reported_loads(const Pool& pool, uint64_t now_ms, core::PickInput& in) {
-  if (!pool.config().load_report.enabled) return {};
+  if (!reads_fleet_loads(pool)) return {};
   thread_local std::vector<uint32_t> loads;
   fill_effective_loads(pool, now_ms, loads, in);
   return std::span<uint32_t>(loads.data(), pool.size());
@@ -239,7 +244,7 @@ Router::PoolRoute* Router::observe(const Pool& pool, const PickRequest& rq,
   const uint64_t observed = rq.key.grouped ? rq.key.group : rq.key.hash;
   const std::string_view text = rq.key.grouped ? rq.key.group_key : rq.key.key;
   replicas = st->policy.observe(observed, text, rq.now_ms, rq.kind, affinity,
-                                {&eligible_of, &pool});
+                                {&eligible_of, &pool, &detectors_of});
   if (st->published != st->policy.rebuilds()) {
     st->published = st->policy.rebuilds();
     std::lock_guard<std::mutex> lock(ps.hot_mu);

@@ -209,6 +209,7 @@ void Daemon::after_publish(const std::shared_ptr<const proxy::Snapshot>& prev) {
   }
   health_->sync(*snap, now);
   refresh_pools();
+  share_fleet_size();  // on the new pools at once
   if (fleet_) fleet_->set_placement(*snap);
 }
 
@@ -538,6 +539,23 @@ void Daemon::check_health() noexcept {
     proxy::PassiveHealth::restore_due(*p, now, log_);
     p->refresh_weights(now);
   }
+  share_fleet_size();
+}
+
+void Daemon::share_fleet_size() noexcept {
+  const auto& snap = worker_->snapshot();
+  if (!snap) return;
+  const uint32_t n = fleet_size();
+  for (const auto& p : snap->pools()) {
+    p->state().fleet_instances.store(n, std::memory_order_relaxed);
+    p->state().detectors.store(n * workers_, std::memory_order_relaxed);
+  }
+}
+
+uint32_t Daemon::fleet_size() const noexcept {
+  if (base_cfg_.fleet.instances > 0) return base_cfg_.fleet.instances;
+  if (fleet_ == nullptr) return 1;
+  return std::max<uint32_t>(static_cast<uint32_t>(fleet_->members().size()), 1);
 }
 
 void Daemon::finish_shutdown() noexcept {

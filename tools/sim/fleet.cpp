@@ -83,7 +83,9 @@ core::Result<FleetReport> run_fleet(const SimOptions& opt, bool reports) {
 
   FleetReport r;
   r.reports = reports;
-  uint64_t spilled = 0, misses = 0;
+  uint64_t spilled = 0, misses = 0, report_count = 0;
+  double age_sum = 0.0;
+  const uint32_t fleet_n = opt.fleet_n == 0 ? static_cast<uint32_t>(l) : opt.fleet_n;
   double ratio_sum = 0.0, cap_sum = 0.0, over_sum = 0.0;
   // (time, backend, client)
   using Departure = std::tuple<double, core::BackendIndex, uint32_t>;
@@ -97,10 +99,15 @@ core::Result<FleetReport> run_fleet(const SimOptions& opt, bool reports) {
     for (size_t i = 0; i < n; ++i) {
       core::ReportView v = x.report[i];
       v.local_in_flight = x.local[i];
-      x.loads[i] = reports ? core::effective_load(v, ms(now), max_age) : x.local[i];
-      if (reports && x.loads[i] == x.local[i] && v.at_ms != 0 &&
-          ms(now) - v.at_ms > max_age) {
-        ++r.stale_reads;
+      if (!reports) v.at_ms = 0;  // never fresh: N * local (the per-instance bound at N = 1)
+      x.loads[i] = core::effective_load(v, ms(now), max_age, fleet_n);
+      if (reports && v.at_ms != 0) {
+        if (core::report_fresh(v.at_ms, ms(now), max_age)) {
+          ++r.fresh_reads;
+          age_sum += static_cast<double>(ms(now) - std::min(ms(now), v.at_ms)) / 1000.0;
+        } else {
+          ++r.stale_reads;
+        }
       }
       total += x.loads[i];
     }
@@ -138,9 +145,11 @@ core::Result<FleetReport> run_fleet(const SimOptions& opt, bool reports) {
     arrive(req, static_cast<uint32_t>(req), 0.0);
   }
   double next_poll = opt.report_poll;
+  double end_time = 0.0;
   for (; req < opt.requests; ++req) {
     const auto [when, b, client] = departures.top();
     departures.pop();
+    end_time = when;
     // Out-of-band polls (health checks) due before this departure: every instance reads every
     // backend's true count.
     while (reports && opt.report_poll > 0 && next_poll <= when) {
@@ -156,6 +165,7 @@ core::Result<FleetReport> run_fleet(const SimOptions& opt, bool reports) {
     // The response carries the backend's count, this request excluded, to its instance, which
     // notes its own count of the backend, this request excluded too.
     x.report[b] = {truth[b], ms(when), x.local[b], 0};
+    ++report_count;
     arrive(req, client, when);
   }
   if (r.measured > 0) {
@@ -166,6 +176,8 @@ core::Result<FleetReport> run_fleet(const SimOptions& opt, bool reports) {
     r.spill = spilled / m;
     r.miss_rate = misses / m;
   }
+  if (r.fresh_reads > 0) r.mean_report_age = age_sum / static_cast<double>(r.fresh_reads);
+  if (end_time > 0) r.reports_per_backend = report_count / (end_time * n * l);
   return r;
 }
 

@@ -25,6 +25,9 @@ struct FleetReport {
   double spill = 0.0;               // share of requests served away from the key's owner
   double miss_rate = 0.0;
   uint64_t stale_reads = 0;         // backend loads read as the local count: report too old
+  uint64_t fresh_reads = 0;         // backend loads read from a fresh report
+  double mean_report_age = 0.0;     // mean age of the fresh reports read, time units
+  double reports_per_backend = 0.0; // reports an instance gets per backend per time unit
 };
 
 // Runs the closed-loop fleet model (--clients K split over instances by --fleet-split shares,

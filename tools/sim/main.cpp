@@ -313,14 +313,20 @@ int run_fleet_mode(const SimOptions& o) {
       j.field("spill", r.spill);
       j.field("miss_rate", r.miss_rate);
       j.field("stale_reads", r.stale_reads);
+      j.field("fresh_reads", r.fresh_reads);
+      j.field("mean_report_age", r.mean_report_age);
+      j.field("reports_per_backend", r.reports_per_backend);
       j.end();
       std::printf("%s\n", j.str().c_str());
     } else {
       std::printf("%-8s max/mean in flight %.4f (peak %.4f)  max/cap %.4f  over cap %.4f"
-                  "  spill %.4f  miss %.4f  stale reads %llu\n",
+                  "  spill %.4f  miss %.4f  stale reads %llu  fresh %llu  age %.3f"
+                  "  reports/backend/t %.3f\n",
                   r.reports ? "reports" : "local", r.max_over_mean, r.max_over_mean_peak,
                   r.max_over_cap, r.over_cap_share, r.spill, r.miss_rate,
-                  static_cast<unsigned long long>(r.stale_reads));
+                  static_cast<unsigned long long>(r.stale_reads),
+                  static_cast<unsigned long long>(r.fresh_reads), r.mean_report_age,
+                  r.reports_per_backend);
     }
   }
   return 0;

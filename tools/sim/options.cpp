@@ -91,8 +91,9 @@ std::string usage() {
          "Measures key balance, movement on churn, memory, build and lookup time of one\n"
          "placement algorithm; with --replay, runs an event-driven bounded-load replay instead;\n"
          "with --fleet (--clients K, --fleet-split 60,30,10, --report-age A, --report-poll P,\n"
-         "--slack S), runs K closed-loop clients through L instances, without then with\n"
-         "backend-reported load\n"
+         "--slack S, --fleet-n N: 1 = instances unaware of the fleet, 0 = they know its size),\n"
+         "runs K closed-loop clients through L instances, without then with backend-reported\n"
+         "load\n"
          "with --routing, replays routing policies against per-backend LRU caches (one line per\n"
          "policy and balance factor; --json: one JSON object per line).\n"
          "  --points K          ring and skeleton points per unit of weight (default 160)\n"
@@ -226,6 +227,9 @@ core::Result<SimOptions> parse_options(int argc, char** argv) {
       ok = ok && !o.fleet_split.empty();
     } else if (flag == "--report-age") {
       ok = parse_double(v, 0.0, o.report_age);
+    } else if (flag == "--fleet-n") {
+      ok = parse_u64(v, 0, 1024, n);
+      o.fleet_n = static_cast<uint32_t>(n);
     } else if (flag == "--report-poll") {
       ok = parse_double(v, 0.0, o.report_poll);
     } else if (flag == "--clients") {

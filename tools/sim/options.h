@@ -71,6 +71,9 @@ struct SimOptions {
   bool fleet = false;
   std::vector<uint32_t> fleet_split = {60, 30, 10};  // --fleet-split: clients per instance, %
   double report_age = 2.0;            // --report-age A: a report's max age, time units
+  // --fleet-n N: the fleet size each instance scales its view by (core::effective_load's
+  // `instances`): 1 = unaware (the per-instance bound), 0 = the true number of instances.
+  uint32_t fleet_n = 1;
   double report_poll = 0.0;           // --report-poll P: every instance polls every backend
                                       // each P time units too (0: reports on responses only)
 };

@@ -193,8 +193,15 @@ struct DiscoveryConfig {
 // watching the prefix tells every instance how many they are and whether they agree. On
 // Kubernetes the ready endpoints of the instance's own Service are the fleet (N and the
 // members; their fingerprints are not shared).
+// Largest static fleet size (`fleet: {instances: N}`).
+inline constexpr uint64_t kMaxFleetInstances = 1024;
+
 struct FleetConfig {
+  // A source is configured (etcd or kubernetes): this instance registers and watches the fleet.
   bool enabled = false;
+  // `instances: N` instead of a source: a static fleet size (0 = not given). Either way the
+  // bound scales what this instance sees by N (docs/routing.md "Fleets").
+  uint32_t instances = 0;
   // kind kEtcd: endpoints, prefix, ca; kKubernetes: service, namespace, port, server,
   // token_file, ca. Either: timeout and retry.
   DiscoveryConfig source;

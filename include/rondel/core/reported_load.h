@@ -50,32 +50,58 @@ struct ReportView {
   uint32_t local_in_flight = 0;  // this instance's in-flight count of the backend now
 };
 
-// The load the bound compares for one backend. While the report is fresh (at_ms != 0 and
-// now_ms - at_ms <= max_age_ms) it is the report moved by this instance's own change since:
-// reported + local_in_flight - local_at_report, so requests this instance started since raise
-// it and those that completed since lower it; at least 0, at most UINT32_MAX. Otherwise it is
-// local_in_flight. A report from the future (at_ms > now_ms, another thread's clock) is fresh.
-constexpr uint32_t effective_load(const ReportView& r, uint64_t now_ms,
-                                  uint64_t max_age_ms) noexcept {
-  const bool fresh = r.at_ms != 0 && (now_ms <= r.at_ms || now_ms - r.at_ms <= max_age_ms);
-  if (!fresh) return r.local_in_flight;
-  const int64_t e = int64_t{r.reported} + int64_t{r.local_in_flight} - int64_t{r.local_at_report};
+// Whether a report that arrived at `at_ms` (0 = never) is still used at `now_ms`. A report from
+// the future (at_ms > now_ms, another thread's clock) is fresh.
+constexpr bool report_fresh(uint64_t at_ms, uint64_t now_ms, uint64_t max_age_ms) noexcept {
+  return at_ms != 0 && (now_ms <= at_ms || now_ms - at_ms <= max_age_ms);
+}
+
+// Largest fleet the estimates scale by (a larger N is read as this): keeps N * count within
+// 64 bits for any 32-bit count.
+inline constexpr uint32_t kMaxFleetScale = 1u << 16;
+
+// N as the estimates read it: 0 is 1, at most kMaxFleetScale.
+constexpr int64_t fleet_scale(uint32_t instances) noexcept {
+  return instances == 0 ? 1 : instances > kMaxFleetScale ? kMaxFleetScale : instances;
+}
+
+// The load the bound compares for one backend, on the fleet's scale: `instances` (N >= 1, 0 is
+// read as 1, above kMaxFleetScale as kMaxFleetScale) rondel instances share the backends, and each is assumed to send it as much as this
+// one does (the symmetric-spraying estimate: N times what this instance sees).
+//  * Fresh report (report_fresh): the report moved by N times this instance's own change since:
+//    reported + N * (local_in_flight - local_at_report), so each request this instance started
+//    since stands for one per instance, and each that completed likewise. At least 0.
+//  * Stale or absent report: N * local_in_flight, this instance's own count scaled to the fleet.
+// With N = 1 these are the report moved by this instance's change, and the local count.
+// At most UINT32_MAX. The estimate is wrong when the instances' shares are uneven: see
+// docs/algorithms.md ("Fleet scale").
+constexpr uint32_t effective_load(const ReportView& r, uint64_t now_ms, uint64_t max_age_ms,
+                                  uint32_t instances = 1) noexcept {
+  const int64_t n = fleet_scale(instances);
+  const int64_t e = report_fresh(r.at_ms, now_ms, max_age_ms)
+                        ? int64_t{r.reported} +
+                              n * (int64_t{r.local_in_flight} - int64_t{r.local_at_report})
+                        : n * int64_t{r.local_in_flight};
   if (e <= 0) return 0;
   return e > int64_t{UINT32_MAX} ? UINT32_MAX : static_cast<uint32_t>(e);
 }
 
 // The in-flight count this instance may hold on the backend while its effective load stays
 // below `cap`: for every local count L (r.local_in_flight ignored),
-//   effective_load(r with local_in_flight = L, now_ms, max_age_ms) < cap  <=>  L < local_limit.
+//   effective_load(r with local_in_flight = L, now_ms, max_age_ms, N) < cap  <=>  L < local_limit.
 // It turns a capacity the pick compared against the effective load into a bound on the local
 // counter alone, which one compare-and-swap can check and raise (proxy::InFlightSlot::
-// take_below). Stale or absent report: cap itself.
+// take_below). Fresh report: local_at_report + ceil((cap - reported) / N), at least 0; stale
+// or absent: ceil(cap / N) (cap itself for N = 1).
 // 64 bits: the limit can pass UINT32_MAX (a report far below this instance's count then).
 constexpr uint64_t local_limit(const ReportView& r, uint64_t now_ms, uint64_t max_age_ms,
-                               uint32_t cap) noexcept {
-  const bool fresh = r.at_ms != 0 && (now_ms <= r.at_ms || now_ms - r.at_ms <= max_age_ms);
-  if (!fresh || cap == 0) return fresh ? 0 : cap;
-  const int64_t l = int64_t{cap} + int64_t{r.local_at_report} - int64_t{r.reported};
+                               uint32_t cap, uint32_t instances = 1) noexcept {
+  const int64_t n = fleet_scale(instances);
+  // ceil(a / n) for any sign of a, n > 0.
+  const auto ceil_div = [n](int64_t a) { return a >= 0 ? (a + n - 1) / n : -((-a) / n); };
+  if (!report_fresh(r.at_ms, now_ms, max_age_ms)) return static_cast<uint64_t>(ceil_div(cap));
+  if (cap == 0) return 0;
+  const int64_t l = int64_t{r.local_at_report} + ceil_div(int64_t{cap} - int64_t{r.reported});
   return l <= 0 ? 0 : static_cast<uint64_t>(l);
 }
 

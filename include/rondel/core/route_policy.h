@@ -65,11 +65,17 @@ struct HotKeyReplicas {
   uint32_t replicas = 1;
 };
 
-// Counts the backends a hot key may be replicated over (usable, positive weight). Called only
-// when the replica table is rebuilt (every window/4), never per request.
+// What a replica-table rebuild (every window/4, never per request) reads of the live pool:
+// `count` gives the backends a hot key may be replicated over (usable, positive weight);
+// `scale` (optional) how many detectors share the traffic, each seeing about 1/scale of it
+// (instances of the fleet times workers): the counts are scaled by it before min_count is
+// compared, and when it is above 1 the replica counts are quantized to powers of two with
+// hysteresis (quantize_replicas), so that detectors that measure a key's share a little
+// differently still choose the same replicas.
 struct EligibleCounter {
   size_t (*count)(const void* ctx) noexcept = nullptr;
   const void* ctx = nullptr;
+  uint32_t (*scale)(const void* ctx) noexcept = nullptr;
 };
 
 class RoutePolicy {
@@ -122,14 +128,14 @@ class RoutePolicy {
   const RoutePolicyOptions& options() const noexcept { return opt_; }
 
  private:
-  void rebuild(size_t eligible);
+  void rebuild(size_t eligible, uint32_t scale);
 
   RoutePolicyOptions opt_;
   HotReplicaOptions replica_options_;
   SpillMemory memory_;
   HotKeys detector_;
   HotReplicas table_;
-  HotReplicas previous_;  // pow2_replicas: the last table, for the hysteresis
+  HotReplicas previous_;  // quantized replicas: the last table, for the hysteresis
   std::vector<HotKeyReplicas> hot_;
   uint64_t hot_total_ = 0;
   uint64_t rebuilds_ = 0;

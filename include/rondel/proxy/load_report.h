@@ -64,12 +64,21 @@ void report_from(const config::LoadReportConfig& cfg, const http::ResponseHead& 
                  uint64_t now_ms, LoadReportState& st,
                  ReportSource source = ReportSource::kResponse) noexcept;
 
-// The effective load of backend i of `pool` now (core::effective_load over its report state and
-// its local in-flight count, max_age from the pool's config).
+// N, the instances of the fleet sharing `pool`'s backends (PoolState::fleet_instances, at
+// least 1).
+uint32_t fleet_instances_of(const Pool& pool) noexcept;
+// Whether a pick over `pool` compares effective loads (fill_effective_loads) instead of the
+// bare in-flight counters: with load_report on, or when the fleet has more than one instance
+// (each count then stands for N).
+bool reads_fleet_loads(const Pool& pool) noexcept;
+
+// The effective load of backend i of `pool` now, on the fleet's scale (core::effective_load
+// over its report state when load_report is on, its local in-flight count, max_age from the
+// pool's config, N = fleet_instances_of).
 uint32_t effective_load_of(const Pool& pool, size_t i, uint64_t now_ms) noexcept;
 
 // The in-flight count this instance may hold on backend i while its effective load stays below
-// `cap` (core::local_limit over its report state; cap itself when reports are off or stale).
+// `cap` (core::local_limit; cap itself when reads_fleet_loads is false).
 uint64_t local_limit_of(const Pool& pool, size_t i, uint64_t now_ms, uint32_t cap) noexcept;
 
 // Replaces `in`'s load view by the effective loads of `pool`'s backends at `now_ms` and sets

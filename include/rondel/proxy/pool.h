@@ -60,6 +60,13 @@ struct PoolState {
   std::vector<core::HotKeyReplicas> hot;  // keys with R > 1, hottest first
   uint64_t hot_window_total = 0;    // requests over the window the counts cover
   std::atomic<uint64_t> total_in_flight{0};
+  // The fleet this instance is one of (config `fleet`, docs/routing.md "Fleets"): N, the
+  // instances sharing these backends (1 = alone or unknown), and the hot-key detectors sharing
+  // the pool's traffic (N times the workers). Written by the daemon's loop only
+  // (Daemon::refresh_pools, on its tick); read relaxed by every pick (core::effective_load's
+  // `instances`) and replica-table rebuild (EligibleCounter::scale).
+  std::atomic<uint32_t> fleet_instances{1};
+  std::atomic<uint32_t> detectors{1};
   // Backends of this pool with a health flag set (down or ejected), kept by BackendState as
   // its flags change: never below the true count, briefly above it while a flag changes.
   std::atomic<uint32_t> unusable{0};

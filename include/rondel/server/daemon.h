@@ -118,6 +118,10 @@ class Daemon {
   // After a publish: slow start for backends new to their pool, health-check probes, weights.
   void after_publish(const std::shared_ptr<const proxy::Snapshot>& prev);
   void refresh_pools() noexcept;
+  // N, the instances sharing the backends: `fleet: {instances}`, else the members the fleet
+  // source sees (at least 1), else 1. Stored into every pool on each tick (check_health).
+  uint32_t fleet_size() const noexcept;
+  void share_fleet_size() noexcept;  // fleet_size() into every pool's PoolState
   void on_dns_change();
   void watch_connect_failures();
   void wait_for_dns(const config::Config& cfg);

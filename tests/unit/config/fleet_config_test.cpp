@@ -68,5 +68,21 @@ TEST_CASE("fleet: one source, and a Service name, else an error at its position"
             "at most 63), got 'Rondel'"});
 }
 
+TEST_CASE("fleet: a static size with 'instances', alone") {
+  const LoadResult r = load_string(std::string(kHead) + "fleet: { instances: 3 }\n", "f.yaml");
+  REQUIRE(r.ok());
+  CHECK_FALSE(r.config.fleet.enabled);  // nothing registered or watched
+  CHECK(r.config.fleet.instances == 3);
+  CHECK(fleet_errors_of("fleet: { instances: 0 }\n") ==
+        std::vector<std::string>{"f.yaml:5:21: 'instances' must be between 1 and 1024, got 0"});
+  CHECK(fleet_errors_of("fleet:\n  instances: 2\n  etcd: { endpoints: [http://h:1], prefix: /f/ }\n") ==
+        std::vector<std::string>{
+            "f.yaml:6:14: 'instances' is a static fleet size: with 'etcd' or 'kubernetes' the "
+            "fleet counts its members itself; give one"});
+  CHECK(fleet_errors_of("fleet: { instances: 2, ttl: 5s }\n") ==
+        std::vector<std::string>{
+            "f.yaml:5:29: 'ttl' needs a fleet source ('etcd' or 'kubernetes'), not 'instances'"});
+}
+
 }  // namespace
 }  // namespace rondel::config

@@ -36,6 +36,33 @@ TEST_CASE("effective load: the report moved by this instance's change since, sta
   CHECK(effective_load(r, 5, 1) == UINT32_MAX);  // saturates
 }
 
+TEST_CASE("effective load on a fleet of N: each local change stands for N, stale is N x local") {
+  // 3 instances. The backend reported 10 when this instance held 2 there; it holds 4 now: two
+  // starts here stand for six across the fleet.
+  ReportView r{.reported = 10, .at_ms = 100, .local_at_report = 2, .local_in_flight = 4};
+  CHECK(effective_load(r, 150, 1000, 3) == 16);
+  CHECK(effective_load(r, 150, 1000, 1) == 12);
+  // One completion since: 10 - 3.
+  r.local_in_flight = 1;
+  CHECK(effective_load(r, 150, 1000, 3) == 7);
+  // Four completions' worth would go below 0: 0.
+  r.local_at_report = 5;
+  CHECK(effective_load(r, 150, 1000, 3) == 0);
+  // Stale: this instance's own count on the fleet's scale, not the bare local count (which
+  // would make a stale backend look three times emptier than the fresh ones beside it).
+  r.local_in_flight = 4;
+  CHECK(effective_load(r, 1101, 1000, 3) == 12);
+  CHECK(effective_load(ReportView{.local_in_flight = 5}, 7, 1000, 4) == 20);
+  // N = 0 is read as 1; saturation at UINT32_MAX.
+  CHECK(effective_load(ReportView{.local_in_flight = 5}, 7, 1000, 0) == 5);
+  CHECK(effective_load(ReportView{.local_in_flight = UINT32_MAX}, 7, 1000, 2) == UINT32_MAX);
+  // The matching local limits: cap 13 with the report above leaves 5 + ceil(3 / 3) = 6 (L = 5
+  // gives 10, L = 6 gives 13); stale, ceil(13 / 3) = 5 (L = 4 gives 12, L = 5 gives 15).
+  CHECK(local_limit(r, 150, 1000, 13, 3) == 6);
+  CHECK(local_limit(r, 1101, 1000, 13, 3) == 5);
+  CHECK(local_limit(r, 1101, 1000, 13, 1) == 13);
+}
+
 TEST_CASE("effective load: completions since the report lower it, never below 0") {
   // Reported 10 with 4 of this instance's requests in flight; 3 of them completed since.
   ReportView r{.reported = 10, .at_ms = 1000, .local_at_report = 4, .local_in_flight = 1};
@@ -137,9 +164,9 @@ TEST_CASE("reports cannot make every backend full") {
 }
 
 TEST_CASE("local limit: below it exactly when the effective load is below the cap (property)") {
-  // For random reports, ages and caps, every local count L satisfies
-  // effective_load(L) < cap <=> L < local_limit: the one bound a compare-and-swap on the local
-  // counter checks is the bound the pick compared. Edge values (0, UINT32_MAX) mixed in.
+  // For random reports, ages, caps and fleet sizes N, every local count L satisfies
+  // effective_load(L, N) < cap <=> L < local_limit(N): the one bound a compare-and-swap on the
+  // local counter checks is the bound the pick compared. Edge values (0, UINT32_MAX) mixed in.
   std::mt19937_64 rng(20261202);
   auto draw = [&rng]() -> uint32_t {
     switch (rng() % 4) {
@@ -153,7 +180,10 @@ TEST_CASE("local limit: below it exactly when the effective load is below the ca
     const uint64_t now = rng() % 4;
     const uint64_t max_age = rng() % 2;
     const uint32_t cap = draw();
-    const uint64_t limit = local_limit(r, now, max_age, cap);
+    constexpr uint32_t kFleets[] = {0, 1, 1, 2, 3, 4, 7, 64, UINT32_MAX};
+    const uint32_t fleet = kFleets[rng() % std::size(kFleets)];
+    CAPTURE(fleet);
+    const uint64_t limit = local_limit(r, now, max_age, cap, fleet);
     const auto near = [](uint64_t v) { return static_cast<uint32_t>(std::min<uint64_t>(v, UINT32_MAX)); };
     for (uint32_t l : {uint32_t{0}, uint32_t{1}, near(limit == 0 ? 0 : limit - 1), near(limit),
                        near(limit + 1), draw()}) {
@@ -163,7 +193,7 @@ TEST_CASE("local limit: below it exactly when the effective load is below the ca
       CAPTURE(r.local_at_report);
       CAPTURE(l);
       CAPTURE(cap);
-      CHECK((effective_load(r, now, max_age) < cap) == (l < limit));
+      CHECK((effective_load(r, now, max_age, fleet) < cap) == (l < limit));
     }
   }
 }
