@@ -14,6 +14,7 @@
 #include "placement.h"
 #include "rondel/core/bounded.h"
 #include "rondel/core/reported_load.h"
+#include "rondel/core/route_policy.h"
 #include "zipf.h"
 
 namespace rondel::sim {
@@ -178,6 +179,78 @@ core::Result<FleetReport> run_fleet(const SimOptions& opt, bool reports) {
   }
   if (r.fresh_reads > 0) r.mean_report_age = age_sum / static_cast<double>(r.fresh_reads);
   if (end_time > 0) r.reports_per_backend = report_count / (end_time * n * l);
+  return r;
+}
+
+namespace {
+
+struct AgreementCtx {
+  size_t eligible;
+  uint32_t scale;
+};
+size_t agreement_eligible(const void* c) noexcept {
+  return static_cast<const AgreementCtx*>(c)->eligible;
+}
+uint32_t agreement_scale(const void* c) noexcept {
+  return static_cast<const AgreementCtx*>(c)->scale;
+}
+
+}  // namespace
+
+core::Result<HotAgreementReport> run_hot_agreement(const SimOptions& opt, uint32_t scale) {
+  if (opt.fleet_split.empty()) return core::fail("--hot-agreement needs --fleet-split");
+  if (opt.hot_share == 0) return core::fail("--hot-agreement needs --hot-share PCT");
+  if (opt.arrival_rate <= 0) return core::fail("--hot-agreement needs --arrival-rate > 0");
+  core::RoutePolicyOptions po;
+  po.hot_share_pct = opt.hot_share;
+  po.hot_capacity = opt.hot_capacity;
+  po.hot_window_ms = static_cast<uint64_t>(opt.hot_window);
+  po.max_replicas = opt.max_replicas;
+  po.min_count = opt.min_count;
+  std::vector<core::RoutePolicy> inst;
+  for (size_t k = 0; k < opt.fleet_split.size(); ++k) inst.emplace_back(po);
+  const AgreementCtx ctx{opt.backends, scale};
+  const core::EligibleCounter counter{&agreement_eligible, &ctx, &agreement_scale};
+  std::vector<uint64_t> cum;
+  uint64_t sum = 0;
+  for (uint32_t s : opt.fleet_split) cum.push_back(sum += s);
+  std::vector<uint64_t> key_hashes(opt.keys);
+  for (uint64_t i = 0; i < opt.keys; ++i) key_hashes[i] = key_hash(opt.seed, i);
+  ZipfSampler zipf(opt.keys, opt.zipf);
+  std::mt19937_64 rng(opt.seed * 0x9E3779B97F4A7C15ULL + 5);
+  const uint64_t quarter = std::max<uint64_t>(po.hot_window_ms / 4, 1);
+  uint64_t next_check = 2 * po.hot_window_ms + quarter;
+  HotAgreementReport r;
+  std::vector<uint64_t> hot;
+  for (uint64_t i = 0; i < opt.requests; ++i) {
+    const uint64_t now_ms = static_cast<uint64_t>(static_cast<double>(i) * 1000.0 / opt.arrival_rate);
+    if (now_ms >= next_check) {
+      next_check += quarter;
+      // Every instance's table as of now (each rebuilds on its own schedule, as daemons do).
+      hot.clear();
+      for (const core::RoutePolicy& p : inst) {
+        for (const core::HotKeyReplicas& h : p.hot()) hot.push_back(h.hash);
+      }
+      std::sort(hot.begin(), hot.end());
+      hot.erase(std::unique(hot.begin(), hot.end()), hot.end());
+      bool all = true;
+      for (uint64_t h : hot) {
+        const uint32_t first = inst[0].replicas(h);
+        bool same = true;
+        for (const core::RoutePolicy& p : inst) same = same && p.replicas(h) == first;
+        ++r.keys_compared;
+        r.keys_agreed += same;
+        all = all && same;
+      }
+      ++r.checks;
+      r.checks_agreed += all;
+    }
+    const uint64_t key = zipf(rng);
+    const uint64_t pick = rng() % sum;
+    const size_t k = static_cast<size_t>(std::upper_bound(cum.begin(), cum.end(), pick) - cum.begin());
+    inst[k].observe(key_hashes[key], {}, now_ms, core::PickKind::kFirst, core::Affinity::kKey,
+                    counter);
+  }
   return r;
 }
 

@@ -36,4 +36,19 @@ struct FleetReport {
 // compares effective loads; without, each instance bounds by its own counts. Equal weights.
 core::Result<FleetReport> run_fleet(const SimOptions& opt, bool reports);
 
+// How often the instances of a fleet agree on the hot keys' replica counts (issue 37, part 3).
+struct HotAgreementReport {
+  uint64_t checks = 0;         // comparisons made (every window/4 after two windows)
+  uint64_t keys_compared = 0;  // (check, key) pairs: keys hot on at least one instance
+  uint64_t keys_agreed = 0;    // ... on which every instance had the same R
+  uint64_t checks_agreed = 0;  // checks on which every key agreed
+};
+
+// --hot-agreement: --requests keys (Zipf --zipf over --keys) arrive at --arrival-rate per
+// second, each at an instance drawn by the --fleet-split shares; every instance runs its own
+// core::RoutePolicy (--hot-share, --hot-window in ms, --hot-capacity, --min-count) over
+// --backends eligible backends, scaled by `scale` detectors (1: unaware of the fleet, the
+// shipped behaviour before issue 37; the fleet's size: counts scaled and R quantized).
+core::Result<HotAgreementReport> run_hot_agreement(const SimOptions& opt, uint32_t scale);
+
 }  // namespace rondel::sim

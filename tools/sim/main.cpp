@@ -332,7 +332,39 @@ int run_fleet_mode(const SimOptions& o) {
   return 0;
 }
 
+// Runs --hot-agreement unaware of the fleet (scale 1) then scaled by its size.
+int run_hot_agreement_mode(const SimOptions& o) {
+  for (uint32_t scale : {uint32_t{1}, static_cast<uint32_t>(o.fleet_split.size())}) {
+    auto res = run_hot_agreement(o, scale);
+    if (!res) {
+      std::fprintf(stderr, "rondel-sim: %s\n", res.error().message.c_str());
+      return 2;
+    }
+    const HotAgreementReport& r = *res;
+    const double keys = r.keys_compared ? 1.0 * r.keys_agreed / r.keys_compared : 1.0;
+    const double checks = r.checks ? 1.0 * r.checks_agreed / r.checks : 1.0;
+    if (o.json) {
+      JsonWriter j;
+      j.begin();
+      j.field("mode", "hot_agreement");
+      j.field("scale", uint64_t{scale});
+      j.field("checks", r.checks);
+      j.field("keys_compared", r.keys_compared);
+      j.field("key_agreement", keys);
+      j.field("check_agreement", checks);
+      j.end();
+      std::printf("%s\n", j.str().c_str());
+    } else {
+      std::printf("scale %u  checks %llu  keys compared %llu  keys agreed %.4f  checks with every"
+                  " key agreed %.4f\n", scale, static_cast<unsigned long long>(r.checks),
+                  static_cast<unsigned long long>(r.keys_compared), keys, checks);
+    }
+  }
+  return 0;
+}
+
 int run(const SimOptions& o) {
+  if (o.hot_agreement) return run_hot_agreement_mode(o);
   if (o.routing) return run_routing_mode(o);
   if (o.fleet) return run_fleet_mode(o);
   if (o.transition) return run_transition_mode(o);

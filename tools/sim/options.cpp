@@ -94,6 +94,9 @@ std::string usage() {
          "--slack S, --fleet-n N: 1 = instances unaware of the fleet, 0 = they know its size),\n"
          "runs K closed-loop clients through L instances, without then with backend-reported\n"
          "load\n"
+         "with --hot-agreement (--fleet-split, --hot-share, --hot-window ms, --arrival-rate per\n"
+         "second, --min-count C), how often instances agree on hot keys' replica counts,\n"
+         "unaware of the fleet then scaled by its size\n"
          "with --routing, replays routing policies against per-backend LRU caches (one line per\n"
          "policy and balance factor; --json: one JSON object per line).\n"
          "  --points K          ring and skeleton points per unit of weight (default 160)\n"
@@ -137,6 +140,7 @@ core::Result<SimOptions> parse_options(int argc, char** argv) {
     if (flag == "--replay") { o.replay = true; continue; }
     if (flag == "--routing") { o.routing = true; continue; }
     if (flag == "--fleet") { o.fleet = true; continue; }
+    if (flag == "--hot-agreement") { o.hot_agreement = true; continue; }
     if (i + 1 >= argc) return core::fail("missing value after " + std::string(flag));
     std::string_view v = argv[++i];
     uint64_t n = 0;
@@ -227,6 +231,8 @@ core::Result<SimOptions> parse_options(int argc, char** argv) {
       ok = ok && !o.fleet_split.empty();
     } else if (flag == "--report-age") {
       ok = parse_double(v, 0.0, o.report_age);
+    } else if (flag == "--min-count") {
+      ok = parse_u64(v, 0, 1u << 30, o.min_count);
     } else if (flag == "--fleet-n") {
       ok = parse_u64(v, 0, 1024, n);
       o.fleet_n = static_cast<uint32_t>(n);

@@ -74,6 +74,8 @@ struct SimOptions {
   // --fleet-n N: the fleet size each instance scales its view by (core::effective_load's
   // `instances`): 1 = unaware (the per-instance bound), 0 = the true number of instances.
   uint32_t fleet_n = 1;
+  bool hot_agreement = false;         // --hot-agreement: see fleet.h
+  uint64_t min_count = 16;            // --min-count C: hot-key detector's min_count
   double report_poll = 0.0;           // --report-poll P: every instance polls every backend
                                       // each P time units too (0: reports on responses only)
 };
