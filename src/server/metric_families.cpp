@@ -342,7 +342,8 @@ void discovery_errors(const Scrape& s, FamilyOut& o) {
 }
 
 void fleet_instances(const Scrape& s, FamilyOut& o) {
-  if (const Fleet* f = s.daemon.fleet()) o.sample({}, d(f->members().size()));
+  // The N the bound scales by: the fleet's members, or a static `fleet: {instances}`.
+  if (s.daemon.fleet() != nullptr || s.daemon.fleet_size() > 1) o.sample({}, d(s.daemon.fleet_size()));
 }
 
 void fleet_registered(const Scrape& s, FamilyOut& o) {

@@ -196,6 +196,11 @@ class LoadReport(unittest.TestCase):
                   for mode, pool, split, top in modes}
         splits = {mode: split for mode, _, split, _ in modes}
         self.rondels = [r for f in fleets.values() for r in f]
+        # The N each sized instance scales by, exported; the unsized ones export none.
+        _, samples, _ = scrape(fleets["local_n"][0].admin_port)
+        self.assertEqual(metric_sum(samples, "rondel_fleet_instances"), 3)
+        _, samples, _ = scrape(fleets["local"][0].admin_port)
+        self.assertFalse([n for n, _, _ in samples if n == "rondel_fleet_instances"])
         lua = os.path.join(tempfile.mkdtemp(prefix="rondel-it-fleet-"), "zipf.lua")
         with open(lua, "w") as f:
             f.write(LUA)

@@ -72,6 +72,9 @@ class Daemon {
   const Discovery* discovery() const noexcept { return discovery_.get(); }
   // The fleet this instance registers in (`fleet`); null when not configured. Loop thread.
   const Fleet* fleet() const noexcept { return fleet_.get(); }
+  // N, the instances sharing the backends: `fleet: {instances}`, else the members the fleet
+  // source sees (at least 1), else 1. Stored into every pool on each tick (check_health).
+  uint32_t fleet_size() const noexcept;
 
   // Runtime operations (the admin API's PUT on a backend). The bearer token read from
   // `admin.token_file` at start and on each reload; empty when none is configured (the admin
@@ -118,9 +121,6 @@ class Daemon {
   // After a publish: slow start for backends new to their pool, health-check probes, weights.
   void after_publish(const std::shared_ptr<const proxy::Snapshot>& prev);
   void refresh_pools() noexcept;
-  // N, the instances sharing the backends: `fleet: {instances}`, else the members the fleet
-  // source sees (at least 1), else 1. Stored into every pool on each tick (check_health).
-  uint32_t fleet_size() const noexcept;
   void share_fleet_size() noexcept;  // fleet_size() into every pool's PoolState
   void on_dns_change();
   void watch_connect_failures();
