@@ -20,6 +20,14 @@ uint32_t replicas_for(uint64_t count, uint64_t total, size_t eligible,
   return static_cast<uint32_t>(r);
 }
 
+uint64_t replica_demand256(uint64_t count, uint64_t total, size_t eligible,
+                           const HotReplicaOptions& o) noexcept {
+  if (o.hot_share_pct == 0 || total == 0 || eligible <= 1 || count < o.min_count) return 0;
+  using u128 = unsigned __int128;
+  const u128 d = u128{count} * eligible * 100 * 256 / (u128{total} * o.hot_share_pct);
+  return d > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(d);
+}
+
 HotReplicas::HotReplicas(size_t capacity)
     : slots_(std::bit_ceil(std::max<size_t>(2 * capacity, 2))),
       mask_(slots_.size() - 1),

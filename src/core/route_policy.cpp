@@ -18,11 +18,11 @@ HotReplicaOptions replica_options_of(const RoutePolicyOptions& o) noexcept {
 
 }  // namespace
 
-uint32_t quantize_replicas(uint32_t raw, uint32_t previous) noexcept {
-  if (raw <= 1) return 1;
-  const uint32_t down = std::bit_floor(raw);
-  if (previous > down && uint64_t{raw} * 2 > previous) return previous;
-  return down;
+uint32_t quantize_replicas(uint32_t raw, uint64_t demand256, uint32_t previous) noexcept {
+  const uint32_t up = raw <= 1 ? 1 : std::bit_floor(raw);
+  using u128 = unsigned __int128;
+  if (previous > up && u128{demand256} * kQuantizeBand > u128{previous} * 256) return previous;
+  return up;
 }
 
 RoutePolicy::RoutePolicy(const RoutePolicyOptions& o)
@@ -60,7 +60,12 @@ void RoutePolicy::rebuild(size_t eligible, uint32_t scale) {
     uint32_t r = replicas_for(e.count - e.error, total, eligible, ro);
     if (quantize) {
       const uint32_t prev = previous_.replicas(e.hash);
-      r = quantize_replicas(r, std::min<uint32_t>(prev, std::bit_floor(std::max<size_t>(eligible, 1))));
+      // The previous R is kept only while it still fits the eligible backends and max_replicas.
+      size_t limit = std::max<size_t>(eligible, 1);
+      if (ro.max_replicas != 0) limit = std::min<size_t>(limit, ro.max_replicas);
+      const uint32_t fit = static_cast<uint32_t>(std::bit_floor(limit));
+      r = quantize_replicas(r, replica_demand256(e.count - e.error, total, eligible, ro),
+                            std::min(prev, fit));
     }
     if (r <= 1) continue;
     table_.set(e.hash, r);

@@ -7,6 +7,7 @@
 #include <queue>
 #include <random>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "balance.h"
@@ -218,6 +219,15 @@ core::Result<HotAgreementReport> run_hot_agreement(const SimOptions& opt, uint32
   for (uint64_t i = 0; i < opt.keys; ++i) key_hashes[i] = key_hash(opt.seed, i);
   ZipfSampler zipf(opt.keys, opt.zipf);
   std::mt19937_64 rng(opt.seed * 0x9E3779B97F4A7C15ULL + 5);
+  // Each key's share of the requests (Zipf: 1/rank^s normalized), to weigh agreement by traffic.
+  std::unordered_map<uint64_t, double> share_of;
+  {
+    double norm = 0.0;
+    for (uint64_t i = 0; i < opt.keys; ++i) norm += std::pow(static_cast<double>(i + 1), -opt.zipf);
+    for (uint64_t i = 0; i < opt.keys; ++i) {
+      share_of[key_hashes[i]] = std::pow(static_cast<double>(i + 1), -opt.zipf) / norm;
+    }
+  }
   const uint64_t quarter = std::max<uint64_t>(po.hot_window_ms / 4, 1);
   uint64_t next_check = 2 * po.hot_window_ms + quarter;
   HotAgreementReport r;
@@ -240,6 +250,9 @@ core::Result<HotAgreementReport> run_hot_agreement(const SimOptions& opt, uint32
         for (const core::RoutePolicy& p : inst) same = same && p.replicas(h) == first;
         ++r.keys_compared;
         r.keys_agreed += same;
+        const double w = share_of.count(h) ? share_of[h] : 0.0;
+        r.share_compared += w;
+        if (same) r.share_agreed += w;
         all = all && same;
       }
       ++r.checks;

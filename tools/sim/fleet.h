@@ -42,6 +42,10 @@ struct HotAgreementReport {
   uint64_t keys_compared = 0;  // (check, key) pairs: keys hot on at least one instance
   uint64_t keys_agreed = 0;    // ... on which every instance had the same R
   uint64_t checks_agreed = 0;  // checks on which every key agreed
+  // The same pairs weighed by each key's share of the requests: the hot-key traffic whose R
+  // every instance agreed on.
+  double share_compared = 0.0;
+  double share_agreed = 0.0;
 };
 
 // --hot-agreement: --requests keys (Zipf --zipf over --keys) arrive at --arrival-rate per

@@ -343,6 +343,7 @@ int run_hot_agreement_mode(const SimOptions& o) {
     const HotAgreementReport& r = *res;
     const double keys = r.keys_compared ? 1.0 * r.keys_agreed / r.keys_compared : 1.0;
     const double checks = r.checks ? 1.0 * r.checks_agreed / r.checks : 1.0;
+    const double traffic = r.share_compared > 0 ? r.share_agreed / r.share_compared : 1.0;
     if (o.json) {
       JsonWriter j;
       j.begin();
@@ -352,12 +353,14 @@ int run_hot_agreement_mode(const SimOptions& o) {
       j.field("keys_compared", r.keys_compared);
       j.field("key_agreement", keys);
       j.field("check_agreement", checks);
+      j.field("traffic_agreement", traffic);
       j.end();
       std::printf("%s\n", j.str().c_str());
     } else {
-      std::printf("scale %u  checks %llu  keys compared %llu  keys agreed %.4f  checks with every"
-                  " key agreed %.4f\n", scale, static_cast<unsigned long long>(r.checks),
-                  static_cast<unsigned long long>(r.keys_compared), keys, checks);
+      std::printf("scale %u  checks %llu  keys compared %llu  keys agreed %.4f  hot-key traffic"
+                  " agreed %.4f  checks with every key agreed %.4f\n", scale,
+                  static_cast<unsigned long long>(r.checks),
+                  static_cast<unsigned long long>(r.keys_compared), keys, traffic, checks);
     }
   }
   return 0;

@@ -36,6 +36,13 @@ struct HotReplicaOptions {
 uint32_t replicas_for(uint64_t count, uint64_t total, size_t eligible,
                       const HotReplicaOptions& o) noexcept;
 
+// The demand behind R, unrounded: count * N * 100 / (total * h) in 1/256 units (R is its
+// ceiling, clamped), saturating at UINT64_MAX; 0 where replicas_for returns 1 for a reason other
+// than the share (rule off, total 0, eligible <= 1, count below min_count). For quantized R
+// with hysteresis (route_policy.h, quantize_replicas), which compares it with powers of two.
+uint64_t replica_demand256(uint64_t count, uint64_t total, size_t eligible,
+                           const HotReplicaOptions& o) noexcept;
+
 class HotReplicas {
  public:
   // Room for `capacity` hot keys (open addressing over 2 * capacity rounded up to a power of

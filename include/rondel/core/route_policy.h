@@ -40,10 +40,17 @@ struct RoutePolicyOptions {
 };
 
 // R rounded down to a power of two, with hysteresis against `previous` (the R the key had in the
-// last table; 0 or 1 = none): a larger power of two is taken as soon as `raw` reaches it, a
-// smaller one only once `raw` falls to half of `previous` or below. So a rate that wobbles
-// around a boundary keeps its R. 1 when raw <= 1.
-uint32_t quantize_replicas(uint32_t raw, uint32_t previous) noexcept;
+// last table; 0 or 1 = none). `raw` is R as replicas_for gives it (the ceiling of the demand,
+// clamped to the eligible backends), `demand256` the unrounded demand (replica_demand256). A
+// larger power of two is taken as soon as `raw` reaches it; `previous` is kept while the demand
+// stays above previous / kQuantizeBand, so a key must lose three quarters of its share before
+// it gives up a level, and a key barely hot (demand just above 1) keeps its 2 replicas until its
+// demand falls to 1/2. Instances and workers each measure a key's share on their own sample:
+// near a boundary they cross it at different windows, and a wide band keeps each one where it
+// went, so they converge instead of flipping (docs/routing.md, "Fleets: N"). 1 when raw <= 1
+// and demand256 / 256 <= previous / kQuantizeBand.
+inline constexpr uint32_t kQuantizeBand = 4;
+uint32_t quantize_replicas(uint32_t raw, uint64_t demand256, uint32_t previous) noexcept;
 
 // Which pick of a request this is.
 enum class PickKind : uint8_t {

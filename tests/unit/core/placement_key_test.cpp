@@ -139,15 +139,17 @@ TEST_CASE("a grouped key spills inside its set first, under the bound") {
 }
 
 TEST_CASE("replica counts quantize to powers of two with hysteresis") {
-  CHECK(quantize_replicas(0, 0) == 1);
-  CHECK(quantize_replicas(1, 4) == 1);
-  CHECK(quantize_replicas(3, 0) == 2);
-  CHECK(quantize_replicas(5, 0) == 4);
-  CHECK(quantize_replicas(8, 4) == 8);   // reaching the next power grows at once
-  CHECK(quantize_replicas(7, 8) == 8);   // just below it keeps it
-  CHECK(quantize_replicas(5, 8) == 8);
-  CHECK(quantize_replicas(4, 8) == 4);   // half of it shrinks
-  CHECK(quantize_replicas(3, 8) == 2);
+  // quantize_replicas(raw, demand in 1/256, previous)
+  CHECK(quantize_replicas(0, 0, 0) == 1);
+  CHECK(quantize_replicas(1, 0, 4) == 1);          // not hot any more (min_count): 1
+  CHECK(quantize_replicas(3, 3 * 256 - 10, 0) == 2);
+  CHECK(quantize_replicas(5, 5 * 256 - 10, 0) == 4);
+  CHECK(quantize_replicas(8, 8 * 256, 4) == 8);    // reaching the next power grows at once
+  CHECK(quantize_replicas(7, 7 * 256, 8) == 8);    // below it keeps it
+  CHECK(quantize_replicas(3, 3 * 256, 8) == 8);    // down to 3/8 of it still keeps it
+  CHECK(quantize_replicas(2, 2 * 256, 8) == 2);    // a quarter of it shrinks
+  CHECK(quantize_replicas(1, 200, 2) == 2);        // barely hot: keeps 2 above demand 1/2
+  CHECK(quantize_replicas(1, 128, 2) == 1);        // at 1/2, back to 1
 }
 
 }  // namespace
