@@ -145,7 +145,7 @@ void read_fleet(NodeReader& r, const Field& f, FleetConfig& out) {
               "'instances' is a static fleet size: with 'etcd' or 'kubernetes' the fleet "
               "counts its members itself; give one");
     }
-    for (const char* key : {"id", "ttl", "timeout", "retry"}) {
+    for (const char* key : {"id", "ttl", "timeout", "retry", "share_hot_keys"}) {
       if (const Field* g = m.get(key)) {
         r.error(NodeReader::value_position(*g),
                 quote(key) + " needs a fleet source ('etcd' or 'kubernetes'), not 'instances'");
@@ -168,6 +168,16 @@ void read_fleet(NodeReader& r, const Field& f, FleetConfig& out) {
   }
   if (auto* g = m.get("timeout")) r.read_duration(*g, out.source.timeout_ms, 1);
   if (auto* g = m.get("retry")) r.read_duration(*g, out.source.retry_ms, kMinDiscoveryRetryMs);
+  if (auto* g = m.get("share_hot_keys"); g && r.read_bool(*g, out.share_hot_keys)) {
+    if (out.share_hot_keys && out.source.kind == DiscoveryKind::kKubernetes) {
+      r.error(NodeReader::value_position(*g),
+              "'share_hot_keys' needs 'etcd': a Service's EndpointSlices cannot carry counts");
+    }
+  }
+  // On Kubernetes there is nowhere to publish counts: off unless asked (and asking is an error).
+  if (out.source.kind == DiscoveryKind::kKubernetes && m.get("share_hot_keys") == nullptr) {
+    out.share_hot_keys = false;
+  }
 }
 
 }  // namespace rondel::config

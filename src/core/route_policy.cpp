@@ -44,6 +44,7 @@ void RoutePolicy::reset(const RoutePolicyOptions& o) noexcept {
   memory_.invalidate();
   table_.clear();
   previous_.clear();
+  top_counts_ = {};
   next_rebuild_ms_ = 0;  // N or the rule may have changed: rebuild at the next request
 }
 
@@ -56,7 +57,10 @@ void RoutePolicy::rebuild(size_t eligible, uint32_t scale) {
   // min_count is a count of the whole fleet's requests: this detector sees 1/scale of them.
   if (scale > 1) ro.min_count = (ro.min_count + scale - 1) / scale;
   hot_.clear();
+  top_counts_.total = total;
+  top_counts_.keys.clear();
   for (const HotKeys::Entry& e : detector_.top(table_.capacity())) {
+    top_counts_.keys.push_back({e.hash, e.count - e.error});
     uint32_t r = replicas_for(e.count - e.error, total, eligible, ro);
     if (quantize) {
       const uint32_t prev = previous_.replicas(e.hash);

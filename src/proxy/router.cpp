@@ -130,9 +130,11 @@ void refresh_load(const Pool& pool, core::BackendIndex b, uint64_t now_ms,
   loads[b] = now;
 }
 
-// R of `hash` in the replica table the workers last published (1 when not hot).
+// R of `hash` in the fleet's shared table when there is one, else in the replica table the
+// workers last published (1 when not hot).
 uint32_t published_replicas(const PoolState& ps, uint64_t hash) {
   std::lock_guard<std::mutex> lock(ps.hot_mu);
+  if (ps.fleet_hot != nullptr) return ps.fleet_hot->replicas(hash);
   for (const auto& h : ps.hot) {
     if (h.hash == hash) return h.replicas;
   }
@@ -207,6 +209,9 @@ struct Router::PoolRoute {
   core::RoutePolicy policy;
   uint64_t generation = 0;  // generation of the pool this state was last set up for
   uint64_t published = 0;   // policy.rebuilds() last published to PoolState::hot
+  // The fleet's table (PoolState::fleet_hot) as of fleet_version; nullptr = use the policy's.
+  std::shared_ptr<const core::HotReplicas> fleet;
+  uint64_t fleet_version = 0;
 };
 
 Router::Router() = default;
@@ -245,11 +250,23 @@ Router::PoolRoute* Router::observe(const Pool& pool, const PickRequest& rq,
   const std::string_view text = rq.key.grouped ? rq.key.group_key : rq.key.key;
   replicas = st->policy.observe(observed, text, rq.now_ms, rq.kind, affinity,
                                 {&eligible_of, &pool, &detectors_of});
-  if (st->published != st->policy.rebuilds()) {
+  if (st->published != st->policy.rebuilds() && rq.worker != PickRequest::kAnyWorker) {
     st->published = st->policy.rebuilds();
     std::lock_guard<std::mutex> lock(ps.hot_mu);
     ps.hot = st->policy.hot();  // allocates: once per rebuild (window/4)
     ps.hot_window_total = st->policy.hot_window_total();
+    if (ps.worker_counts.size() <= rq.worker) ps.worker_counts.resize(rq.worker + 1);
+    ps.worker_counts[rq.worker] = st->policy.top_counts();
+  }
+  // The fleet's shared table, when the daemon has one for this epoch, decides R instead.
+  if (const uint64_t v = ps.fleet_hot_version.load(std::memory_order_acquire);
+      v != st->fleet_version) {
+    std::lock_guard<std::mutex> lock(ps.hot_mu);
+    st->fleet = ps.fleet_hot;
+    st->fleet_version = ps.fleet_hot_version.load(std::memory_order_relaxed);
+  }
+  if (st->fleet != nullptr && affinity == core::Affinity::kKey) {
+    replicas = st->fleet->replicas(observed);
   }
   memory = current ? st->policy.memory_for(rq.kind, affinity) : nullptr;
   return st;

@@ -12,6 +12,7 @@
 #include "rondel/server/admin.h"
 
 #include "fleet.h"
+#include "fleet_hot.h"
 #include "rondel/server/admin_states.h"
 #include "rondel/server/daemon.h"
 #include "rondel/server/metrics.h"
@@ -258,7 +259,10 @@ int Admin::serve_fleet(std::string_view, std::string& out) {
     out = "{\"error\":\"no fleet configured\"}";
     return 404;
   }
-  out = fleet->json();
+  const FleetHot* hot = daemon_.fleet_hot();
+  out = fleet->json([hot](util::JsonWriter& w) {
+    if (hot != nullptr) hot->write_json(w);
+  });
   return 200;
 }
 

@@ -16,6 +16,7 @@
 #include "rondel/server/metrics.h"
 #include "config_watch.h"
 #include "fleet.h"
+#include "fleet_hot.h"
 #include "systemd_notify.h"
 
 namespace rondel::server {
@@ -215,8 +216,15 @@ void Daemon::after_publish(const std::shared_ptr<const proxy::Snapshot>& prev) {
 
 void Daemon::configure_fleet(const config::Config& cfg) {
   if (fleet_ && Fleet::same_settings(fleet_->config(), cfg.fleet)) return;
+  fleet_hot_.reset();
   fleet_.reset();
   if (cfg.fleet.enabled) fleet_ = std::make_unique<Fleet>(*discovery_, cfg.fleet);
+  if (fleet_ && cfg.fleet.share_hot_keys &&
+      cfg.fleet.source.kind == config::DiscoveryKind::kEtcd) {
+    fleet_hot_ = std::make_unique<FleetHot>(&loop_, *fleet_, [this] {
+      return worker_ ? worker_->snapshot() : std::shared_ptr<const proxy::Snapshot>();
+    });
+  }
 }
 
 void Daemon::refresh_pools() noexcept {
@@ -563,6 +571,7 @@ void Daemon::finish_shutdown() noexcept {
   stopped_ = true;
   pending_.reset();
   health_->stop();
+  if (fleet_hot_) fleet_hot_->stop();
   if (fleet_) fleet_->stop();
   discovery_->stop();
   if (watch_) watch_->stop();

@@ -4,6 +4,7 @@
 #include <uv.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
@@ -43,13 +44,35 @@ class FleetRegistrar final : public EtcdClient {
   std::string_view kind() const noexcept override { return "fleet"; }
   bool registered() const noexcept { return registered_; }
 
-  void set_record(std::map<std::string, std::string> fingerprints) {
+  void set_record(const std::map<std::string, std::string>& fingerprints,
+                  const std::map<std::string, FleetHotRecord>& hot) {
     util::JsonWriter w;
     w.begin();
     w.field("id", id_);
     w.begin("fingerprints");
     for (const auto& [pool, fp] : fingerprints) w.field(pool, fp);
     w.end();
+    if (!hot.empty()) {
+      // {"POOL": {"epoch": E, "total": T, "keys": [["HASH16", COUNT], ...]}}
+      w.begin("hot");
+      for (const auto& [pool, rec] : hot) {
+        w.begin(pool);
+        w.field("epoch", rec.epoch);
+        w.field("total", rec.counts.total);
+        w.begin_array("keys");
+        for (const core::HotCount& k : rec.counts.keys) {
+          char hex[24];
+          std::snprintf(hex, sizeof hex, "%016" PRIx64, k.hash);
+          w.begin_array();
+          w.value(std::string_view(hex));
+          w.value(k.count);
+          w.end_array();
+        }
+        w.end_array();
+        w.end();
+      }
+      w.end();
+    }
     w.end();
     if (w.str() == record_) return;
     record_ = w.take();
@@ -168,8 +191,37 @@ class FleetWatcher final : public EtcdPrefix {
     for (const auto& [pool, fp] : *fps) {
       if (fp.is_string()) m.fingerprints[std::string(pool)] = std::string(fp.get_string());
     }
+    if (const json::value* hot = at(v, "hot"); hot != nullptr && hot->is_object()) {
+      for (const auto& [pool, rec] : hot->get_object()) read_hot(std::string(pool), rec, m);
+    }
     members_[id] = std::move(m);
     return true;
+  }
+
+  // One pool's counts of a member's record; a malformed one is left out (the member then adds
+  // nothing to that pool's epoch, on every instance alike).
+  static void read_hot(const std::string& pool, const json::value& rec, FleetMember& m) {
+    const auto count_at = [](const json::value* v) {
+      return v != nullptr && (v->is_uint64() || (v->is_int64() && v->get_int64() >= 0));
+    };
+    const json::value* epoch = at(rec, "epoch");
+    const json::value* total = at(rec, "total");
+    const json::value* keys = at(rec, "keys");
+    if (!count_at(epoch) || !count_at(total) || keys == nullptr || !keys->is_array()) return;
+    FleetHotRecord r;
+    r.epoch = epoch->to_number<uint64_t>();
+    r.counts.total = total->to_number<uint64_t>();
+    for (const json::value& k : keys->get_array()) {
+      const json::array* pair = k.if_array();
+      if (pair == nullptr || pair->size() != 2 || !(*pair)[0].is_string()) return;
+      const json::string& hex = (*pair)[0].get_string();
+      uint64_t hash = 0;
+      const auto [end, ec] = std::from_chars(hex.data(), hex.data() + hex.size(), hash, 16);
+      if (ec != std::errc() || end != hex.data() + hex.size() || hex.size() != 16) return;
+      if (!count_at(&(*pair)[1])) return;
+      r.counts.keys.push_back({hash, (*pair)[1].to_number<uint64_t>()});
+    }
+    m.hot[pool] = std::move(r);
   }
 
   void synced() override {
@@ -212,7 +264,7 @@ void Fleet::stop() noexcept {
 bool Fleet::same_settings(const config::FleetConfig& a, const config::FleetConfig& b) {
   auto key = [](const config::FleetConfig& f) {
     return std::string(f.enabled ? "1" : "0") + discovery_settings_key(f.source) + '\0' + f.id +
-           '\0' + std::to_string(f.ttl_ms);
+           '\0' + std::to_string(f.ttl_ms) + (f.share_hot_keys ? "s" : "-");
   };
   return key(a) == key(b);
 }
@@ -234,10 +286,15 @@ void Fleet::set_placement(const proxy::Snapshot& snap) {
     std::snprintf(hex, sizeof hex, "%016" PRIx64, p->placement_fingerprint());
     placement_[p->name()] = hex;
   }
-  if (registrar_ != nullptr) registrar_->set_record(placement_);
+  if (registrar_ != nullptr) registrar_->set_record(placement_, hot_);
   if (auto it = k8s_members_.find(id_); it != k8s_members_.end()) {
     it->second.fingerprints = placement_;
   }
+}
+
+void Fleet::set_hot(std::map<std::string, FleetHotRecord> hot) {
+  hot_ = std::move(hot);
+  if (registrar_ != nullptr) registrar_->set_record(placement_, hot_);
 }
 
 const std::map<std::string, FleetMember>& Fleet::members() const noexcept {
@@ -283,7 +340,7 @@ bool Fleet::disagrees(const std::string& pool) const {
   return !m.empty() && m != own->second;
 }
 
-std::string Fleet::json() const {
+std::string Fleet::json(const std::function<void(util::JsonWriter&)>& extra) const {
   const bool shared = fingerprints_shared();
   util::JsonWriter w;
   w.begin();
@@ -322,6 +379,7 @@ std::string Fleet::json() const {
     w.end();
   }
   w.end_array();
+  if (extra) extra(w);
   w.end();
   return w.take();
 }

@@ -17,12 +17,15 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "rondel/config/config.h"
+#include "rondel/core/fleet_hot.h"
 #include "rondel/proxy/snapshot.h"
+#include "rondel/util/json_writer.h"
 
 namespace rondel::server {
 
@@ -31,11 +34,21 @@ class DiscoverySource;
 class FleetRegistrar;
 class FleetWatcher;
 
+// One instance's hot-key counts of one pool for one epoch (fleet_hot.h), as its key carries
+// them.
+struct FleetHotRecord {
+  uint64_t epoch = 0;
+  core::HotCounts counts;
+  bool operator==(const FleetHotRecord&) const = default;
+};
+
 // One instance as its key says: its id and its fingerprint (16 hex digits) per pool (on
-// Kubernetes: none, except this instance's own).
+// Kubernetes: none, except this instance's own), and its hot-key counts per pool (etcd fleets
+// that share hot keys; fleet_hot.h).
 struct FleetMember {
   std::string id;
   std::map<std::string, std::string> fingerprints;
+  std::map<std::string, FleetHotRecord> hot;
 };
 
 class Fleet {
@@ -54,6 +67,9 @@ class Fleet {
   // This instance's fingerprint per pool of `snap`, the published snapshot: the key is written
   // again when they changed.
   void set_placement(const proxy::Snapshot& snap);
+  // This instance's hot-key counts per pool for the epoch: written into its key with the
+  // fingerprints (etcd only; a no-op on Kubernetes). Pools without counts are left out.
+  void set_hot(std::map<std::string, FleetHotRecord> hot);
   void stop() noexcept;
 
   // The live instances by id (this one included once its key is read back, or on Kubernetes
@@ -75,7 +91,8 @@ class Fleet {
   // {...}}], "pools": [{"pool", "fingerprint", "majority", "disagrees"}]}. Without
   // fingerprints_shared(), another member's "fingerprints" is "unknown", "majority" is
   // "unknown" and "disagrees" is null.
-  std::string json() const;
+  // `extra` may add members to the document before it is closed (FleetHot's "hot").
+  std::string json(const std::function<void(util::JsonWriter&)>& extra = {}) const;
 
  private:
   void k8s_changed();  // the Service's endpoints changed: members_ again
@@ -83,6 +100,7 @@ class Fleet {
   config::FleetConfig cfg_;
   std::string id_;
   std::map<std::string, std::string> placement_;
+  std::map<std::string, FleetHotRecord> hot_;
   FleetRegistrar* registrar_ = nullptr;  // each deletes itself once stopped
   FleetWatcher* watcher_ = nullptr;
   DiscoverySource* k8s_ = nullptr;                // Kubernetes: instead of both

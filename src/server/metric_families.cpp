@@ -13,6 +13,7 @@
 
 #include "discovery_source.h"
 #include "fleet.h"
+#include "fleet_hot.h"
 #include "metrics_shards.h"
 #include "rondel/core/bounded.h"
 #include "rondel/core/reported_load.h"
@@ -363,6 +364,14 @@ void fleet_disagrees(const Scrape& s, FamilyOut& o) {
   if (f == nullptr || !f->fingerprints_shared()) return;  // Kubernetes: unknown, so absent
   for (const auto& p : s.pools) {
     o.sample({p.pool->name()}, f->disagrees(p.pool->name()) ? 1.0 : 0.0);
+  }
+}
+
+void fleet_hot_keys(const Scrape& s, FamilyOut& o) {
+  const FleetHot* h = s.daemon.fleet_hot();
+  if (h == nullptr) return;
+  for (const auto& [pool, t] : h->tables()) {
+    o.sample({pool}, t.table != nullptr ? d(t.hot.size()) : -1.0);
   }
 }
 

@@ -207,6 +207,9 @@ struct FleetConfig {
   DiscoveryConfig source;
   std::string id;           // this instance's key under the prefix (kubernetes: its pod name,
                             // targetRef.name); "" = the host name
+  // etcd: the instances publish their hot-key counts each epoch and route hot keys by the table
+  // computed from everyone's (server/fleet_hot.h).
+  bool share_hot_keys = true;
   uint64_t ttl_ms = 10000;  // etcd: the lease: a silent instance leaves the fleet this long after
   Position position;
 };

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "rondel/core/bounded.h"
+#include "rondel/core/fleet_hot.h"
 #include "rondel/core/hot_keys.h"
 #include "rondel/core/hot_replicas.h"
 #include "rondel/core/selector.h"
@@ -127,6 +128,9 @@ class RoutePolicy {
   // Hot keys (R > 1) of the last rebuild, hottest first, and the requests its counts cover.
   const std::vector<HotKeyReplicas>& hot() const noexcept { return hot_; }
   uint64_t hot_window_total() const noexcept { return hot_total_; }
+  // Every key the detector held at the last rebuild with its count (lower bound), R > 1 or not:
+  // what this detector adds to the fleet's counts (fleet_hot.h).
+  const HotCounts& top_counts() const noexcept { return top_counts_; }
   // Incremented by each rebuild (a caller publishing hot() compares it).
   uint64_t rebuilds() const noexcept { return rebuilds_; }
   // R for `hash` from the current table (1 when not hot).
@@ -144,6 +148,7 @@ class RoutePolicy {
   HotReplicas table_;
   HotReplicas previous_;  // quantized replicas: the last table, for the hysteresis
   std::vector<HotKeyReplicas> hot_;
+  HotCounts top_counts_;
   uint64_t hot_total_ = 0;
   uint64_t rebuilds_ = 0;
   uint64_t next_rebuild_ms_ = 0;

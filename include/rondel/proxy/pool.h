@@ -59,6 +59,15 @@ struct PoolState {
   mutable std::mutex hot_mu;
   std::vector<core::HotKeyReplicas> hot;  // keys with R > 1, hottest first
   uint64_t hot_window_total = 0;    // requests over the window the counts cover
+  // Each worker's detector counts at its last rebuild (index: worker id), which the daemon sums
+  // into this instance's share of the fleet's counts (server/fleet_hot.h). Under hot_mu.
+  std::vector<core::HotCounts> worker_counts;
+  // The table the fleet agreed on for the current epoch (fleet hot-key sharing): while set,
+  // every worker routes hot keys by it instead of by its own detector's table. Replaced by the
+  // daemon's loop (under hot_mu), which then bumps fleet_hot_version so that workers copy the
+  // pointer on their next pick (never a lock on the pick path otherwise); nullptr = none.
+  std::shared_ptr<const core::HotReplicas> fleet_hot;
+  std::atomic<uint64_t> fleet_hot_version{0};
   std::atomic<uint64_t> total_in_flight{0};
   // The fleet this instance is one of (config `fleet`, docs/routing.md "Fleets"): N, the
   // instances sharing these backends (1 = alone or unknown), and the hot-key detectors sharing

@@ -27,6 +27,7 @@ class Admin;
 class ConfigWatch;
 class Discovery;
 class Fleet;
+class FleetHot;
 class Metrics;
 
 struct ReloadStats {
@@ -72,6 +73,8 @@ class Daemon {
   const Discovery* discovery() const noexcept { return discovery_.get(); }
   // The fleet this instance registers in (`fleet`); null when not configured. Loop thread.
   const Fleet* fleet() const noexcept { return fleet_.get(); }
+  // The fleet's shared hot keys (`fleet: {etcd, share_hot_keys}`); null when not shared.
+  const FleetHot* fleet_hot() const noexcept { return fleet_hot_.get(); }
   // N, the instances sharing the backends: `fleet: {instances}`, else the members the fleet
   // source sees (at least 1), else 1. Stored into every pool on each tick (check_health).
   uint32_t fleet_size() const noexcept;
@@ -166,6 +169,7 @@ class Daemon {
   std::unique_ptr<proxy::HealthChecker> health_;
   std::unique_ptr<Discovery> discovery_;
   std::unique_ptr<Fleet> fleet_;  // after discovery_: its sources use it
+  std::unique_ptr<FleetHot> fleet_hot_;  // after fleet_, which it writes to: shared hot keys
   // Starts, keeps or replaces fleet_ for `cfg` (start and every successful reload).
   void configure_fleet(const config::Config& cfg);
   std::unique_ptr<ConfigWatch> watch_;  // config_watch: reload when the file changes

@@ -43,6 +43,7 @@ TEST_CASE("fleet: kubernetes reads the Service the instances belong to") {
   CHECK(f.source.token_file == "/t");
   CHECK(f.source.retry_ms == 200);
   CHECK(f.id == "rondel-1");
+  CHECK_FALSE(f.share_hot_keys);  // nowhere to publish counts
 }
 
 TEST_CASE("fleet: etcd is still read as before") {
@@ -52,6 +53,7 @@ TEST_CASE("fleet: etcd is still read as before") {
   REQUIRE(r.ok());
   CHECK(r.config.fleet.source.kind == DiscoveryKind::kEtcd);
   CHECK(r.config.fleet.source.prefix == "/f/");
+  CHECK(r.config.fleet.share_hot_keys);  // on by default with etcd
 }
 
 TEST_CASE("fleet: one source, and a Service name, else an error at its position") {
@@ -79,6 +81,10 @@ TEST_CASE("fleet: a static size with 'instances', alone") {
         std::vector<std::string>{
             "f.yaml:6:14: 'instances' is a static fleet size: with 'etcd' or 'kubernetes' the "
             "fleet counts its members itself; give one"});
+  CHECK(fleet_errors_of("fleet: { kubernetes: { service: r, port: http }, share_hot_keys: true }\n") ==
+        std::vector<std::string>{
+            "f.yaml:5:66: 'share_hot_keys' needs 'etcd': a Service's EndpointSlices cannot carry "
+            "counts"});
   CHECK(fleet_errors_of("fleet: { instances: 2, ttl: 5s }\n") ==
         std::vector<std::string>{
             "f.yaml:5:29: 'ttl' needs a fleet source ('etcd' or 'kubernetes'), not 'instances'"});
