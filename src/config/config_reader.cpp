@@ -148,6 +148,12 @@ class ConfigReader {
     if (p.hash_key.kind == HashKeyKind::kLlmPrefix) p.hot_keys.share = kLlmHotShare;
     if (auto* g = m.get("hot_keys")) read_hot_keys(r_, *g, p.hot_keys);
     if (auto* g = m.get("load_report")) read_load_report(r_, *g, p.load_report);
+    if (auto* g = m.get("load_by"); g && r_.read_choice<LoadBy>(*g, kLoadBys, p.load_by)) {
+      if (p.load_by == LoadBy::kPromptSize && p.load_report.enabled) {
+        r_.error(NodeReader::value_position(*g),
+                 "'load_by: prompt_size' and 'load_report' are two loads for one bound: give one");
+      }
+    }
     if (auto* g = m.get("llm_prefix")) {
       read_llm_prefix(r_, *g, p.llm_prefix);
       if (p.hash_key.kind != HashKeyKind::kLlmPrefix) {

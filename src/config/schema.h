@@ -126,7 +126,8 @@ constexpr string_view kPoolKeys[] = {"name",
                                      "subsets",
                                      "tls",
                                      "send_proxy_protocol",
-                                     "llm_prefix"};
+                                     "llm_prefix",
+                                     "load_by"};
 // The pool's scalar keys, one row each (scalar_keys.h); keys with checks across fields
 // (maglev_table_size, range_chunk, migrate_percent, balance_factor) are read in code.
 using P = PoolConfig;
@@ -221,6 +222,8 @@ constexpr Choice<Http2Mode> kHttp2Modes[] = {{"off", Http2Mode::kOff},
 constexpr auto kAlgorithms = choices_of<Algorithm>(core::kAlgorithmNames);
 constexpr auto kProbeOrders = choices_of<ProbeOrder>(core::kProbeOrderNames);
 constexpr auto kReplicaChoices = choices_of<ReplicaChoice>(core::kReplicaChoiceNames);
+constexpr Choice<LoadBy> kLoadBys[] = {{"requests", LoadBy::kRequests},
+                                       {"prompt_size", LoadBy::kPromptSize}};
 constexpr Choice<MissingKeyPolicy> kMissingKeyPolicies[] = {
     {"least_in_flight", MissingKeyPolicy::kLeastInFlight},
     {"random", MissingKeyPolicy::kRandom},

@@ -93,6 +93,7 @@ void Exchange::route_by(const RouteKey& rk) noexcept {
     return;
   }
   st_.keyed = rk.walks();
+  st_.cost = request_cost(head(), body_key_.held());
   st_.key = rk.key;
   st_.hash = rk.hash;
   st_.grouped = rk.grouped;
@@ -115,6 +116,7 @@ core::BackendIndex Exchange::route_attempt(bool first_pick) noexcept {
   rq.now_ms = worker_.now_ms();
   rq.worker = worker_.id();
   rq.subset = st_.subset;
+  rq.cost = st_.cost;
   // One call: hash policy state, the bounded-load walk with backends at their connection limit
   // excluded, and the decision counters (routed, all_full, no_backend) are the Router's.
   const RouteDecision d = worker_.routing().route(
@@ -142,8 +144,7 @@ void Exchange::start_attempt() noexcept {
 
 void Exchange::retry_same_backend() noexcept {
   // The place this request held a moment ago, taken back as it is: no pick, no bound check.
-  BackendState& st = st_.pool->backend(st_.backend);
-  st_.slot = InFlightSlot::take(st.in_flight, st_.pool->state().total_in_flight);
+  st_.slot = take_slot(*st_.pool, st_.backend, st_.cost);
   begin_attempt(st_.backend, ConnSource::kNew);
 }
 

@@ -40,7 +40,9 @@ core::ReportView report_view(const Pool& pool, size_t i) noexcept {
     v.at_ms = b.report.at_ms.load(std::memory_order_relaxed);
     v.local_at_report = b.report.local_at_report.load(std::memory_order_relaxed);
   }
-  v.local_in_flight = b.in_flight.load(std::memory_order_relaxed);
+  v.local_in_flight = (pool.config().load_by == config::LoadBy::kPromptSize ? b.in_flight_cost
+                                                                          : b.in_flight)
+                          .load(std::memory_order_relaxed);
   return v;
 }
 
@@ -51,7 +53,8 @@ uint32_t fleet_instances_of(const Pool& pool) noexcept {
 }
 
 bool reads_fleet_loads(const Pool& pool) noexcept {
-  return pool.config().load_report.enabled || fleet_instances_of(pool) > 1;
+  return pool.config().load_report.enabled || fleet_instances_of(pool) > 1 ||
+         pool.config().load_by == config::LoadBy::kPromptSize;
 }
 
 uint32_t effective_load_of(const Pool& pool, size_t i, uint64_t now_ms) noexcept {

@@ -108,17 +108,42 @@ constexpr uint32_t kMaxClaimRaces = 8;
 // compared (through local_limit_of when the pick read reported loads). An all-full pick, which
 // knowingly goes over the bound to the least loaded backend, and `force` take it unconditionally.
 bool claim_place(const Pool& pool, const core::PickResult& p, uint64_t now_ms, bool force,
-                 InFlightSlot& slot) noexcept {
+                 uint32_t cost, InFlightSlot& slot) noexcept {
   BackendState& b = pool.backend(p.backend);
-  std::atomic<uint64_t>& total = pool.state().total_in_flight;
-  if (p.all_full || force) {
-    slot = InFlightSlot::take(b.in_flight, total);
-    return true;
+  PoolState& ps = pool.state();
+  const bool by_cost = pool.config().load_by == config::LoadBy::kPromptSize;
+  const uint64_t limit = p.all_full || force
+                             ? UINT64_MAX
+                             : local_limit_of(pool, p.backend, now_ms, p.capacity);
+  if (by_cost) {
+    slot = InFlightSlot::take_cost_below(b.in_flight, ps.total_in_flight, b.in_flight_cost,
+                                         ps.total_in_flight_cost, cost, limit);
+  } else if (limit == UINT64_MAX) {
+    slot = InFlightSlot::take(b.in_flight, ps.total_in_flight);
+  } else {
+    slot = InFlightSlot::take_below(b.in_flight, ps.total_in_flight, limit);
   }
-  slot = InFlightSlot::take_below(b.in_flight, total,
-                                  local_limit_of(pool, p.backend, now_ms, p.capacity));
   return slot.held();
 }
+
+}  // namespace
+
+InFlightSlot take_slot(const Pool& pool, core::BackendIndex i, uint32_t cost) noexcept {
+  BackendState& b = pool.backend(i);
+  PoolState& ps = pool.state();
+  if (pool.config().load_by == config::LoadBy::kPromptSize) {
+    return InFlightSlot::take_cost(b.in_flight, ps.total_in_flight, b.in_flight_cost,
+                                   ps.total_in_flight_cost, cost);
+  }
+  return InFlightSlot::take(b.in_flight, ps.total_in_flight);
+}
+
+uint32_t request_cost(const http::RequestHead& head, uint64_t read) noexcept {
+  const uint64_t bytes = head.framing == http::Framing::kLength ? head.content_length : read;
+  return static_cast<uint32_t>(std::clamp<uint64_t>((bytes + 1023) / 1024, 1, kMaxRequestCost));
+}
+
+namespace {
 
 // After a lost claim on `b`: the pick's snapshot of reported loads gets b's load as it is now
 // (the live in-flight view needs nothing: the next pick reads the counters again).
@@ -171,7 +196,7 @@ RouteDecision route_keyless(const Pool& pool, const PickRequest& rq, core::PickI
   d.hops = static_cast<uint16_t>(count_bits(rq.tried) + at_limit);
   d.skipped_excluded = d.hops;
   if (claim != nullptr && d.backend != core::kNoBackend) {
-    *claim = InFlightSlot::take(pool.backend(d.backend).in_flight, pool.state().total_in_flight);
+    *claim = take_slot(pool, d.backend, rq.cost);
   }
   return d;
 }
@@ -320,7 +345,7 @@ RouteDecision Router::route(const Pool& pool, const PickRequest& rq, std::span<u
                          : core::route_pick(sel, key, in, pool.route_options(),
                                             core::RouteRequest{}, nullptr, pick_scratch);
       if (claim == nullptr || rr.pick.backend == core::kNoBackend ||
-          claim_place(pool, rr.pick, rq.now_ms, race == kMaxClaimRaces, *claim)) {
+          claim_place(pool, rr.pick, rq.now_ms, race == kMaxClaimRaces, rq.cost, *claim)) {
         break;
       }
       refresh_load(pool, rr.pick.backend, rq.now_ms, loads, in);

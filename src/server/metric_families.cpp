@@ -206,8 +206,19 @@ Value status_class(const Row& r, size_t i) {
   return d(all > sum ? all - sum : 0);
 }
 
+// With `load_by: prompt_size` the bound counts KiB of request bodies, and so does the capacity.
+bool by_cost(const Row& r) noexcept {
+  return r.pool().config().load_by == config::LoadBy::kPromptSize;
+}
+
+Value in_flight_cost(const Row& r, size_t) {
+  if (!by_cost(r)) return std::nullopt;
+  return d(r.backend().in_flight_cost);
+}
+
 Value capacity(const Row& r, size_t) {
-  uint64_t total = r.ps().total_in_flight.load(std::memory_order_relaxed);
+  uint64_t total = (by_cost(r) ? r.ps().total_in_flight_cost : r.ps().total_in_flight)
+                       .load(std::memory_order_relaxed);
   return d(core::capacity(total, r.weight(), r.total_weight(), r.pool().bounded()));
 }
 

@@ -41,6 +41,9 @@ using core::ReplicaChoice;
 enum class HashKeyKind : uint8_t { kUri, kPath, kHeader, kCookie, kQuery, kSrc, kLlmPrefix };
 // What to do with a request whose hash key is absent (no such header/cookie/query parameter).
 enum class MissingKeyPolicy : uint8_t { kLeastInFlight, kRandom, kHashUri, kReject };
+// What one request in flight counts for in the bound (`load_by`): one, or its body's size in
+// KiB (an inference request's prefill cost grows with its prompt).
+enum class LoadBy : uint8_t { kRequests, kPromptSize };
 
 struct HashKey {
   HashKeyKind kind = HashKeyKind::kUri;
@@ -259,6 +262,7 @@ struct PoolConfig {
   Algorithm algorithm = Algorithm::kRing;
   HashKey hash_key;
   MissingKeyPolicy missing_key = MissingKeyPolicy::kLeastInFlight;
+  LoadBy load_by = LoadBy::kRequests;
   uint32_t balance_factor = 125;     // percent; 0 = unbounded (pure consistent hashing)
   uint32_t capacity_slack = 8;       // absolute extra requests allowed above the fair share
   ProbeOrder probe_order = ProbeOrder::kClockwise;

@@ -92,6 +92,9 @@ class BackendState {
   // In-flight requests assigned to this backend. Incremented by the pick, decremented exactly
   // once when the exchange ends, whatever the ending.
   std::atomic<uint32_t> in_flight{0};
+  // With `load_by: prompt_size`: the body KiB of those requests (each at least 1), what the bound
+  // compares instead. Raised and lowered only by their InFlightSlots.
+  std::atomic<uint32_t> in_flight_cost{0};
   BackendCounters counters;
   // The backend's own load reports (pool config load_report; proxy/load_report.h), read
   // against in_flight.

@@ -54,6 +54,7 @@ enum class AfterFailure : uint8_t {
 struct ExchangeState {
   const Pool* pool = nullptr;
   InFlightSlot slot;          // the current attempt's place in the in-flight counts
+  uint32_t cost = 1;          // what the request counts for under `load_by: prompt_size`
   BackendLink* conn = nullptr;
   core::BackendIndex backend = core::kNoBackend;
   core::BackendIndex owner = core::kNoBackend;

@@ -68,13 +68,13 @@ void report_from(const config::LoadReportConfig& cfg, const http::ResponseHead& 
 // least 1).
 uint32_t fleet_instances_of(const Pool& pool) noexcept;
 // Whether a pick over `pool` compares effective loads (fill_effective_loads) instead of the
-// bare in-flight counters: with load_report on, or when the fleet has more than one instance
-// (each count then stands for N).
+// bare in-flight counters: with load_report on, when the fleet has more than one instance
+// (each count then stands for N), or with `load_by: prompt_size` (the in-flight costs).
 bool reads_fleet_loads(const Pool& pool) noexcept;
 
 // The effective load of backend i of `pool` now, on the fleet's scale (core::effective_load
-// over its report state when load_report is on, its local in-flight count, max_age from the
-// pool's config, N = fleet_instances_of).
+// over its report state when load_report is on, its local in-flight count, or cost with
+// `load_by: prompt_size`, max_age from the pool's config, N = fleet_instances_of).
 uint32_t effective_load_of(const Pool& pool, size_t i, uint64_t now_ms) noexcept;
 
 // The in-flight count this instance may hold on backend i while its effective load stays below

@@ -69,6 +69,7 @@ struct PoolState {
   std::shared_ptr<const core::HotReplicas> fleet_hot;
   std::atomic<uint64_t> fleet_hot_version{0};
   std::atomic<uint64_t> total_in_flight{0};
+  std::atomic<uint64_t> total_in_flight_cost{0};  // load_by: prompt_size (BackendState)
   // The fleet this instance is one of (config `fleet`, docs/routing.md "Fleets"): N, the
   // instances sharing these backends (1 = alone or unknown), and the hot-key detectors sharing
   // the pool's traffic (N times the workers). Written by the daemon's loop only

@@ -102,7 +102,20 @@ struct PickRequest {
   // The subset the request was selected into (Pool::select_subset): the walk, the bound (W and
   // the in-flight total over its members), retries and the connection limit stay inside it.
   uint8_t subset = Pool::kNoSubset;
+  // What the request counts for in the bound of a pool with `load_by: prompt_size` (its body's
+  // KiB, at least 1; request_cost); ignored otherwise.
+  uint32_t cost = 1;
 };
+
+// A request's cost for `load_by: prompt_size`: ceil(bytes / 1 KiB), at least 1, at most
+// kMaxRequestCost, where bytes is the Content-Length when the body has one, else `read` (the
+// body bytes read before routing, e.g. by an llm_prefix key).
+inline constexpr uint32_t kMaxRequestCost = 1u << 20;  // 1 GiB
+uint32_t request_cost(const http::RequestHead& head, uint64_t read) noexcept;
+
+// A place on backend i of `pool` without a bound check (the stale-connection retry on the same
+// backend): InFlightSlot::take, or take_cost with `cost` for `load_by: prompt_size`.
+InFlightSlot take_slot(const Pool& pool, core::BackendIndex i, uint32_t cost) noexcept;
 
 // The last recorded decision for a key (PoolState::recent), resolved in a given snapshot.
 struct LastDecision {

@@ -41,6 +41,44 @@ TEST_CASE("InFlightSlot raises both counts once and lowers them exactly once") {
   CHECK(pool.load() == 0);
 }
 
+TEST_CASE("InFlightSlot with a cost: the CAS admits below the limit, release gives all back") {
+  std::atomic<uint32_t> backend{0}, backend_cost{0};
+  std::atomic<uint64_t> pool{0}, pool_cost{0};
+  {
+    InFlightSlot a = InFlightSlot::take_cost_below(backend, pool, backend_cost, pool_cost, 200, 1);
+    CHECK(a.held());
+    CHECK(a.cost() == 200);
+    CHECK(backend.load() == 1);
+    CHECK(backend_cost.load() == 200);
+    CHECK(pool_cost.load() == 200);
+    // 200 KiB in flight, limit 124: the next one does not get in, and nothing moved.
+    InFlightSlot b = InFlightSlot::take_cost_below(backend, pool, backend_cost, pool_cost, 1, 124);
+    CHECK_FALSE(b.held());
+    CHECK(backend.load() == 1);
+    CHECK(backend_cost.load() == 200);
+    // Forced (an all-full pick): it gets in whatever the cost.
+    b = InFlightSlot::take_cost(backend, pool, backend_cost, pool_cost, 3);
+    CHECK(backend.load() == 2);
+    CHECK(backend_cost.load() == 203);
+    InFlightSlot c = std::move(b);
+    CHECK(c.cost() == 3);
+    CHECK(b.cost() == 0);
+    a.release();
+    CHECK(backend.load() == 1);
+    CHECK(backend_cost.load() == 3);
+    CHECK(pool_cost.load() == 3);
+  }
+  CHECK(backend.load() == 0);
+  CHECK(pool.load() == 0);
+  CHECK(backend_cost.load() == 0);
+  CHECK(pool_cost.load() == 0);
+  // A slot without a cost leaves the cost counters alone.
+  InFlightSlot d = InFlightSlot::take(backend, pool);
+  CHECK(d.cost() == 0);
+  d.release();
+  CHECK(backend_cost.load() == 0);
+}
+
 TEST_CASE("InFlightSlot: resetting an exchange by value releases its slot") {
   std::atomic<uint32_t> backend{0};
   std::atomic<uint64_t> pool{0};

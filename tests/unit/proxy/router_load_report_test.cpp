@@ -169,5 +169,61 @@ TEST_CASE("without load_report the pick ignores reports") {
   CHECK(router.route(*pool, rq, scratch).backend == owner);
 }
 
+TEST_CASE("load_by prompt_size: one large prompt in flight fills its backend for the next key") {
+  // 2 backends, c = 1.25, no slack. The owner holds one 200 KiB request: by requests it is half
+  // the pool's load and the next request for the key goes home (cap 2); by prompt size the
+  // owner holds 200 of 200 KiB (cap ceil(1.25 * 201 / 2) = 126) and the next one spills.
+  for (const config::LoadBy by : {config::LoadBy::kRequests, config::LoadBy::kPromptSize}) {
+    CAPTURE(static_cast<int>(by));
+    config::PoolConfig cfg = test::pool_config({"a", "b"});
+    cfg.capacity_slack = 0;
+    cfg.spill_memory = 0;
+    cfg.hot_keys.share = 0;
+    cfg.load_by = by;
+    test::PoolMaker maker;
+    auto pool = maker.build(cfg);
+    REQUIRE(pool != nullptr);
+    const RouteKey key{RouteKey::Kind::kKey, core::hash64("/k"), "/k"};
+    const core::BackendIndex owner = pool->selector().owner(key.hash);
+    Router router;
+    std::vector<uint64_t> scratch(pool->scratch_words());
+    PickRequest rq;
+    rq.key = key;
+    rq.worker = 0;
+    rq.cost = 200;
+    InFlightSlot big;
+    CHECK(router.route(*pool, rq, scratch, &big).backend == owner);
+    CHECK(big.held());
+    CHECK(pool->backend(owner).in_flight.load() == 1);
+    CHECK(pool->backend(owner).in_flight_cost.load() ==
+          (by == config::LoadBy::kPromptSize ? 200u : 0u));
+    rq.cost = 1;
+    InFlightSlot small;
+    const RouteDecision d = router.route(*pool, rq, scratch, &small);
+    CHECK((d.backend == owner) == (by == config::LoadBy::kRequests));
+    big.release();
+    small.release();
+    CHECK(pool->backend(owner).in_flight_cost.load() == 0);
+    CHECK(pool->state().total_in_flight_cost.load() == 0);
+    CHECK(pool->state().total_in_flight.load() == 0);
+  }
+}
+
+TEST_CASE("request cost: Content-Length in KiB rounded up, else the bytes read, at least 1") {
+  http::RequestHead h;
+  h.framing = http::Framing::kLength;
+  h.content_length = 0;
+  CHECK(request_cost(h, 0) == 1);
+  h.content_length = 1024;
+  CHECK(request_cost(h, 0) == 1);
+  h.content_length = 1025;
+  CHECK(request_cost(h, 99999) == 2);  // Content-Length wins over what was read
+  h.content_length = uint64_t{1} << 50;
+  CHECK(request_cost(h, 0) == kMaxRequestCost);
+  h.framing = http::Framing::kChunked;
+  CHECK(request_cost(h, 8192) == 8);
+  CHECK(request_cost(h, 0) == 1);
+}
+
 }  // namespace
 }  // namespace rondel::proxy
