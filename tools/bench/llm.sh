@@ -4,7 +4,7 @@
 #
 #   tools/bench/llm.sh [--trace shared|qa|mooncake] [--rates 2,4,6,8,10] [--rate73 6]
 #                      [--duration 240] [--speedup 10] [--servers 8] [--seed 1]
-#                      [--policies round_robin,least_in_flight,random,haproxy_json,oracle,rondel_llm_1,rondel_llm_4]
+#                      [--policies round_robin,least_in_flight,random,haproxy_json,oracle,rondel_llm_1,rondel_llm_4,rondel_llm_prompt]
 #                      [--svg docs/img/llm_ttft_p90.svg] [--out FILE] [--no-driver-check]
 #
 # Needs HAProxy 2.6 or later (`balance hash`; tools/bench/run.sh installs it) and builds rondel

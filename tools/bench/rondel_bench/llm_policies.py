@@ -110,6 +110,7 @@ def policies(json_path):
     """The policy rows; json_path: HAProxy's json_query path of the first user message."""
     hap_hash = f"hash req.body,json_query('{json_path}')"
     llm = {"hash_key": "llm_prefix"}
+    llm_prompt = {**llm, "load_by": "prompt_size"}
     return [
         ("round_robin", "round robin (HAProxy roundrobin)",
          lambda ctx, k: _haproxy(ctx, "haproxy-rr", "roundrobin", None, k.ports), None),
@@ -126,4 +127,6 @@ def policies(json_path):
          lambda ctx, k: _rondel(ctx, llm, 1, k.ports), llm),
         ("rondel_llm_4", "rondel llm_prefix, 4 instances",
          lambda ctx, k: _rondel(ctx, llm, 4, k.ports), llm),
+        ("rondel_llm_prompt", "rondel llm_prefix, load_by prompt_size, 1 instance",
+         lambda ctx, k: _rondel(ctx, llm_prompt, 1, k.ports), llm_prompt),
     ]
