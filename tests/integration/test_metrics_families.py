@@ -75,7 +75,8 @@ class EveryFamilyHasSamples(RondelTestCase):
                             "require: [slow]}]\n    backends:\n", 1)
         # An llm_prefix pool and its listener (the inference-routing families).
         text = text.replace("pools:\n", "  - { name: llmweb, bind: 127.0.0.1:0, pool: llm }\n"
-                            "pools:\n  - name: llm\n    hash_key: llm_prefix\n    backends:\n"
+                            "pools:\n  - name: llm\n    hash_key: llm_prefix\n    load_by: prompt_size\n"
+                            "    backends:\n"
                             f"      - {{ address: {cls.backends[0].address} }}\n", 1)
         cls.etcd = Etcd(cls.dir) if ETCD and ETCDCTL else None
         if cls.etcd is not None:
