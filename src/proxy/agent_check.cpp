@@ -103,6 +103,12 @@ class AgentAttempt final : public net::HandleCloser, private net::TransportEvent
     uv_timer_init(loop, &timer_);
     timer_.data = this;
     uv_timer_start(&timer_, &on_timeout, probe_->cfg_.timeout_ms, 0);
+    try {
+      send_ = probe_->cfg_.send;  // its own copy: a reload may replace the probe's settings
+    } catch (...) {
+      fail("no_memory");
+      return;
+    }
     BackendTarget target;
     target.port = probe_->cfg_.port;
     const int rc = sock_.connect(loop, *probe_->state_, target, *this);
@@ -138,8 +144,8 @@ class AgentAttempt final : public net::HandleCloser, private net::TransportEvent
       fail(std::string("connect_") + uv_err_name(status));
       return;
     }
-    if (!probe_->cfg_.send.empty()) {
-      out_.push(probe_->cfg_.send.data(), probe_->cfg_.send.size());
+    if (!send_.empty()) {
+      out_.push(send_.data(), send_.size());
       const int rc = sock_.write(out_);
       if (rc < 0) {
         fail(std::string("write_") + uv_err_name(rc));
@@ -176,7 +182,7 @@ class AgentAttempt final : public net::HandleCloser, private net::TransportEvent
     used_ += static_cast<size_t>(nread);
     const std::string_view got(buf_, used_);
     if (size_t nl = got.find('\n', before); nl != std::string_view::npos) {
-      finish(true, got.substr(0, nl));
+      finish(true, got.substr(0, nl > 0 && got[nl - 1] == '\r' ? nl - 1 : nl));
     } else if (used_ > kMaxAgentAnswer) {
       fail("answer_too_long");
     }
@@ -192,6 +198,7 @@ class AgentAttempt final : public net::HandleCloser, private net::TransportEvent
   BackendSocket sock_;
   uv_timer_t timer_{};
   net::OutQueue out_;
+  std::string send_;
   char buf_[kMaxAgentAnswer + 2];  // one more byte than a line may hold, and its '\n'
   size_t used_ = 0;
 };
