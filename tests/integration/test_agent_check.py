@@ -9,7 +9,8 @@ in /api/pools (the backend's "agent" object) and in routing within about one int
 - `50%` halves b1's effective weight and moves no key; `75%, drain` is both;
 - the agent's drain and the operator's drain are two reasons: the operator's ready leaves the
   agent's drain in place;
-- a garbage answer, and an agent that refuses connections, change nothing.
+- a garbage answer, and an agent that refuses connections, change nothing;
+- a reload keeps the agent's state; one that turns b1's agent off clears it.
 The agent reads the `send` string first.
 """
 import json
@@ -61,11 +62,11 @@ class AgentCheck(RondelTestCase):
         return [Backend("b0"), Backend("b1"), Backend("b2"), cls.agent]
 
     @classmethod
-    def config(cls):
+    def config(cls, b1_agent=None):
         b0, b1, b2 = cls.backends[:3]
         entries = [
             {"address": b0.address, "agent_check": "{ enabled: false }"},
-            {"address": b1.address},
+            {"address": b1.address, **({"agent_check": b1_agent} if b1_agent else {})},
             {"address": b2.address, "agent_check": f"{{ port: {cls.closed_port} }}"},
         ]
         pool = {"agent_check": f'{{ port: {cls.agent.port}, interval: 200ms, timeout: 500ms, '
@@ -224,6 +225,24 @@ class AgentCheck(RondelTestCase):
         # b0's agent is off.
         a = self.backend(self.backends[0])["agent"]
         self.assertEqual((a["enabled"], a["state"], a["checks_failed"]), (False, "none", 0))
+
+    def test_z_reload_turning_the_agent_off_clears_its_state(self):
+        # Runs last (name order): it leaves b1 without an agent.
+        b1 = self.backends[1]
+        self.agent.say("drain 50%")
+        self.wait_agent(b1, "drain", 50)
+        self.rondel.reload(self.config())  # the same agent: its state is kept
+        a = self.backend(b1)["agent"]
+        self.assertEqual((a["state"], a["weight_percent"]), ("drain", 50))
+        self.rondel.reload(self.config(b1_agent="{ enabled: false }"))
+        e = self.backend(b1)
+        self.assertEqual((e["agent"]["enabled"], e["agent"]["state"],
+                          e["agent"]["weight_percent"]), (False, "none", 100))
+        self.assertEqual(e["effective_weight"], 1.0)
+        key = next(k for k in (f"/off/{i}" for i in range(500))
+                   if self.rondel.route("p", k)["owner"] == b1.address)
+        self.assertEqual(self.rondel.route("p", key)["chosen"], b1.address)
+        self.assertEqual(self.served_by(key), "b1")
 
 
 if __name__ == "__main__":
