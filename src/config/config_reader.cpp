@@ -167,6 +167,7 @@ class ConfigReader {
     bool table_ok = false;
     if (table) table_ok = read_table_size(*table, p.maglev_table_size);
     if (auto* g = m.get("health_check")) read_health(r_, *g, p.health);
+    if (auto* g = m.get("agent_check")) read_pool_agent_check(r_, *g, p.agent_check);
     if (auto* g = m.get("passive_health")) read_passive(r_, *g, p.passive);
     if (auto* g = m.get("dns")) read_dns(*g, p.dns);
     if (auto* g = m.get("tls")) read_backend_tls(r_, *g, p.tls);
@@ -352,6 +353,14 @@ class ConfigReader {
       bool ok = true;
       Position id_at;
       if (auto* g = m.get("labels")) ok &= read_labels(r_, *g, b.labels, pool_labels_);
+      if (auto* g = m.get("agent_check")) {
+        const bool named_port = read_agent_check(r_, *g, b.agent);
+        const AgentCheckConfig a = resolve_agent_check(p.agent_check, b.agent);
+        if (a.enabled && a.port == 0 && !named_port && g->value.IsMap()) {
+          r_.error(NodeReader::value_position(*g),
+                   "'agent_check' needs a 'port': the pool's 'agent_check' sets none");
+        }
+      }
       if (const Field* s = m.get("srv")) {
         if (!read_srv_backend(m, *s, b) || !ok) return;
         auto [it, inserted] = first_line.emplace(b.id, NodeReader::value_position(*s).line);

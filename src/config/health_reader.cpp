@@ -39,6 +39,37 @@ void read_health(NodeReader& r, const Field& f, HealthCheckConfig& h) {
   if (auto* g = m.get("fall")) r.read_unsigned(*g, h.fall, 1, kU32Max);
 }
 
+bool read_agent_check(NodeReader& r, const Field& f, AgentCheckOverride& o) {
+  MapFields m = r.map(f.value, quote(f.key), NodeReader::value_position(f), kAgentCheckKeys);
+  o.present = true;
+  bool b = false;
+  uint64_t v = 0;
+  if (auto* g = m.get("enabled"); g && r.read_bool(*g, b)) o.enabled = b;
+  if (auto* g = m.get("port"); g && r.read_u64(*g, v, 1, 65535)) o.port = static_cast<uint16_t>(v);
+  if (auto* g = m.get("interval"); g && r.read_duration(*g, v, 1)) o.interval_ms = v;
+  if (auto* g = m.get("timeout"); g && r.read_duration(*g, v, 1)) o.timeout_ms = v;
+  std::string text;
+  if (auto* g = m.get("send"); g && r.read_string(*g, text, true)) {
+    if (text.size() <= kMaxAgentSend) {
+      o.send = std::move(text);
+    } else {
+      r.error(NodeReader::value_position(*g), "'send' is " + std::to_string(text.size()) +
+                                                  " bytes; at most " +
+                                                  std::to_string(kMaxAgentSend));
+    }
+  }
+  return m.get("port") != nullptr;
+}
+
+void read_pool_agent_check(NodeReader& r, const Field& f, AgentCheckConfig& a) {
+  AgentCheckOverride o;
+  const bool named_port = read_agent_check(r, f, o);
+  a = resolve_agent_check(AgentCheckConfig{.enabled = true}, o);
+  if (a.enabled && !named_port && f.value.IsMap()) {
+    r.error(NodeReader::value_position(f), "'agent_check' needs a 'port' (the agent's TCP port)");
+  }
+}
+
 void read_status_range(NodeReader& r, const Field& f, HealthCheckConfig& h) {
   constexpr string_view kExpected = "a status code or range such as 200 or 200-399";
   if (!f.value.IsScalar()) {

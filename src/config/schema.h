@@ -114,6 +114,7 @@ constexpr string_view kPoolKeys[] = {"name",
                                      "max_connections_per_backend",
                                      "slow_start",
                                      "health_check",
+                                     "agent_check",
                                      "passive_health",
                                      "dns",
                                      "discovery",
@@ -167,6 +168,10 @@ constexpr string_view kPreviousKeys[] = {"algorithm",         "points_per_weight
 constexpr string_view kPreviousBackendKeys[] = {"id", "address", "weight"};
 constexpr string_view kHealthKeys[] = {"enabled",  "method",  "path", "expect_status",
                                        "interval", "timeout", "rise", "fall"};
+// HAProxy's agent-check (health_reader.cpp): a pool's `agent_check`, and a backend's own, whose
+// keys override the pool's.
+constexpr string_view kAgentCheckKeys[] = {"enabled", "port", "interval", "timeout", "send"};
+constexpr uint64_t kMaxAgentSend = 1024;  // bytes of `send`
 constexpr string_view kPassiveKeys[] = {"consecutive_failures", "ejection_time",
                                         "max_ejected_percent"};
 // hash_key: llm_prefix (llm_prefix_reader.cpp).
@@ -177,7 +182,7 @@ constexpr uint64_t kMinLlmBuffer = 1024;
 constexpr uint32_t kLlmHotShare = 100;  // hot_keys.share's default under hash_key: llm_prefix
 constexpr string_view kHotKeysKeys[] = {"share", "max_replicas", "window", "capacity",
                                         "min_count"};
-constexpr string_view kBackendKeys[] = {"address", "weight", "id", "srv", "labels"};
+constexpr string_view kBackendKeys[] = {"address", "weight", "id", "srv", "labels", "agent_check"};
 constexpr string_view kTlsKeys[] = {"certificates", "alpn",         "min_version",
                                     "max_version",  "ciphers",      "ciphersuites",
                                     "groups",       "session_tickets", "ticket_key_rotation",

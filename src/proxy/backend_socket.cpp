@@ -24,6 +24,16 @@ std::string BackendSocket::server_name(const BackendState& state, const BackendT
 int BackendSocket::connect(uv_loop_t* loop, const BackendState& state,
                            const BackendTarget& target, net::TransportEvents& events) noexcept {
   const auto* addr = reinterpret_cast<const sockaddr*>(&state.addr());
+  sockaddr_storage other;
+  if (target.port != 0) {
+    other = state.addr();
+    if (other.ss_family == AF_INET6) {
+      reinterpret_cast<sockaddr_in6*>(&other)->sin6_port = htons(target.port);
+    } else {
+      reinterpret_cast<sockaddr_in*>(&other)->sin_port = htons(target.port);
+    }
+    addr = reinterpret_cast<const sockaddr*>(&other);
+  }
   if (!target.tls) {
     started_ = true;
     return tcp_.connect(loop, addr, &events, target.proxy_header);

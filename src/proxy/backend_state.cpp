@@ -21,7 +21,9 @@ BackendState::~BackendState() {
 
 Health BackendState::health() const noexcept {
   const uint8_t f = flags_.load(std::memory_order_acquire);
-  if ((f & static_cast<uint8_t>(HealthFlag::kFailedActiveCheck)) != 0) return Health::kDown;
+  constexpr auto kDownBits = static_cast<uint8_t>(HealthFlag::kFailedActiveCheck) |
+                             static_cast<uint8_t>(HealthFlag::kAgentDown);
+  if ((f & kDownBits) != 0) return Health::kDown;
   if ((f & static_cast<uint8_t>(HealthFlag::kPassiveEjected)) != 0) return Health::kEjected;
   return Health::kUp;
 }

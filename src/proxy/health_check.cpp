@@ -185,8 +185,10 @@ class HealthAttempt final : public net::HandleCloser, private net::TransportEven
 void HealthProbe::on_timer(uv_timer_t* t) noexcept {
   auto* p = static_cast<HealthProbe*>(t->data);
   if (p->closing() || p->attempt_ != nullptr) return;
-  if (p->state_->admin_state() == AdminState::kMaint) {
-    // Paused while an operator keeps the backend in maintenance: ask again next interval.
+  if (p->state_->admin_state() == AdminState::kMaint ||
+      p->state_->agent.admin.load(std::memory_order_acquire) == AgentAdmin::kMaint) {
+    // Paused while an operator or the backend's agent keeps it in maintenance: ask again next
+    // interval.
     uv_timer_start(&p->timer_, &on_timer, p->cfg_.interval_ms, 0);
     return;
   }

@@ -268,7 +268,8 @@ size_t Pool::eligible_count() const noexcept {
   return n;
 }
 
-core::BackendIndex Pool::least_loaded(std::span<const uint64_t> tried) const noexcept {
+core::BackendIndex Pool::least_loaded(std::span<const uint64_t> tried,
+                                      std::span<const uint32_t> loads) const noexcept {
   core::BackendIndex best = core::kNoBackend;
   uint64_t best_load = UINT64_MAX;
   for (size_t i = 0; i < backends_.size(); ++i) {
@@ -276,7 +277,9 @@ core::BackendIndex Pool::least_loaded(std::span<const uint64_t> tried) const noe
     if (w == 0 || !backends_[i]->usable()) continue;
     if (core::bit_test(tried, i)) continue;
     // Load relative to (effective) weight, in fixed point.
-    uint64_t load = (uint64_t{backends_[i]->in_flight.load(std::memory_order_relaxed)} << 32) / w;
+    const uint64_t n = i < loads.size() ? loads[i]
+                                        : backends_[i]->in_flight.load(std::memory_order_relaxed);
+    uint64_t load = (n << 32) / w;
     if (load < best_load) {
       best_load = load;
       best = static_cast<core::BackendIndex>(i);
@@ -349,6 +352,10 @@ bool Pool::refresh_weights(uint64_t now_ms) noexcept {
         w = std::max<uint64_t>(w > 0 ? 1 : 0, w * permille / 1000);
         ramping = true;
       }
+    }
+    // The agent's weight percentage (agent_check): capacity only, like the ramp.
+    if (const uint32_t pct = b.agent.weight_percent.load(std::memory_order_relaxed); pct != 100) {
+      w = pct == 0 || w == 0 ? 0 : std::max<uint64_t>(1, w * pct / 100);
     }
     differs |= w != base_weights_[i];
     // Picks copy these only while ramping_ is set; the flag goes up after the stores.

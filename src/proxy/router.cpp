@@ -186,13 +186,14 @@ const core::Subset* subset_of(const Pool& pool, uint8_t subset) noexcept {
 }
 
 // A request without a key (or with missing_key: least_in_flight) goes to the least loaded
-// eligible backend; there is no bound to keep, so its claim takes the slot unconditionally.
+// eligible backend (with load_report, by the effective loads use_reported_loads put in
+// `in.loads`); there is no bound to keep, so its claim takes the slot unconditionally.
 RouteDecision route_keyless(const Pool& pool, const PickRequest& rq, core::PickInput& in,
                             std::span<uint64_t> excluded, uint16_t at_limit,
                             const core::Subset* subset, InFlightSlot* claim) noexcept {
   if (subset != nullptr) restrict_to(pool, *subset, in, excluded);
   RouteDecision d;
-  d.backend = pool.least_loaded(excluded);
+  d.backend = pool.least_loaded(excluded, in.loads);
   d.hops = static_cast<uint16_t>(count_bits(rq.tried) + at_limit);
   d.skipped_excluded = d.hops;
   if (claim != nullptr && d.backend != core::kNoBackend) {

@@ -32,6 +32,25 @@ inline std::string_view health_name(proxy::Health h) noexcept {
   return "?";
 }
 
+// The backend's "agent" object (agent_check): its state summary, weight percentage, the last
+// answer line, whether the last check got a known answer, why it had none, and the checks by
+// result. `enabled`: the backend's resolved agent_check is on. Daemon loop only (the strings).
+inline void agent_object(util::JsonWriter& j, const proxy::BackendState& b, bool enabled) {
+  const proxy::AgentState& a = b.agent;
+  j.begin("agent");
+  j.field("enabled", enabled);
+  j.field("state", proxy::kAgentSummaryNames[static_cast<size_t>(a.summary())]);
+  j.field("weight_percent", uint64_t{a.weight_percent.load(std::memory_order_relaxed)});
+  j.field("last", a.last);
+  j.field("ok", a.last_ok.load(std::memory_order_relaxed));
+  j.field("error", a.error);
+  for (size_t r = 0; r < proxy::kAgentResults; ++r) {
+    j.field(std::string("checks_") + std::string(proxy::kAgentResultNames[r]),
+            a.checks[r].load(std::memory_order_relaxed));
+  }
+  j.end();
+}
+
 // Decodes %XX and '+' (a space: application/x-www-form-urlencoded) in a query value; an
 // invalid escape is kept as is.
 std::string url_decode(std::string_view s);

@@ -22,6 +22,7 @@ namespace rondel::server {
 namespace {
 
 using admin_detail::algorithm_name;
+using admin_detail::agent_object;
 using admin_detail::health_name;
 using util::JsonWriter;
 
@@ -97,6 +98,15 @@ void backend_object(JsonWriter& j, const proxy::Pool& p, core::BackendIndex idx,
   j.field("connect_errors", b.counters.connect_errors.load());
   j.field("open_connections", b.open_connections.load());
   j.field("idle_connections", b.idle_count());
+  // The weight the bound uses now (slow start, the agent's percentage), in weight units.
+  j.field("effective_weight", static_cast<double>(p.effective_weight(idx)) /
+                                  static_cast<double>(proxy::Pool::kWeightScale));
+  const config::PoolConfig& pc = p.config();
+  agent_object(j, b,
+               config::resolve_agent_check(pc.agent_check, idx < pc.backends.size()
+                                                               ? pc.backends[idx].agent
+                                                               : config::AgentCheckOverride{})
+                   .enabled);
   j.end();
 }
 

@@ -59,6 +59,7 @@ Daemon::~Daemon() {
   admin_.reset();
   watch_.reset();
   health_.reset();
+  agent_.reset();
   fleet_.reset();
   discovery_.reset();
   worker_.reset();
@@ -86,6 +87,8 @@ bool Daemon::start(config::Config cfg) {
   }
   discovery_ = std::make_unique<Discovery>(&loop_, log_, [this] { on_dns_change(); });
   health_ = std::make_unique<proxy::HealthChecker>(
+      &loop_, log_, [this](const std::string&, proxy::BackendState&) { refresh_pools(); });
+  agent_ = std::make_unique<proxy::AgentChecker>(
       &loop_, log_, [this](const std::string&, proxy::BackendState&) { refresh_pools(); });
   discovery_->add(cfg);
   wait_for_dns(cfg);
@@ -209,6 +212,7 @@ void Daemon::after_publish(const std::shared_ptr<const proxy::Snapshot>& prev) {
     }
   }
   health_->sync(*snap, now);
+  agent_->sync(*snap, now);
   refresh_pools();
   share_fleet_size();  // on the new pools at once
   if (fleet_) fleet_->set_placement(*snap);
@@ -571,6 +575,7 @@ void Daemon::finish_shutdown() noexcept {
   stopped_ = true;
   pending_.reset();
   health_->stop();
+  agent_->stop();
   if (fleet_hot_) fleet_hot_->stop();
   if (fleet_) fleet_->stop();
   discovery_->stop();

@@ -121,6 +121,7 @@ config::Config Discovery::expand(const config::Config& cfg) const {
         e.weight = f.weight > 0 ? f.weight : b.weight;
         e.position = b.position;
         e.labels = b.labels;  // the entry's labels apply to every address it resolves to
+        e.agent = b.agent;    // and its agent_check
         if (ids.insert(e.id).second) list.push_back(std::move(e));
       }
     }

@@ -152,6 +152,10 @@ constexpr std::array<proxy::AdminState, 3> kAdminStates = {
 constexpr Variants kAdminStateV{kAdminStates.size(), [](size_t i) {
                                   return admin_state_name(kAdminStates[i]);
                                 }};
+constexpr Variants kAgentStateV{proxy::kAgentSummaries,
+                                [](size_t i) { return proxy::kAgentSummaryNames[i]; }};
+constexpr Variants kAgentResultV{proxy::kAgentResults,
+                                 [](size_t i) { return proxy::kAgentResultNames[i]; }};
 constexpr Variants kClassV{kClasses.size(), [](size_t i) { return kClasses[i]; }};
 constexpr Variants kStateV{kStates.size(), [](size_t i) { return kStates[i]; }};
 constexpr Variants kConnStateV{kConnStates.size(), [](size_t i) { return kConnStates[i]; }};

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -76,6 +77,44 @@ struct LlmPrefixConfig {
 // its SRV records (`srv: _service._proto.NAME`), which carry the ports and weights.
 enum class NameLookup : uint8_t { kAddress, kSrv };
 
+// HAProxy's agent-check (`agent_check`, docs/configuration.md): every `interval` one TCP
+// connection to the backend's address on `port`, `send` written, one line read back (`up`,
+// `down`, `drain`, `maint`, `ready`, `75%`, ...; proxy/agent_answer.h).
+struct AgentCheckConfig {
+  bool enabled = false;        // true once the section is present, unless `enabled: false`
+  uint16_t port = 0;           // the agent's port on the backend's address (required)
+  uint64_t interval_ms = 2000;
+  uint64_t timeout_ms = 1000;  // connect + the answer line
+  std::string send;            // written once connected ("" = nothing)
+  bool operator==(const AgentCheckConfig&) const = default;
+};
+
+// A backend's own `agent_check`: each key it sets overrides the pool's section.
+struct AgentCheckOverride {
+  bool present = false;
+  std::optional<bool> enabled;
+  std::optional<uint16_t> port;
+  std::optional<uint64_t> interval_ms, timeout_ms;
+  std::optional<std::string> send;
+};
+
+// The agent check backend `b` of a pool whose section is `pool` runs with: the pool's keys, then
+// the backend's own. A backend section that names a port enables it (unless `enabled: false`).
+inline AgentCheckConfig resolve_agent_check(const AgentCheckConfig& pool,
+                                            const AgentCheckOverride& b) {
+  AgentCheckConfig c = pool;
+  if (!b.present) return c;
+  if (b.port) {
+    c.port = *b.port;
+    c.enabled = true;
+  }
+  if (b.enabled) c.enabled = *b.enabled;
+  if (b.interval_ms) c.interval_ms = *b.interval_ms;
+  if (b.timeout_ms) c.timeout_ms = *b.timeout_ms;
+  if (b.send) c.send = *b.send;
+  return c;
+}
+
 struct BackendConfig {
   Address address;     // kSrv: host = the SRV name, port 0, is_name true
   std::string id;      // stable identity used for placement; defaults to address.to_string()
@@ -86,6 +125,9 @@ struct BackendConfig {
   // `labels` (docs/routing.md "Subsets"): features of this backend that subsets require; on a
   // DNS or SRV entry they apply to every address the name resolves to.
   std::vector<std::string> labels;
+  // `agent_check` of this backend, over the pool's (resolve_agent_check); on a DNS or SRV entry
+  // it applies to every address the name resolves to.
+  AgentCheckOverride agent;
 };
 
 // A pool's subset selectors (`subsets`, docs/routing.md "Subsets"): the first rule whose `when`
@@ -282,6 +324,7 @@ struct PoolConfig {
   uint32_t max_connections_per_backend = 0;  // 0 = unlimited
   uint64_t slow_start_ms = 0;
   HealthCheckConfig health;
+  AgentCheckConfig agent_check;
   PassiveHealthConfig passive;
   DnsConfig dns;                     // used only by backends named by host name
   DiscoveryConfig discovery;         // backends from etcd or Kubernetes, besides `backends`

@@ -86,6 +86,8 @@ struct BackendTarget {
   // idle connection must match to be reused (0 without a header).
   std::string_view proxy_header;
   uint64_t reuse_key = 0;
+  // Another port on the backend's address (agent checks); 0 = the backend's own.
+  uint16_t port = 0;
 };
 
 // Where an exchange gets its backend connection (Worker::backend_connector()).

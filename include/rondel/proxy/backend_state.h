@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 
+#include "rondel/proxy/agent_answer.h"
 #include "rondel/proxy/load_report.h"
 #include "rondel/util/intrusive_list.h"
 
@@ -33,6 +34,13 @@ enum class HealthFlag : uint8_t {
   kFailedActiveCheck = 1u << 0,  // `fall` active checks failed in a row (HealthChecker)
   kPassiveEjected = 1u << 1,     // failures on real traffic ejected it (PassiveHealth)
   kAdminDown = 1u << 2,          // an operator set drain or maint (BackendState::set_admin_state)
+  // The backend's agent (agent_check, AgentChecker) said `down` / `fail` / `stopped`, until it
+  // says `up`.
+  kAgentDown = 1u << 3,
+  // The backend's agent said `drain` or `maint`, until it says `ready`. Apart from kAdminDown:
+  // the operator's state and the agent's are two reasons, and the backend is out while either
+  // holds (HAProxy keeps the CLI's and the agent's drain apart the same way).
+  kAgentAdmin = 1u << 4,
 };
 
 // What an operator set through the admin API (PUT /api/pools/{pool}/backends/{id}).
@@ -42,7 +50,7 @@ enum class HealthFlag : uint8_t {
 enum class AdminState : uint8_t { kReady, kDrain, kMaint };
 
 // The views' summary of the flags (metrics `state` label, admin JSON): kDown when the active
-// check failed, else kEjected when passively ejected, else kUp.
+// check failed or the agent said down, else kEjected when passively ejected, else kUp.
 enum class Health : uint8_t { kUp, kDown, kEjected };
 
 // What set_flag_within did.
@@ -99,6 +107,8 @@ class BackendState {
   // The backend's own load reports (pool config load_report; proxy/load_report.h), read
   // against in_flight.
   LoadReportState report{in_flight};
+  // What its agent last said (agent_check; AgentChecker writes, kept across reloads).
+  AgentState agent;
 
   // Health flags (any thread). usable() is one acquire load: true when no flag is set; a
   // thread that sees a flag set also sees what its owner stored before setting it (e.g.

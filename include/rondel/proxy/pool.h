@@ -154,8 +154,11 @@ class Pool {
   uint32_t id_tag(core::BackendIndex i) const noexcept { return id_tags_[i]; }
   // Usable backends of positive effective weight (the N of the hot-key replica rule).
   size_t eligible_count() const noexcept;
-  // Least-loaded usable backend not in `tried` (for requests without a hash key).
-  core::BackendIndex least_loaded(std::span<const uint64_t> tried) const noexcept;
+  // Least-loaded usable backend not in `tried` (for requests without a hash key), by load over
+  // effective weight. The load is `loads[i]` when `loads` is given (the effective loads of
+  // load_report, proxy/load_report.h: fill_effective_loads), else the backend's in-flight count.
+  core::BackendIndex least_loaded(std::span<const uint64_t> tried,
+                                  std::span<const uint32_t> loads = {}) const noexcept;
 
   // Effective weights are configured weights times kWeightScale, so that slow start can give a
   // backend a fraction of even weight 1. Capacity depends only on w_i / W, so scaling every
@@ -166,7 +169,8 @@ class Pool {
 
   // Recomputes the effective weights for slow start (a backend whose ramp_start_ms is set gets
   // max(10%, elapsed / slow_start) of its weight; the ramp ends, and ramp_start_ms is cleared,
-  // once slow_start has passed). Placement is not touched: only capacity ramps. Returns true
+  // once slow_start has passed) and the agent's weight percentage (agent_check: that share of
+  // the weight, at least 1 unless 0%). Placement is not touched: only capacity changes. Returns true
   // while some backend is still ramping. O(backends), integer math. One thread only, the one
   // that owns ramp_start_ms (the daemon's loop, on its tick); workers pick meanwhile: each
   // weight is an atomic store, and `ramping_` (release) tells the picks to copy them.

@@ -14,6 +14,7 @@
 
 #include "rondel/config/config.h"
 #include "rondel/net/listener.h"
+#include "rondel/proxy/agent_check.h"
 #include "rondel/proxy/health_check.h"
 #include "rondel/proxy/log.h"
 #include "rondel/proxy/snapshot.h"
@@ -167,6 +168,7 @@ class Daemon {
   std::optional<config::Config> pending_;    // a valid reload waiting for its names' first answers
   uint64_t pending_deadline_ms_ = 0;
   std::unique_ptr<proxy::HealthChecker> health_;
+  std::unique_ptr<proxy::AgentChecker> agent_;  // agent_check (HAProxy's agent-check)
   std::unique_ptr<Discovery> discovery_;
   std::unique_ptr<Fleet> fleet_;  // after discovery_: its sources use it
   std::unique_ptr<FleetHot> fleet_hot_;  // after fleet_, which it writes to: shared hot keys

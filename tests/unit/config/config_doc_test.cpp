@@ -77,6 +77,7 @@ TEST_CASE("every schema key is documented in its section of docs/configuration.m
       {"### `load_report`", schema::kLoadReportKeys},
       {"### `llm_prefix`", schema::kLlmPrefixKeys},
       {"### `health_check`", schema::kHealthKeys},
+      {"### `agent_check`", schema::kAgentCheckKeys},
       {"### `passive_health`", schema::kPassiveKeys},
       {"### `dns`", schema::kDnsKeys},
       {"### `discovery`: etcd and Kubernetes", schema::kDiscoveryKeys},
