@@ -46,6 +46,9 @@ void read_load_report(NodeReader& r, const Field& f, LoadReportConfig& out) {
     }
   }
   if (auto* g = m.get("max_age")) r.read_duration(*g, out.max_age_ms, 1);
+  if (auto* g = m.get("min_reports")) {
+    r.read_unsigned(*g, out.min_reports, 1, core::kMaxMinReports);
+  }
   if (auto* g = m.get("scale")) r.read_unsigned(*g, out.scale, 1, kMaxLoadReportScale);
 }
 

@@ -160,7 +160,8 @@ constexpr string_view kFleetKeys[] = {"etcd", "kubernetes", "instances", "id", "
                                       "timeout", "retry", "share_hot_keys"};
 // etcd leases are whole seconds, and a keep-alive goes every third of the TTL.
 constexpr uint64_t kMinFleetTtlMs = 2000;
-constexpr string_view kLoadReportKeys[] = {"header", "metric", "max_age", "scale"};
+constexpr string_view kLoadReportKeys[] = {"header", "metric", "max_age", "min_reports",
+                                             "scale"};
 constexpr uint32_t kMaxLoadReportScale = 1'000'000;
 // Gradual migration (docs/routing.md): the placement keys move from, under `previous`.
 constexpr string_view kPreviousKeys[] = {"algorithm",         "points_per_weight", "max_points",

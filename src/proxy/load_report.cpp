@@ -25,7 +25,10 @@ void report_from(const config::LoadReportConfig& cfg, const http::ResponseHead& 
   if (source == ReportSource::kResponse && local > 0) --local;
   st.reported.store(r.load, std::memory_order_relaxed);
   st.local_at_report.store(local, std::memory_order_relaxed);
-  st.at_ms.store(now_ms == 0 ? 1 : now_ms, std::memory_order_relaxed);
+  const uint64_t at = now_ms == 0 ? 1 : now_ms;
+  st.at_ms.store(at, std::memory_order_relaxed);
+  st.arrivals[st.next_arrival.fetch_add(1, std::memory_order_relaxed) % core::kMaxMinReports]
+      .store(at, std::memory_order_relaxed);
 }
 
 namespace {
@@ -37,7 +40,16 @@ core::ReportView report_view(const Pool& pool, size_t i) noexcept {
   core::ReportView v;
   if (pool.config().load_report.enabled) {
     v.reported = b.report.reported.load(std::memory_order_relaxed);
-    v.at_ms = b.report.at_ms.load(std::memory_order_relaxed);
+    const uint32_t need = pool.config().load_report.min_reports;
+    if (need <= 1) {
+      v.at_ms = b.report.at_ms.load(std::memory_order_relaxed);
+    } else {
+      std::array<uint64_t, core::kMaxMinReports> at{};
+      for (size_t k = 0; k < at.size(); ++k) {
+        at[k] = b.report.arrivals[k].load(std::memory_order_relaxed);
+      }
+      v.at_ms = core::judged_at(at, need);
+    }
     v.local_at_report = b.report.local_at_report.load(std::memory_order_relaxed);
   }
   v.local_in_flight = (pool.config().load_by == config::LoadBy::kPromptSize ? b.in_flight_cost

@@ -2,6 +2,7 @@
 #include "fleet.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <queue>
@@ -33,6 +34,13 @@ struct Instance {
   // is filled from `local` at each pick.
   std::vector<core::ReportView> report;
   std::vector<uint32_t> loads;           // scratch: what the pick compares
+  // Per backend: the arrival times of its last reports (a ring), for --min-reports.
+  std::vector<std::array<uint64_t, core::kMaxMinReports>> arrivals;
+  std::vector<uint32_t> next_arrival;
+  void note(size_t b, const core::ReportView& v) {
+    report[b] = v;
+    arrivals[b][next_arrival[b]++ % core::kMaxMinReports] = v.at_ms;
+  }
 };
 
 }  // namespace
@@ -70,6 +78,8 @@ core::Result<FleetReport> run_fleet(const SimOptions& opt, bool reports) {
     x.local.assign(n, 0);
     x.report.assign(n, {});
     x.loads.assign(n, 0);
+    x.arrivals.assign(n, {});
+    x.next_arrival.assign(n, 0);
   }
   std::vector<uint32_t> truth(n, 0);
   uint64_t truth_total = 0;
@@ -102,6 +112,7 @@ core::Result<FleetReport> run_fleet(const SimOptions& opt, bool reports) {
       core::ReportView v = x.report[i];
       v.local_in_flight = x.local[i];
       if (!reports) v.at_ms = 0;  // never fresh: N * local (the per-instance bound at N = 1)
+      if (reports && opt.min_reports > 1) v.at_ms = core::judged_at(x.arrivals[i], opt.min_reports);
       x.loads[i] = core::effective_load(v, ms(now), max_age, fleet_n);
       if (reports && v.at_ms != 0) {
         if (core::report_fresh(v.at_ms, ms(now), max_age)) {
@@ -156,7 +167,7 @@ core::Result<FleetReport> run_fleet(const SimOptions& opt, bool reports) {
     // backend's true count.
     while (reports && opt.report_poll > 0 && next_poll <= when) {
       for (Instance& x : inst) {
-        for (size_t i = 0; i < n; ++i) x.report[i] = {truth[i], ms(next_poll), x.local[i], 0};
+        for (size_t i = 0; i < n; ++i) x.note(i, {truth[i], ms(next_poll), x.local[i], 0});
       }
       next_poll += opt.report_poll;
     }
@@ -166,7 +177,7 @@ core::Result<FleetReport> run_fleet(const SimOptions& opt, bool reports) {
     --truth_total;
     // The response carries the backend's count, this request excluded, to its instance, which
     // notes its own count of the backend, this request excluded too.
-    x.report[b] = {truth[b], ms(when), x.local[b], 0};
+    x.note(b, {truth[b], ms(when), x.local[b], 0});
     ++report_count;
     arrive(req, client, when);
   }

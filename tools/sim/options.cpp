@@ -6,6 +6,7 @@
 #include <random>
 #include <string_view>
 
+#include "rondel/core/reported_load.h"
 #include "routing.h"
 
 namespace rondel::sim {
@@ -90,7 +91,7 @@ std::string usage() {
          "\n"
          "Measures key balance, movement on churn, memory, build and lookup time of one\n"
          "placement algorithm; with --replay, runs an event-driven bounded-load replay instead;\n"
-         "with --fleet (--clients K, --fleet-split 60,30,10, --report-age A, --report-poll P,\n"
+         "with --fleet (--clients K, --fleet-split 60,30,10, --report-age A, --min-reports K, --report-poll P,\n"
          "--slack S, --fleet-n N: 1 = instances unaware of the fleet, 0 = they know its size),\n"
          "runs K closed-loop clients through L instances, without then with backend-reported\n"
          "load\n"
@@ -236,6 +237,9 @@ core::Result<SimOptions> parse_options(int argc, char** argv) {
     } else if (flag == "--fleet-n") {
       ok = parse_u64(v, 0, 1024, n);
       o.fleet_n = static_cast<uint32_t>(n);
+    } else if (flag == "--min-reports") {
+      ok = parse_u64(v, 1, core::kMaxMinReports, n);
+      o.min_reports = static_cast<uint32_t>(n);
     } else if (flag == "--report-poll") {
       ok = parse_double(v, 0.0, o.report_poll);
     } else if (flag == "--clients") {

@@ -76,6 +76,9 @@ struct SimOptions {
   uint32_t fleet_n = 1;
   bool hot_agreement = false;         // --hot-agreement: see fleet.h
   uint64_t min_count = 16;            // --min-count C: hot-key detector's min_count
+  uint32_t min_reports = 1;           // --min-reports K: reports within the max age a report
+                                      // needs to be used (the daemon's load_report.min_reports;
+                                      // 1 here so the earlier tables replay)
   double report_poll = 0.0;           // --report-poll P: every instance polls every backend
                                       // each P time units too (0: reports on responses only)
 };

@@ -279,6 +279,10 @@ struct LoadReportConfig {
   core::LoadHeaderFormat format = core::LoadHeaderFormat::kOrca;
   std::string metric = "named_metrics.in_flight";  // ORCA only
   uint64_t max_age_ms = 1000;
+  // Reports that must have arrived within max_age_ms for the bound to use them (1..
+  // core::kMaxMinReports); a backend that reports more sparsely is bounded by this instance's
+  // own counts, which beat a report refreshed less than about once per service time.
+  uint32_t min_reports = 4;
   uint32_t scale = 1;  // load = value * scale (e.g. utilization 0..1 times the capacity)
 };
 

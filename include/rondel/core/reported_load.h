@@ -4,8 +4,12 @@
 // docs/algorithms.md ("Reported load") defines the bound that uses it.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <string_view>
 
 namespace rondel::core {
@@ -44,7 +48,9 @@ struct ParsedReport {
 // What the pick knows of one backend's report.
 struct ReportView {
   uint32_t reported = 0;         // load the backend reported
-  uint64_t at_ms = 0;            // when it arrived (monotonic ms); 0 = never
+  uint64_t at_ms = 0;            // when it arrived (monotonic ms); 0 = never. With
+                                 // load_report.min_reports > 1: judged_at, when the oldest of
+                                 // the newest min_reports reports arrived
   uint32_t local_at_report = 0;  // this instance's in-flight count of the backend then, the
                                  // requests the report counts (the one it answers excluded)
   uint32_t local_in_flight = 0;  // this instance's in-flight count of the backend now
@@ -54,6 +60,25 @@ struct ReportView {
 // the future (at_ms > now_ms, another thread's clock) is fresh.
 constexpr bool report_fresh(uint64_t at_ms, uint64_t now_ms, uint64_t max_age_ms) noexcept {
   return at_ms != 0 && (now_ms <= at_ms || now_ms - at_ms <= max_age_ms);
+}
+
+// Most reports a backend's freshness can be judged on (load_report.min_reports).
+inline constexpr uint32_t kMaxMinReports = 8;
+
+// When the `min_reports`-th newest of `arrivals` (arrival times, 0 = an empty slot, at most
+// kMaxMinReports of them) came: the time report_fresh judges a backend's report from when the
+// bound wants `min_reports` reports within max_age before it trusts them over its own counts
+// (docs/algorithms.md, "Sparse reports"). 0 (never fresh) when fewer arrived; min_reports 0 or
+// 1: the newest.
+constexpr uint64_t judged_at(std::span<const uint64_t> arrivals, uint32_t min_reports) noexcept {
+  std::array<uint64_t, kMaxMinReports> t{};
+  const size_t n = std::min(arrivals.size(), t.size());
+  std::copy_n(arrivals.begin(), n, t.begin());
+  const size_t k = min_reports <= 1 ? 1 : min_reports;
+  if (k > n) return 0;
+  std::nth_element(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(k - 1),
+                   t.begin() + static_cast<std::ptrdiff_t>(n), std::greater<>());
+  return t[k - 1];
 }
 
 // Largest fleet the estimates scale by (a larger N is read as this): keeps N * count within

@@ -35,6 +35,10 @@ struct LoadReportState {
   // This instance's in-flight count of the backend when it arrived, the requests the report
   // counts (core::ReportView::local_at_report).
   std::atomic<uint32_t> local_at_report{0};
+  // The arrival times of the last core::kMaxMinReports accepted reports (a ring; 0 = none yet),
+  // for load_report.min_reports (core::judged_at).
+  std::array<std::atomic<uint64_t>, core::kMaxMinReports> arrivals{};
+  std::atomic<uint32_t> next_arrival{0};
   // Reports seen, by core::ReportStatus (accepted and ignored by reason).
   std::array<std::atomic<uint64_t>, core::kReportStatuses> counts{};
 

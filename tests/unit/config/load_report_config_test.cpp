@@ -38,9 +38,10 @@ TEST_CASE("load_report ORCA defaults and a plain header") {
   CHECK(a.format == core::LoadHeaderFormat::kOrca);
   CHECK(a.metric == "named_metrics.in_flight");
   CHECK(a.max_age_ms == 1000);
+  CHECK(a.min_reports == 4);
   CHECK(a.scale == 1);
   r = load_string(pool_with("    load_report: { header: Endpoint-Load-Metrics, metric: "
-                            "cpu_utilization, max_age: 250ms, scale: 100 }\n"),
+                            "cpu_utilization, max_age: 250ms, min_reports: 1, scale: 100 }\n"),
                   "lr.yaml");
   REQUIRE(r.ok());
   const LoadReportConfig& b = r.config.pools.at(0).load_report;
@@ -48,6 +49,7 @@ TEST_CASE("load_report ORCA defaults and a plain header") {
   CHECK(b.format == core::LoadHeaderFormat::kOrca);
   CHECK(b.metric == "cpu_utilization");
   CHECK(b.max_age_ms == 250);
+  CHECK(b.min_reports == 1);
   CHECK(b.scale == 100);
   r = load_string(pool_with("    load_report: { header: X-Load }\n"), "lr.yaml");
   REQUIRE(r.ok());
@@ -67,6 +69,8 @@ TEST_CASE("load_report errors") {
                                  "endpoint-load-metrics; header 'x-load' carries one number"});
   CHECK(errors_of(pool_with("    load_report: { scale: 0 }\n")).size() == 1);
   CHECK(errors_of(pool_with("    load_report: { max_age: 0ms }\n")).size() == 1);
+  CHECK(errors_of(pool_with("    load_report: { min_reports: 0 }\n")).size() == 1);
+  CHECK(errors_of(pool_with("    load_report: { min_reports: 9 }\n")).size() == 1);
   const auto unknown = errors_of(pool_with("    load_report: { max_agee: 1s }\n"));
   REQUIRE(unknown.size() == 1);
   CHECK(unknown[0].find("unknown key 'max_agee' (did you mean 'max_age'?)") != std::string::npos);

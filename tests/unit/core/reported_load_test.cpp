@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <random>
@@ -61,6 +62,26 @@ TEST_CASE("effective load on a fleet of N: each local change stands for N, stale
   CHECK(local_limit(r, 150, 1000, 13, 3) == 6);
   CHECK(local_limit(r, 1101, 1000, 13, 3) == 5);
   CHECK(local_limit(r, 1101, 1000, 13, 1) == 13);
+}
+
+TEST_CASE("judged_at: the oldest of the newest min_reports arrivals, 0 when fewer came") {
+  const std::array<uint64_t, 8> ring{300, 900, 0, 0, 0, 0, 0, 0};
+  CHECK(judged_at(ring, 1) == 900);
+  CHECK(judged_at(ring, 0) == 900);
+  CHECK(judged_at(ring, 2) == 300);
+  CHECK(judged_at(ring, 3) == 0);  // only two reports so far: never fresh
+  const std::array<uint64_t, 8> full{5, 80, 70, 60, 50, 40, 30, 20};
+  CHECK(judged_at(full, 2) == 70);
+  CHECK(judged_at(full, 8) == 5);
+  CHECK(judged_at(full, 9) == 0);
+  CHECK(judged_at(std::span<const uint64_t>{}, 1) == 0);
+  // Two reports within max_age 500 at now 1000: fresh; the second newest at 400: stale, so the
+  // bound uses N x local even though the newest report is young.
+  ReportView r{.reported = 30, .local_at_report = 2, .local_in_flight = 2};
+  r.at_ms = judged_at(std::array<uint64_t, 2>{600, 950}, 2);
+  CHECK(effective_load(r, 1000, 500, 3) == 30);
+  r.at_ms = judged_at(std::array<uint64_t, 2>{400, 950}, 2);
+  CHECK(effective_load(r, 1000, 500, 3) == 6);
 }
 
 TEST_CASE("effective load: completions since the report lower it, never below 0") {

@@ -197,6 +197,7 @@ TEST_CASE("keyless picks compare effective loads when load_report is on") {
   cfg.missing_key = config::MissingKeyPolicy::kLeastInFlight;
   cfg.load_report.enabled = true;
   cfg.load_report.max_age_ms = 100;
+  cfg.load_report.min_reports = 1;
   test::PoolMaker maker;
   auto pool = maker.build(cfg);
   REQUIRE(pool != nullptr);

@@ -15,7 +15,8 @@ namespace rondel::proxy {
 namespace {
 
 struct ReportFixture {
-  ReportFixture() {
+  // One report is enough in most cases here; min_reports has its own case.
+  explicit ReportFixture(uint32_t min_reports = 1) {
     cfg = test::pool_config({"a", "b", "c", "d"});
     cfg.balance_factor = 125;
     cfg.capacity_slack = 0;
@@ -23,6 +24,7 @@ struct ReportFixture {
     cfg.hot_keys.share = 0;
     cfg.load_report.enabled = true;
     cfg.load_report.max_age_ms = 100;
+    cfg.load_report.min_reports = min_reports;
     pool = maker.build(cfg);
     REQUIRE(pool != nullptr);
     scratch.assign(pool->scratch_words(), 0);
@@ -76,6 +78,24 @@ TEST_CASE("a fresh report of a full owner sends the key elsewhere; a stale one d
   const RouteDecision stale = f.route(1101);
   CHECK(stale.backend == f.owner);
   CHECK(stale.reason == core::RouteReason::kHome);
+}
+
+TEST_CASE("min_reports: a backend's reports count only when that many arrived within max_age") {
+  ReportFixture f(2);
+  const std::string full = "TEXT named_metrics.in_flight=40";
+  // One report of 40 on the owner: too sparse to trust; the local count (0) decides.
+  f.report(f.owner, full, 1000);
+  CHECK(effective_load_of(*f.pool, f.owner, 1010) == 0);
+  CHECK(f.route(1010).backend == f.owner);
+  // A second within max_age (100 ms): both count, the owner is full, the key spills.
+  f.report(f.owner, full, 1050);
+  CHECK(effective_load_of(*f.pool, f.owner, 1060) == 40);
+  CHECK(f.route(1060).reason == core::RouteReason::kSpill);
+  // At 1101 the older of the two is past max_age though the newer is 51 ms old: local again.
+  CHECK(effective_load_of(*f.pool, f.owner, 1101) == 0);
+  // Reports 150 ms apart never make two within 100 ms: the backend stays on local counts.
+  f.report(f.owner, full, 1200);
+  CHECK(effective_load_of(*f.pool, f.owner, 1210) == 0);
 }
 
 TEST_CASE("starts since the report raise the load and completions lower it, without a report") {
