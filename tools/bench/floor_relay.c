@@ -287,6 +287,7 @@ __attribute__((noreturn)) static void run_relay(int nb, int* bports) {
 }
 
 int main(int argc, char** argv) {
+  signal(SIGPIPE, SIG_IGN);  // a client gone mid-body: EPIPE, not death
   if (argc >= 3 && strcmp(argv[1], "backend") == 0) run_backend(atoi(argv[2]));
   if (argc >= 4 && strcmp(argv[1], "relay") == 0) {
     pipe_bytes = (size_t)strtoul(argv[2], NULL, 0);

@@ -260,14 +260,17 @@ def main():
 
 def report(runs, bd, names, sizes, path):
     print(f"Raw runs: {os.path.relpath(path, ROOT)}\n")
-    print("| size | target | req/s | CPU µs/req | p99 ms | vcsw/req | IPIs to core 0 / 1 per req | "
-          "core0 / core1 busy | req/s ÷ HAProxy | CPU ÷ HAProxy | p99 ÷ HAProxy |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| size | target | req/s | CPU µs/req | both cores µs/req | p99 ms | vcsw/req | "
+          "IPIs to core 0 / 1 per req | core0 / core1 busy | req/s ÷ HAProxy | CPU ÷ HAProxy | "
+          "both cores ÷ HAProxy | p99 ÷ HAProxy |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in runs:  # every CPU on the machine (proxy, client, backends, the kernel's softirqs)
+        r["system_us_per_req"] = (r["core0_busy"] + r["core1_busy"]) / max(r["rps"], 1) * 1e6
     for size in sizes:
         def m(name, key):
             xs = [r[key] for r in runs if r["target"] == name and r["size"] == size and key in r]
             return med(xs) if xs else float("nan")
-        h = {k: m("haproxy", k) for k in ("rps", "cpu_us_per_req", "p99_us")}
+        h = {k: m("haproxy", k) for k in ("rps", "cpu_us_per_req", "system_us_per_req", "p99_us")}
         for name in names:
             rs = [r for r in runs if r["target"] == name and r["size"] == size]
             if not rs:
@@ -275,11 +278,13 @@ def report(runs, bd, names, sizes, path):
             cpu = [r["cpu_us_per_req"] for r in rs if "cpu_us_per_req" in r]
             cpu_s = f"{med(cpu):.1f} ({min(cpu):.1f}-{max(cpu):.1f})" if cpu else "n/a"
             print(f"| {size} | {name} | {m(name, 'rps'):,.0f} | {cpu_s} | "
+                  f"{m(name, 'system_us_per_req'):.1f} | "
                   f"{m(name, 'p99_us') / 1000:.2f} | {m(name, 'vcsw_per_req'):.2f} | "
                   f"{m(name, 'ipi0_per_req'):.2f} / {m(name, 'ipi1_per_req'):.2f} | "
                   f"{m(name, 'core0_busy'):.0%} / {m(name, 'core1_busy'):.0%} | "
                   f"{m(name, 'rps') / h['rps']:.2f} | "
                   f"{m(name, 'cpu_us_per_req') / h['cpu_us_per_req']:.2f} | "
+                  f"{m(name, 'system_us_per_req') / h['system_us_per_req']:.2f} | "
                   f"{m(name, 'p99_us') / h['p99_us']:.2f} |")
     la = [r["loadavg_before"] for r in runs]
     if la:
