@@ -235,18 +235,10 @@ AgentChecker::AgentChecker(uv_loop_t* loop, Logger& log, OnChange on_change)
 
 AgentChecker::~AgentChecker() { stop(); }
 
-void AgentChecker::stop() noexcept {
-  for (AgentProbe* p : probes_) p->stop();
-  probes_.clear();
-}
+void AgentChecker::stop() noexcept { probes_.stop_all(); }
 
 void AgentChecker::sync(const Snapshot& snap, uint64_t now_ms) {
-  std::unordered_map<const BackendState*, AgentProbe*> by_state;
-  by_state.reserve(probes_.size());
-  for (AgentProbe* p : probes_) {
-    p->seen_ = false;
-    by_state.emplace(p->state_.get(), p);
-  }
+  probes_.begin();
   for (const auto& pool : snap.pools()) {
     const config::PoolConfig& pc = pool->config();
     for (size_t i = 0; i < pool->size(); ++i) {
@@ -255,9 +247,8 @@ void AgentChecker::sync(const Snapshot& snap, uint64_t now_ms) {
       const config::AgentCheckConfig cfg =
           i < pc.backends.size() ? config::resolve_agent_check(pc.agent_check, pc.backends[i].agent)
                                  : pc.agent_check;
-      auto it = by_state.find(&b);
       if (!cfg.enabled || cfg.port == 0) {
-        if (it == by_state.end() && b.agent.summary() == AgentSummary::kNone &&
+        if (!probes_.had(b) && b.agent.summary() == AgentSummary::kNone &&
             !b.has_flag(HealthFlag::kAgentDown) && !b.has_flag(HealthFlag::kAgentAdmin)) {
           continue;
         }
@@ -268,24 +259,15 @@ void AgentChecker::sync(const Snapshot& snap, uint64_t now_ms) {
         }
         continue;
       }
-      if (it != by_state.end()) {
-        it->second->cfg_ = cfg;
-        it->second->seen_ = true;
+      if (AgentProbe* p = probes_.keep(b)) {
+        p->cfg_ = cfg;
         continue;
       }
-      seed_ = core::mix64(seed_, now_ms + i);
-      const uint64_t spread = std::min<uint64_t>(cfg.interval_ms, 1000);
-      auto* p = new AgentProbe(*this, pool->name(), pool->backend_ptr(idx), cfg,
-                               spread > 1 ? seed_ % spread : 0);
-      p->seen_ = true;
-      probes_.push_back(p);
+      probes_.add(new AgentProbe(*this, pool->name(), pool->backend_ptr(idx), cfg,
+                                 probes_.first_delay(cfg.interval_ms, now_ms, i)));
     }
   }
-  std::erase_if(probes_, [](AgentProbe* p) {
-    if (p->seen_) return false;
-    p->stop();
-    return true;
-  });
+  probes_.sweep();
 }
 
 void AgentChecker::report(AgentProbe& probe, bool answered, std::string_view text) noexcept {

@@ -217,23 +217,14 @@ HealthChecker::HealthChecker(uv_loop_t* loop, Logger& log, OnChange on_change)
 
 HealthChecker::~HealthChecker() { stop(); }
 
-void HealthChecker::stop() noexcept {
-  for (HealthProbe* p : probes_) p->stop();
-  probes_.clear();
-}
+void HealthChecker::stop() noexcept { probes_.stop_all(); }
 
 void HealthChecker::sync(const Snapshot& snap, uint64_t now_ms) {
-  std::unordered_map<const BackendState*, HealthProbe*> by_state;
-  by_state.reserve(probes_.size());
-  for (HealthProbe* p : probes_) {
-    p->seen_ = false;
-    by_state.emplace(p->state_.get(), p);
-  }
+  probes_.begin();
   for (const auto& pool : snap.pools()) {
     const config::HealthCheckConfig& hc = pool->config().health;
     for (size_t i = 0; i < pool->size(); ++i) {
       BackendState& b = pool->backend(static_cast<core::BackendIndex>(i));
-      auto it = by_state.find(&b);
       if (!hc.enabled) {
         if (b.clear_flag(HealthFlag::kFailedActiveCheck)) {
           // Only checks set this flag; with no checks it would never be cleared.
@@ -246,32 +237,21 @@ void HealthChecker::sync(const Snapshot& snap, uint64_t now_ms) {
         continue;
       }
       const std::string host_name(pool->backend_host_name(static_cast<core::BackendIndex>(i)));
-      if (it != by_state.end()) {
-        it->second->cfg_ = hc;
-        it->second->load_report_ = pool->config().load_report;
-        it->second->tls_ = pool->backend_tls();
-        it->second->host_name_ = host_name;
-        it->second->seen_ = true;
-        continue;
+      HealthProbe* p = probes_.keep(b);
+      if (p != nullptr) {
+        p->cfg_ = hc;
+      } else {
+        p = new HealthProbe(*this, pool->name(),
+                            pool->backend_ptr(static_cast<core::BackendIndex>(i)), hc,
+                            probes_.first_delay(hc.interval_ms, now_ms, i));
+        probes_.add(p);
       }
-      // Spread the first checks over the first interval (at most one second), so a pool's
-      // backends are not all probed in the same loop iteration.
-      seed_ = core::mix64(seed_, now_ms + i);
-      uint64_t spread = std::min<uint64_t>(hc.interval_ms, 1000);
-      auto* p = new HealthProbe(*this, pool->name(), pool->backend_ptr(static_cast<core::BackendIndex>(i)),
-                                hc, spread > 1 ? seed_ % spread : 0);
       p->load_report_ = pool->config().load_report;
       p->tls_ = pool->backend_tls();
       p->host_name_ = host_name;
-      p->seen_ = true;
-      probes_.push_back(p);
     }
   }
-  std::erase_if(probes_, [](HealthProbe* p) {
-    if (p->seen_) return false;
-    p->stop();
-    return true;
-  });
+  probes_.sweep();
 }
 
 void HealthChecker::report(HealthProbe& probe, bool ok, std::string_view why) noexcept {

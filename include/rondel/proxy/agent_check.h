@@ -29,6 +29,7 @@
 #include "rondel/proxy/agent_answer.h"
 #include "rondel/proxy/backend_state.h"
 #include "rondel/proxy/log.h"
+#include "rondel/proxy/probe_roster.h"
 
 namespace rondel::proxy {
 
@@ -79,8 +80,7 @@ class AgentChecker {
   uv_loop_t* loop_;
   Logger& log_;
   OnChange on_change_;
-  std::vector<AgentProbe*> probes_;  // owned; each deletes itself once its timer is closed
-  uint64_t seed_ = 0x7f4a7c159e3779b9ull;
+  ProbeRoster<AgentProbe> probes_{0x7f4a7c159e3779b9ull};
 };
 
 }  // namespace rondel::proxy

@@ -23,6 +23,7 @@
 #include "rondel/config/config.h"
 #include "rondel/proxy/backend_state.h"
 #include "rondel/proxy/log.h"
+#include "rondel/proxy/probe_roster.h"
 
 namespace rondel::proxy {
 
@@ -58,8 +59,7 @@ class HealthChecker {
   uv_loop_t* loop_;
   Logger& log_;
   OnChange on_change_;
-  std::vector<HealthProbe*> probes_;  // owned; each deletes itself once its handles are closed
-  uint64_t seed_ = 0x9e3779b97f4a7c15ull;
+  ProbeRoster<HealthProbe> probes_{0x9e3779b97f4a7c15ull};
 };
 
 }  // namespace rondel::proxy
