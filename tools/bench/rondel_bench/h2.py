@@ -16,6 +16,7 @@ import subprocess
 from collections import defaultdict
 
 from .context import CLIENT_CORE, log
+from .profile import syscall_counts, syscall_table
 from .report import fmt_range, med, ratio
 from .tls import (TLS13_SUITE, TlsHAProxy, TlsNginx, TlsProxy, TlsRondel, make_cert,
                   proxy_cpu_split)
@@ -147,12 +148,39 @@ def h2_pass(ctx, make_backends):
                         results[body][p.name].append(r)
                         log(f"  h2 rep {rep + 1} {p.name:8} {body:8} {r['rps']:,.0f} req/s "
                             f"{r['cpu_us_per_req']:.1f} us/req, {r['errors']} errors")
+                if rep == opts.reps - 1 and os.environ.get("BENCH_H2_BREAKDOWN"):
+                    breakdown(ctx, proxies, opts, int(os.environ["BENCH_H2_BREAKDOWN"]))
             finally:
                 for p in proxies:
                     p.stop()
     finally:
         b.stop()
     return {body: dict(v) for body, v in results.items()}
+
+
+def breakdown(ctx, proxies, opts, seconds):
+    """BENCH_H2_BREAKDOWN=S: after the last rep, for each body, the syscalls each proxy makes per
+    response under h2load for S seconds (perf stat), and the bytes each write carries (TLS
+    records go out in writes: bytes per write over the records' 16 KiB payload bound them).
+    Logged as tables."""
+    for body, query in BODIES:
+        tables, order = {}, []
+        for p in proxies:
+            result = {}
+
+            def load(p=p, result=result):
+                result.update(h2load(ctx, p, query, seconds, opts.paths, warm_up=False))
+                return {"requests": result["succeeded"], "bytes": result["bytes"]}
+            counts, r = syscall_counts(ctx, p.pids(), None, None, load=load)
+            tables[p.name] = (counts, r)
+            order.append(p.name)
+            writes = sum(counts.get(k, 0) for k in ("write", "writev", "sendto", "sendmsg"))
+            log(f"  h2 breakdown {p.name:8} {body:8}: {r['requests']:,} responses, "
+                f"{writes / max(1, r['requests']):.2f} writes and "
+                f"{r['bytes'] / max(1, writes):,.0f} bytes per write (h2load's traffic)")
+        log(f"  h2 syscalls per response, {body} (perf stat -e 'syscalls:sys_enter_*', {seconds} s)")
+        for line in syscall_table(tables, order):
+            log("    " + line)
 
 
 def _h2load_version():

@@ -45,10 +45,11 @@ def tcp_out_segments():
         return None
 
 
-def syscall_counts(ctx, pids, url, zipf, seconds=5, backend_pids=()):
-    """Syscalls made by pids while wrk runs for `seconds`: {name: count}, and wrk's result (with
-    "segments": TCP segments sent machine-wide meanwhile, when nstat is there, and the context
-    switches of the proxy, of the backends and of the whole machine)."""
+def syscall_counts(ctx, pids, url, zipf, seconds=5, backend_pids=(), load=None):
+    """Syscalls made by pids while wrk runs for `seconds` (or `load()`, any load returning a dict
+    with "requests"): {name: count}, and the load's result (with "segments": TCP segments sent
+    machine-wide meanwhile, when nstat is there, and the context switches of the proxy, of the
+    backends and of the whole machine)."""
     p = ctx.registry.popen(["taskset", "-c", CLIENT_CORE, "perf", "stat", "-x", ",", "-e",
                             "syscalls:sys_enter_*", "-p", ",".join(str(x) for x in pids)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -56,7 +57,7 @@ def syscall_counts(ctx, pids, url, zipf, seconds=5, backend_pids=()):
     seg0 = tcp_out_segments() if shutil.which("nstat") else None
     sw0 = (procfs.voluntary_switches(pids), procfs.voluntary_switches(backend_pids),
            procfs.machine_switches())
-    r = run_wrk(ctx, url, seconds, zipf, seed=3)
+    r = load() if load is not None else run_wrk(ctx, url, seconds, zipf, seed=3)
     sw1 = (procfs.voluntary_switches(pids), procfs.voluntary_switches(backend_pids),
            procfs.machine_switches())
     seg1 = tcp_out_segments() if seg0 is not None else None
