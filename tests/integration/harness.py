@@ -291,19 +291,20 @@ def zipf_keys(n_keys, s=1.1, seed=1):
 
 
 class ConnBackend:
-    """A Python backend on 127.0.0.1 (port 0) that hands each accepted connection to
-    serve(sock) in a thread of its own and closes it afterwards (an OSError inside serve ends
-    that connection quietly). Connections are counted in .connections."""
+    """A Python backend on `host` (127.0.0.1 unless given; any 127.0.0.0/8 address is local)
+    and port 0 that hands each accepted connection to serve(sock) in a thread of its own and
+    closes it afterwards (an OSError inside serve ends that connection quietly). Connections
+    are counted in .connections."""
 
-    def __init__(self, serve, timeout=10):
+    def __init__(self, serve, timeout=10, host="127.0.0.1"):
         self.serve = serve
         self.timeout = timeout  # per socket operation of a connection
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
+        self.sock.bind((host, 0))
         self.sock.listen(64)
         self.port = self.sock.getsockname()[1]
-        self.address = f"127.0.0.1:{self.port}"
+        self.address = f"{host}:{self.port}"
         self.connections = 0
         self.stopped = False
         threading.Thread(target=self._accept, daemon=True).start()
