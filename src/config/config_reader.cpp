@@ -341,6 +341,29 @@ class ConfigReader {
     out = std::move(key);
   }
 
+  // A backend's `id` (the address's ADDRESS:PORT unless given): where it was read goes to
+  // `id_at` (cleared when it was refused). False on an error.
+  bool read_backend_id(const Field& g, BackendConfig& b, Position& id_at) {
+    id_at = Position{};
+    if (b.address.is_name) {
+      // Each address the name resolves to becomes its own backend, with id ADDRESS:PORT.
+      r_.error(NodeReader::value_position(g),
+               "'id' cannot be set for a backend named by DNS (" + quote(b.address.to_string()) +
+                   "): each address it resolves to is a backend with id ADDRESS:PORT");
+      return false;
+    }
+    std::string id;
+    if (r_.read_string(g, id, false) && !has_space_or_control(id)) {
+      b.id = std::move(id);
+      id_at = NodeReader::value_position(g);
+      return true;
+    }
+    if (!id.empty()) {
+      r_.error(NodeReader::value_position(g), "'id' must not contain spaces, got " + quote(id));
+    }
+    return false;
+  }
+
   void read_backends(const Field& f, PoolConfig& p) {
     std::unordered_map<std::string, int> first_line;
     size_t entries = 0;
@@ -380,26 +403,7 @@ class ConfigReader {
         ok = false;
       }
       if (auto* g = m.get("weight")) ok &= r_.read_unsigned(*g, b.weight, 0, kMaxWeight);
-      if (auto* g = m.get("id"); g && b.address.is_name) {
-        // Each address the name resolves to becomes its own backend, with id ADDRESS:PORT.
-        r_.error(NodeReader::value_position(*g),
-                 "'id' cannot be set for a backend named by DNS (" + quote(b.address.to_string()) +
-                     "): each address it resolves to is a backend with id ADDRESS:PORT");
-        ok = false;
-        id_at = Position{};
-      } else if (g) {
-        std::string id;
-        if (r_.read_string(*g, id, false) && !has_space_or_control(id)) {
-          b.id = std::move(id);
-          id_at = NodeReader::value_position(*g);
-        } else {
-          if (!id.empty())
-            r_.error(NodeReader::value_position(*g),
-                     "'id' must not contain spaces, got " + quote(id));
-          ok = false;
-          id_at = Position{};
-        }
-      }
+      if (auto* g = m.get("id")) ok &= read_backend_id(*g, b, id_at);
       if (id_at.line > 0) {
         auto [it, inserted] = first_line.emplace(b.id, id_at.line);
         if (!inserted) {

@@ -23,6 +23,15 @@ uint64_t wall_ms() noexcept {
 
 bool shares(const proxy::Pool& p) noexcept { return p.config().hot_keys.share > 0; }
 
+// The pools of `snap` whose hot keys the fleet shares.
+std::vector<const proxy::Pool*> shared_pools(const proxy::Snapshot& snap) {
+  std::vector<const proxy::Pool*> out;
+  for (const auto& p : snap.pools()) {
+    if (shares(*p)) out.push_back(p.get());
+  }
+  return out;
+}
+
 core::HotReplicaOptions replica_options(const proxy::Pool& p) noexcept {
   core::HotReplicaOptions o;
   o.hot_share_pct = p.config().hot_keys.share;
@@ -84,8 +93,7 @@ void FleetHot::publish(uint64_t epoch) {
   auto snap = snapshot_();
   if (!snap) return;
   std::map<std::string, FleetHotRecord> records;
-  for (const auto& p : snap->pools()) {
-    if (!shares(*p)) continue;
+  for (const proxy::Pool* p : shared_pools(*snap)) {
     std::vector<core::HotCounts> parts;
     {
       std::lock_guard<std::mutex> lock(p->state().hot_mu);
@@ -102,8 +110,7 @@ void FleetHot::agree(uint64_t epoch) {
   auto snap = snapshot_();
   if (!snap) return;
   std::map<std::string, PoolTable> next;
-  for (const auto& p : snap->pools()) {
-    if (!shares(*p)) continue;
+  for (const proxy::Pool* p : shared_pools(*snap)) {
     std::vector<core::HotCounts> parts;
     for (const auto& [id, m] : fleet_.members()) {
       auto it = m.hot.find(p->name());

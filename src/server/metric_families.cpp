@@ -23,6 +23,7 @@
 #include "rondel/server/daemon.h"
 #include "rondel/server/discovery.h"
 #include "rondel/server/metrics.h"
+#include "metric_labels.h"
 #include "rondel/tls/client_context.h"
 #include "rondel/tls/tls_stats.h"
 
@@ -258,46 +259,6 @@ Value hot_keys_replicated(const Row& r, size_t) {
 }
 
 // --- custom rows ------------------------------------------------------------------------------
-
-// A label value from request bytes: valid UTF-8 only (Prometheus rejects anything else: no
-// overlong forms, no surrogates, nothing past U+10FFFF), control characters replaced by '?'.
-std::string safe_label(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  size_t i = 0;
-  while (i < s.size()) {
-    auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      out += c < 0x20 || c == 0x7F ? '?' : static_cast<char>(c);
-      ++i;
-      continue;
-    }
-    size_t len = (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    uint32_t cp = len == 2 ? c & 0x1F : len == 3 ? c & 0x0F : c & 0x07;
-    bool ok = len > 0 && i + len <= s.size();
-    for (size_t j = 1; ok && j < len; ++j) {
-      auto cc = static_cast<unsigned char>(s[i + j]);
-      ok = (cc & 0xC0) == 0x80;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-    ok = ok && cp >= kMin[len] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
-    if (!ok) {
-      out += '?';
-      ++i;
-      continue;
-    }
-    out.append(s.data() + i, len);
-    i += len;
-  }
-  return out;
-}
-
-std::string hash_hex16(uint64_t v) {
-  char buf[20];
-  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
-  return buf;
-}
 
 // One row per certificate of each TLS listener: its expiry, labelled by its first DNS name.
 void tls_expiry(const Scrape& s, FamilyOut& o) {
