@@ -13,7 +13,8 @@ test_pkgs=(curl wrk python3 procps xxhash varnish dnsmasq-base prometheus chromi
            stress-ng openssl nghttp2-client testssl.sh clang
            python3-yaml logrotate  # test_deploy_files: the k8s manifests parse, logrotate -d
            etcd-server etcd-client  # etcd discovery and fleet tests run a real etcd on loopback
-           python3-hyperframe python3-hpack)  # raw HTTP/2 frames for the h2spec-style battery
+           python3-hyperframe python3-hpack  # raw HTTP/2 frames for the h2spec-style battery
+           strace)  # test_http2 counts rondel's epoll_ctl calls per response
 bench_pkgs=(haproxy nginx-light wrk util-linux)
 
 want=("${build_pkgs[@]}")

@@ -2,6 +2,9 @@
 // timers.
 #include "rondel/proxy/backend_conn.h"
 
+#include <sys/socket.h>
+
+#include <cerrno>
 #include <cstring>
 #include <utility>
 
@@ -156,6 +159,11 @@ void BackendConn::hold_reading() noexcept {
   }
 }
 
+void BackendConn::park() noexcept {
+  pause_reading();
+  parked_ = fd() >= 0;  // TLS: the bytes must go through the decryption's own reads
+}
+
 void BackendConn::resume_reading() noexcept {
   if (reading_ || closing() || eof_) return;
   if (held_) {  // the watcher never stopped
@@ -163,7 +171,56 @@ void BackendConn::resume_reading() noexcept {
     reading_ = true;
     return;
   }
+  if (parked_ && owner_ != nullptr && !done_) {
+    read_parked();
+    return;
+  }
+  parked_ = false;
   if (sock_.start_reading() == 0) reading_ = true;
+}
+
+void BackendConn::read_parked() noexcept {
+  if (in_direct_) {  // from inside a direct read's delivery: the loop below reads again
+    again_ = true;
+    return;
+  }
+  in_direct_ = true;
+  int reads = 0;
+  do {
+    again_ = false;
+    read_direct();
+  } while (again_ && parked_ && !closing() && owner_ != nullptr && ++reads < kDirectReads);
+  in_direct_ = false;
+  // A body that keeps flowing this way yields to the loop after kDirectReads reads: the
+  // watcher, level-triggered, fires again at once.
+  if (again_ && parked_ && !closing() && owner_ != nullptr) {
+    parked_ = false;
+    if (sock_.start_reading() == 0) reading_ = true;
+  }
+}
+
+void BackendConn::read_direct() noexcept {
+  const int s = fd();
+  if (s < 0) return;
+  take_buffer();
+  if (rpos_ > kReadStart && rlen_ == capacity()) compact();
+  const size_t room = capacity() - rlen_;
+  if (room == 0) return;  // the owner has not consumed: it resumes again once it has
+  ssize_t n;
+  do {
+    n = ::recv(s, buf_ + rlen_, room, MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  const int error = n < 0 ? errno : 0;
+  if (n < 0 && (error == EAGAIN || error == EWOULDBLOCK)) {
+    parked_ = false;
+    if (sock_.start_reading() == 0) reading_ = true;
+    return;
+  }
+  // A read that filled the room may have left more: stay parked. A shorter one drained the
+  // socket: the watcher waits for the rest.
+  parked_ = n > 0 && static_cast<size_t>(n) == room;
+  if (n > 0 && !parked_ && sock_.start_reading() == 0) reading_ = true;
+  received(n > 0 ? n : n == 0 ? UV_EOF : -error);
 }
 
 int BackendConn::write(net::OutQueue& q, uv_write_cb cb) noexcept {
@@ -207,7 +264,7 @@ void BackendConn::on_transport_alloc(uv_buf_t* buf) noexcept {
 void BackendConn::on_transport_read(ssize_t nread) noexcept {
   if (nread == 0 || closing()) return;
   if (nread == UV_ENOBUFS) {  // bytes came while held, or the buffer is full: stop until resumed
-    pause_reading();
+    park();
     return;
   }
   received(nread);
@@ -235,7 +292,9 @@ void BackendConn::received(ssize_t nread) noexcept {
   rlen_ += static_cast<size_t>(nread);
   if (state_ != nullptr)
     state_->counters.bytes_in.fetch_add(static_cast<uint64_t>(nread), std::memory_order_relaxed);
-  if (rlen_ == capacity() && rpos_ == kReadStart) pause_reading();
+  // Full: hold, not stop. An owner that consumes before more bytes come costs no epoll change;
+  // a read event before that parks the connection (on_transport_read).
+  if (rlen_ == capacity() && rpos_ == kReadStart) hold_reading();
   owner_->on_backend_data(this);
 }
 

@@ -85,6 +85,10 @@ class BackendConn final : public BackendLink,
   // while held stops it. For a pause the exchange expects to end soon (the sink's
   // backpressure). TLS connections pause.
   void hold_reading() noexcept override;
+  // Reads again. A plain connection whose watcher stopped while bytes waited (parked: a read
+  // event while held, or a full buffer) reads them at once with recv(2), as the watcher would
+  // have, and restarts the watcher only when a read leaves the socket dry: a response that
+  // outruns its sink costs no epoll change per pause.
   void resume_reading() noexcept override;
   bool eof() const noexcept override { return eof_; }
   // The owner's response is complete: the connection keeps its read watcher (no epoll change per
@@ -108,6 +112,14 @@ class BackendConn final : public BackendLink,
   static void on_timer(uv_timer_t* t) noexcept;
   // What a read brought (plaintext already at buf_ + rlen_ or in idle_byte_, or n < 0: EOF).
   void received(ssize_t n) noexcept;
+  // Stops the watcher with bytes waiting in the socket (parked_ on a plain connection).
+  void park() noexcept;
+  // Parked: reads directly until the owner stops asking, the socket is dry (the watcher takes
+  // over) or kDirectReads reads in one call. Reentrant calls from a delivery loop here.
+  void read_parked() noexcept;
+  // One recv(2) into the buffer, delivered through received().
+  void read_direct() noexcept;
+  static constexpr int kDirectReads = 16;
   // The transport's side (the socket's top transport reports here).
   void on_transport_connected(int status) noexcept override;
   void on_transport_alloc(uv_buf_t* buf) noexcept override;
@@ -140,6 +152,9 @@ class BackendConn final : public BackendLink,
   uint64_t exchanges_ = 0;
   bool reading_ = false;
   bool held_ = false;  // hold_reading: the watcher is on, but no byte is taken
+  bool parked_ = false;     // the watcher stopped while bytes waited: resume reads directly
+  bool in_direct_ = false;  // read_parked is delivering
+  bool again_ = false;      // resume_reading was called during that delivery
   bool eof_ = false;
   bool done_ = false;  // expect_no_more() since the last attach
   bool junk_ = false;  // a byte arrived after the response
