@@ -51,6 +51,7 @@ void read_llm_prefix(NodeReader& r, const Field& f, LlmPrefixConfig& out) {
   if (auto* g = m.get("blocks")) r.read_unsigned(*g, out.blocks, 1, kMaxLlmBlocks);
   if (auto* g = m.get("explicit")) read_explicit(r, *g, out.explicit_keys);
   if (auto* g = m.get("max_buffer")) r.read_size(*g, out.max_buffer, kMinLlmBuffer);
+  if (auto* g = m.get("tenant_homes")) r.read_choice<TenantHomes>(*g, kTenantHomes, out.tenant_homes);
 }
 
 }  // namespace rondel::config

@@ -33,7 +33,7 @@ constexpr uint64_t kMaxPointsPerWeight = 65535;
 // Routing-quality knobs (docs/routing.md). A SpillMemory of 2^24 entries is 128 MiB per worker
 // and pool: anything larger is a typo.
 constexpr uint64_t kMaxSpillMemory = 1u << 24;
-constexpr uint64_t kMaxHotShare = 100;          // h above 100% would never replicate
+constexpr uint64_t kMaxHotShare = 1000;  // h: up to ten backends' fair shares per replica
 constexpr uint64_t kMaxReplicas = 64;           // core::RouteRequest::kMaxReplicas
 constexpr uint64_t kMaxHotCapacity = 4096;      // counters per window (two windows)
 constexpr uint64_t kMinHotWindowMs = 10;
@@ -176,11 +176,13 @@ constexpr uint64_t kMaxAgentSend = 1024;  // bytes of `send`
 constexpr string_view kPassiveKeys[] = {"consecutive_failures", "ejection_time",
                                         "max_ejected_percent"};
 // hash_key: llm_prefix (llm_prefix_reader.cpp).
-constexpr string_view kLlmPrefixKeys[] = {"conversation", "blocks", "explicit", "max_buffer"};
+constexpr string_view kLlmPrefixKeys[] = {"conversation", "blocks", "explicit", "max_buffer",
+                                          "tenant_homes"};
 constexpr auto kLlmAnchors = choices_of<LlmAnchor>(kLlmAnchorNames);
+constexpr auto kTenantHomes = choices_of<TenantHomes>(kTenantHomesNames);
 constexpr uint64_t kMaxLlmBlocks = 1u << 20;
 constexpr uint64_t kMinLlmBuffer = 1024;
-constexpr uint32_t kLlmHotShare = 100;  // hot_keys.share's default under hash_key: llm_prefix
+constexpr uint32_t kLlmHotShare = 200;  // hot_keys.share's default under hash_key: llm_prefix
 constexpr string_view kHotKeysKeys[] = {"share", "max_replicas", "window", "capacity",
                                         "min_count"};
 constexpr string_view kBackendKeys[] = {"address", "weight", "id", "srv", "labels", "agent_check"};

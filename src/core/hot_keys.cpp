@@ -92,7 +92,8 @@ void HotKeys::Summary::sift_down(uint32_t pos) noexcept {
   }
 }
 
-void HotKeys::Summary::observe(uint64_t hash, std::string_view key, uint64_t weight) noexcept {
+void HotKeys::Summary::observe(uint64_t hash, std::string_view key, uint64_t weight,
+                               bool group) noexcept {
   total_ += weight;
   uint32_t s = lookup(hash);
   if (s != kEmpty) {
@@ -115,6 +116,7 @@ void HotKeys::Summary::observe(uint64_t hash, std::string_view key, uint64_t wei
   slot.hash = hash;
   slot.count = base + weight;
   slot.error = base;
+  slot.group = group;
   slot.key_len = static_cast<uint8_t>(std::min(key.size(), kMaxKeyBytes));
   // An empty key may have a null data(): memcpy's pointers must be valid even for 0 bytes.
   if (slot.key_len != 0) std::memcpy(slot.key, key.data(), slot.key_len);
@@ -162,9 +164,18 @@ void HotKeys::advance(uint64_t now_ms) noexcept {
   window_start_ += elapsed * window_ms_;
 }
 
-void HotKeys::observe(uint64_t hash, std::string_view key, uint64_t weight) noexcept {
+void HotKeys::observe(uint64_t hash, std::string_view key, uint64_t weight, bool group) noexcept {
   if (weight == 0) return;
-  windows_[current_].observe(hash, key, weight);
+  windows_[current_].observe(hash, key, weight, group);
+}
+
+uint64_t HotKeys::count(uint64_t hash) const noexcept {
+  uint64_t sum = 0;
+  for (const Summary& w : windows_) {
+    uint64_t c = 0, e = 0;
+    if (w.find(hash, c, e)) sum += c - e;
+  }
+  return sum;
 }
 
 void HotKeys::clear() noexcept {
@@ -188,6 +199,7 @@ std::vector<HotKeys::Entry> HotKeys::top(size_t k) const {
       Entry en;
       en.hash = s.hash;
       en.key.assign(s.key, s.key_len);
+      en.group = s.group;
       en.count = s.count + (in_other ? c : other_min);
       en.error = s.error + (in_other ? e : other_min);
       all.push_back(std::move(en));

@@ -45,6 +45,7 @@ void RoutePolicy::reset(const RoutePolicyOptions& o) noexcept {
   table_.clear();
   previous_.clear();
   top_counts_ = {};
+  top_groups_.clear();
   next_rebuild_ms_ = 0;  // N or the rule may have changed: rebuild at the next request
 }
 
@@ -59,8 +60,10 @@ void RoutePolicy::rebuild(size_t eligible, uint32_t scale) {
   hot_.clear();
   top_counts_.total = total;
   top_counts_.keys.clear();
+  top_groups_.clear();
   for (const HotKeys::Entry& e : detector_.top(table_.capacity())) {
     top_counts_.keys.push_back({e.hash, e.count - e.error});
+    if (e.group) top_groups_.push_back({e.hash, e.count - e.error});
     uint32_t r = replicas_for(e.count - e.error, total, eligible, ro);
     if (quantize) {
       const uint32_t prev = previous_.replicas(e.hash);
@@ -80,11 +83,12 @@ void RoutePolicy::rebuild(size_t eligible, uint32_t scale) {
 }
 
 uint32_t RoutePolicy::observe(uint64_t hash, std::string_view key, uint64_t now_ms,
-                             PickKind kind, Affinity affinity, EligibleCounter eligible) {
+                             PickKind kind, Affinity affinity, EligibleCounter eligible,
+                             bool group) {
   if (opt_.hot_share_pct == 0) return 1;
   const bool keyed = affinity == Affinity::kKey;
   detector_.advance(now_ms);
-  if (keyed && kind == PickKind::kFirst) detector_.observe(hash, key, 1);
+  if (keyed && kind == PickKind::kFirst) detector_.observe(hash, key, 1, group);
   if (now_ms >= next_rebuild_ms_) {
     rebuild(eligible.count != nullptr ? eligible.count(eligible.ctx) : 0,
             eligible.scale != nullptr ? eligible.scale(eligible.ctx) : 1);

@@ -108,7 +108,14 @@ Selector::Cursor Selector::cursor(const PlacementKey& key,
                                   std::span<uint64_t> scratch) const noexcept {
   if (!key.grouped()) return cursor(key.hash, scratch);
   std::array<BackendIndex, PlacementKey::kMaxGroup> set{};
-  const size_t n = preference(key.group, std::span<BackendIndex>(set.data(), key.group_size));
+  size_t n = preference(key.group,
+                        std::span<BackendIndex>(set.data(), key.group_rank + key.group_size));
+  if (key.group_rank > 0) {  // the set starts at the group's balanced home (group_homes.h)
+    const size_t skip = std::min<size_t>(key.group_rank, n > 0 ? n - 1 : 0);
+    std::copy(set.begin() + static_cast<std::ptrdiff_t>(skip),
+              set.begin() + static_cast<std::ptrdiff_t>(n), set.begin());
+    n -= skip;
+  }
   Cursor c = cursor(key.hash, scratch);
   if (c.sel_ == nullptr || n == 0) return c;
   c.members_ = set;

@@ -155,6 +155,45 @@ void refresh_load(const Pool& pool, core::BackendIndex b, uint64_t now_ms,
   loads[b] = now;
 }
 
+// Whether the pool balances its tenants' homes (llm_prefix, tenant_homes: balanced).
+bool balances_homes(const config::PoolConfig& cfg) noexcept {
+  return cfg.hash_key.kind == config::HashKeyKind::kLlmPrefix &&
+         cfg.llm_prefix.tenant_homes == config::TenantHomes::kBalanced && cfg.hot_keys.share > 0;
+}
+
+// A tenant joins the balanced set at this many requests over the detector's window, counted on
+// the fleet's scale, and leaves after this many rebuilds (4 a window) without a request: a
+// tenant's home moves only when tenants arrive or go quiet (docs/routing.md).
+constexpr uint64_t kTenantJoin = 1;
+constexpr uint32_t kTenantIdleRebuilds = 8;
+
+// The balanced homes (core/group_homes.h) of the active tenants, each taking R slots, over the
+// current placement's usable backends. At each rebuild (window/4) and join, never per request.
+std::vector<core::GroupHome> tenant_homes(const Pool& pool, const core::RoutePolicy& policy,
+                                          const core::ActiveGroups& active,
+                                          const core::HotReplicas* fleet) {
+  std::vector<core::GroupSize> groups;
+  for (uint64_t g : active.members()) {
+    const uint32_t r = fleet != nullptr ? fleet->replicas(g) : policy.replicas(g);
+    groups.push_back({pool.placement_hash(core::PlacementVersion::kCurrent, g), r});
+  }
+  const core::Selector& sel = pool.selector(core::PlacementVersion::kCurrent);
+  std::vector<uint64_t> excluded(core::bitset_words(pool.size()), 0);
+  for (size_t i = 0; i < pool.size(); ++i) {
+    const auto b = static_cast<core::BackendIndex>(i);
+    if (pool.effective_weight(b) == 0 || !pool.backend(b).usable()) core::bit_set(excluded, i);
+  }
+  std::vector<uint64_t> scratch(sel.scratch_words());
+  return core::balance_group_homes(sel, groups, excluded, scratch);
+}
+
+// The rank of `group`'s home in `homes` (ascending by group), 0 when it has none.
+uint32_t home_rank(const std::vector<core::GroupHome>& homes, uint64_t group) noexcept {
+  auto it = std::lower_bound(homes.begin(), homes.end(), group,
+                             [](const core::GroupHome& h, uint64_t g) { return h.group < g; });
+  return it != homes.end() && it->group == group ? it->rank : 0;
+}
+
 // R of `hash` in the fleet's shared table when there is one, else in the replica table the
 // workers last published (1 when not hot).
 uint32_t published_replicas(const PoolState& ps, uint64_t hash) {
@@ -231,13 +270,44 @@ RouteKey route_key(const config::PoolConfig& cfg, const http::RequestHead& head,
 
 // Per-worker route state of one pool.
 struct Router::PoolRoute {
-  explicit PoolRoute(const Pool& pool) : policy(policy_options(pool)), generation(pool.generation()) {}
+  explicit PoolRoute(const Pool& pool)
+      : policy(policy_options(pool)),
+        active(pool.config().hot_keys.capacity, kTenantIdleRebuilds),
+        generation(pool.generation()) {}
   core::RoutePolicy policy;
+  core::ActiveGroups active;  // the tenants balanced homes spread (balances_homes)
   uint64_t generation = 0;  // generation of the pool this state was last set up for
   uint64_t published = 0;   // policy.rebuilds() last published to PoolState::hot
   // The fleet's table (PoolState::fleet_hot) as of fleet_version; nullptr = use the policy's.
   std::shared_ptr<const core::HotReplicas> fleet;
   uint64_t fleet_version = 0;
+  // Balanced tenant homes (balances_homes), ascending by group, as of policy rebuild homes_at.
+  std::vector<core::GroupHome> homes;
+  uint64_t homes_at = 0;
+
+  // After the detector has observed rq: at each rebuild, the active tenants' counts (join and
+  // leave); between rebuilds, a tenant that is not active joins as soon as its count reaches
+  // kTenantJoin, so a new tenant's home is balanced from its first requests, not a window later.
+  // The homes are recomputed at each rebuild and at each join (allocates: rarely).
+  void refresh_homes(const Pool& pool, const PickRequest& rq) {
+    const uint64_t scale = std::max<uint32_t>(detectors_of(&pool), 1);
+    bool changed = false;
+    if (homes_at != policy.rebuilds()) {
+      homes_at = policy.rebuilds();
+      active.update(policy.top_groups(), scale, kTenantJoin);
+      changed = true;  // and the backends' weights or health may have changed
+    } else if (rq.key.grouped && rq.kind == core::PickKind::kFirst &&
+               !active.contains(rq.key.group) &&
+               policy.count_of(rq.key.group) * scale >= kTenantJoin) {
+      changed = active.join(rq.key.group);
+    }
+    if (!changed) return;
+    homes = tenant_homes(pool, policy, active, fleet.get());
+    if (rq.worker != PickRequest::kAnyWorker) {
+      std::lock_guard<std::mutex> lock(pool.state().hot_mu);
+      pool.state().homes = homes;
+    }
+  }
 };
 
 Router::Router() = default;
@@ -275,7 +345,7 @@ Router::PoolRoute* Router::observe(const Pool& pool, const PickRequest& rq,
   const uint64_t observed = rq.key.grouped ? rq.key.group : rq.key.hash;
   const std::string_view text = rq.key.grouped ? rq.key.group_key : rq.key.key;
   replicas = st->policy.observe(observed, text, rq.now_ms, rq.kind, affinity,
-                                {&eligible_of, &pool, &detectors_of});
+                                {&eligible_of, &pool, &detectors_of}, rq.key.grouped);
   if (st->published != st->policy.rebuilds() && rq.worker != PickRequest::kAnyWorker) {
     st->published = st->policy.rebuilds();
     std::lock_guard<std::mutex> lock(ps.hot_mu);
@@ -294,6 +364,7 @@ Router::PoolRoute* Router::observe(const Pool& pool, const PickRequest& rq,
   if (st->fleet != nullptr && affinity == core::Affinity::kKey) {
     replicas = st->fleet->replicas(observed);
   }
+  if (current && balances_homes(pool.config())) st->refresh_homes(pool, rq);
   memory = current ? st->policy.memory_for(rq.kind, affinity) : nullptr;
   return st;
 }
@@ -333,10 +404,13 @@ RouteDecision Router::route(const Pool& pool, const PickRequest& rq, std::span<u
     PoolRoute* st = stateful(pool.config()) ? observe(pool, rq, affinity, replicas, memory) : nullptr;
     // A grouped key: R sizes its group's set, and the pick inside is the key's own (no replica
     // choice by load, which would move a conversation between turns).
-    const core::PlacementKey key =
-        rq.key.grouped
-            ? core::PlacementKey(hash, pool.placement_hash(version, rq.key.group), replicas)
-            : core::PlacementKey(hash);
+    const uint64_t group = rq.key.grouped ? pool.placement_hash(version, rq.key.group) : 0;
+    const uint32_t rank = st != nullptr && version == core::PlacementVersion::kCurrent
+                              ? home_rank(st->homes, group)
+                              : 0;
+    const core::PlacementKey key = rq.key.grouped
+                                       ? core::PlacementKey(hash, group, replicas, rank)
+                                       : core::PlacementKey(hash);
     if (rq.key.grouped) replicas = 1;
     // The pick and its claim: the backend's count is raised only while it is below the capacity
     // the pick compared, so workers picking at once cannot both take a backend's last place.
@@ -404,9 +478,14 @@ RouteDecision Router::explain(const Pool& pool, const RouteKey& key, uint8_t sub
   const uint64_t observed = key.grouped ? key.group : hash;
   uint32_t replicas =
       pool.config().hot_keys.share > 0 ? published_replicas(pool.state(), observed) : 1;
+  const uint64_t group = key.grouped ? pool.placement_hash(version, key.group) : 0;
+  uint32_t rank = 0;
+  if (key.grouped && version == core::PlacementVersion::kCurrent) {
+    std::lock_guard<std::mutex> lock(pool.state().hot_mu);
+    rank = home_rank(pool.state().homes, group);
+  }
   const core::PlacementKey pk =
-      key.grouped ? core::PlacementKey(placed, pool.placement_hash(version, key.group), replicas)
-                  : core::PlacementKey(placed);
+      key.grouped ? core::PlacementKey(placed, group, replicas, rank) : core::PlacementKey(placed);
   if (key.grouped) replicas = 1;
   if (!stateful(pool.config())) {
     rr = core::route_pick(sel, pk, in, pool.route_options(), core::RouteRequest{}, nullptr,

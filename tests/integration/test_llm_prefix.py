@@ -10,7 +10,12 @@ JSON body as it arrives, routes by its prompt anchors, and forwards the body byt
   --checksum): JSON, chunked, gzip-encoded, malformed and 64 MiB; with the anchors in the first
   2 KB, at most 8 KiB is read before the decision.
 - Fallbacks are counted by reason, and POST /api/route explains with hashes only.
+- Balanced tenant homes (the default, LlmBalancedHomesTest): 16 tenants on 8 backends are 2 a
+  backend once each has been seen, every turn of their conversations stays on one backend, and a
+  second instance that has seen the same tenants routes every request alike. The first class
+  runs `tenant_homes: hashed`, where all of that holds from the very first request.
 """
+from collections import Counter
 import gzip
 import http.client
 import json
@@ -40,19 +45,8 @@ def crc(b):
     return "%08x" % (zlib.crc32(b) & 0xFFFFFFFF)
 
 
-class LlmPrefixTest(RondelTestCase):
-    backend_names = tuple(f"b{i}" for i in range(N_BACKENDS))
-    backend_args = ("--checksum",)
-    use_dir = True
-
-    @classmethod
-    def config(cls):
-        text = make_config(cls.backends, pool={
-            "hash_key": "llm_prefix", "algorithm": "rendezvous",
-            "hot_keys": "{share: 100, window: 400ms, min_count: 8}"},
-            log={"access_log": os.path.join(cls.dir, "access.log")})
-        h2 = "  - name: h2\n    bind: 127.0.0.1:0\n    pool: p\n    http2: prior_knowledge\n"
-        return text.replace("pools:\n", h2 + "pools:\n", 1)
+class LlmClient:
+    """POSTs inference bodies through rondel and reads where they landed."""
 
     def post(self, body, headers=None, port=None, path="/v1/chat/completions"):
         """(status, lower-cased headers, body); a Transfer-Encoding header sends it chunked."""
@@ -76,6 +70,22 @@ class LlmPrefixTest(RondelTestCase):
         self.assertEqual(status, 200)
         self.assertEqual(h.get("x-request-crc32"), crc(body), "the body changed on its way")
         return h["x-backend"]
+
+
+class LlmPrefixTest(LlmClient, RondelTestCase):
+    backend_names = tuple(f"b{i}" for i in range(N_BACKENDS))
+    backend_args = ("--checksum",)
+    use_dir = True
+
+    @classmethod
+    def config(cls):
+        text = make_config(cls.backends, pool={
+            "hash_key": "llm_prefix", "algorithm": "rendezvous",
+            "hot_keys": "{share: 100, window: 400ms, min_count: 8}",
+            "llm_prefix": "{tenant_homes: hashed}"},
+            log={"access_log": os.path.join(cls.dir, "access.log")})
+        h2 = "  - name: h2\n    bind: 127.0.0.1:0\n    pool: p\n    http2: prior_knowledge\n"
+        return text.replace("pools:\n", h2 + "pools:\n", 1)
 
     def keys(self, source):
         return metric_sum(scrape(self.rondel.admin_port)[1], "rondel_llm_keys_total",
@@ -178,6 +188,55 @@ class LlmPrefixTest(RondelTestCase):
         wait_until(lambda: os.path.getsize(path) > 0, timeout=5, what="the access log")
         log = open(path, "rb").read()
         self.assertNotIn(secret.encode(), log)
+
+
+TENANTS = [f"tenant {t} system prompt: you answer questions about topic {t}. " + "s" * 300
+           for t in range(16)]
+
+
+class LlmBalancedHomesTest(LlmClient, RondelTestCase):
+    backend_names = tuple(f"b{i}" for i in range(8))
+    backend_args = ("--checksum",)
+
+    @classmethod
+    def config(cls, homes="balanced"):
+        # A long window: no tenant goes quiet long enough to leave during the test.
+        return make_config(cls.backends, pool={
+            "hash_key": "llm_prefix", "algorithm": "rendezvous", "hot_keys": "{window: 60s}",
+            "llm_prefix": f"{{tenant_homes: {homes}}}"})
+
+    def homes(self, port=None):
+        return {t: self.backend_of(chat(s, [f"probe {t}"]), port=port)
+                for t, s in enumerate(TENANTS)}
+
+    def test_tenants_spread_two_a_backend_and_every_turn_stays(self):
+        for t, s in enumerate(TENANTS):  # each tenant's first request makes it active
+            self.backend_of(chat(s, [f"first {t}"]))
+        homes = self.homes()
+        self.assertEqual(sorted(Counter(homes.values()).values()), [2] * 8, homes)
+        hashed = Rondel(self.config("hashed"))
+        try:
+            by_hash = Counter(self.homes(port=hashed.port).values())
+            print(f"tenants a backend: balanced 2 each, hashed {sorted(by_hash.values())}")
+        finally:
+            hashed.stop()
+        for t, s in enumerate(TENANTS):
+            for c in range(3):
+                questions = [f"tenant {t} conversation {c} turn {k}" for k in range(3)]
+                seen = {self.backend_of(chat(s, questions[:k + 1])) for k in range(3)}
+                self.assertEqual(seen, {homes[t]}, f"tenant {t} conversation {c}")
+
+    def test_two_instances_that_saw_the_same_tenants_route_alike(self):
+        other = Rondel(self.config())
+        try:
+            for t, s in enumerate(TENANTS):
+                self.backend_of(chat(s, [f"first {t}"]))
+                self.backend_of(chat(s, [f"first {t}"]), port=other.port)
+            for i in range(48):
+                body = chat(TENANTS[i % 16], [f"question {i}", f"follow-up {i}"][: 1 + i % 2])
+                self.assertEqual(self.backend_of(body), self.backend_of(body, port=other.port))
+        finally:
+            other.stop()
 
 
 if __name__ == "__main__":

@@ -167,7 +167,7 @@ def main():
     json_path = "$.messages[0].content" if args.trace == "mooncake" else "$.messages[1].content"
     wanted = args.policies.split(",")
     rows, skipped = [], {}
-    for name, label, start, rondel_keys in llm_policies.policies(json_path):
+    for name, label, start, rondel_keys in llm_policies.policies(json_path, args.speedup):
         if name not in wanted:
             continue
         if rondel_keys is not None:

@@ -57,6 +57,12 @@ struct HashKey {
 enum class LlmAnchor : uint8_t { kFirstUser, kSystem, kBlocks };
 inline constexpr std::string_view kLlmAnchorNames[] = {"first_user", "system", "blocks"};
 
+// Where an llm_prefix tenant's home is (docs/routing.md "Balanced tenant homes"): the active
+// tenants spread evenly over the backends by bounded loads over tenants (core/group_homes.h),
+// or the first backend of the tenant's own order.
+enum class TenantHomes : uint8_t { kBalanced, kHashed };
+inline constexpr std::string_view kTenantHomesNames[] = {"balanced", "hashed"};
+
 // An explicit key an llm_prefix pool prefers to the prompt: a request header's value, or a
 // top-level string field of the JSON body (prompt_cache_key, user, ...).
 struct LlmExplicitKey {
@@ -71,6 +77,7 @@ struct LlmPrefixConfig {
   uint32_t blocks = 16;                      // kBlocks, and raw `prompt` bodies
   std::vector<LlmExplicitKey> explicit_keys;  // first present wins; empty: the prompt only
   uint64_t max_buffer = 1u << 20;             // body bytes held per request until the anchors
+  TenantHomes tenant_homes = TenantHomes::kBalanced;
 };
 
 // How a backend entry named by DNS is looked up: its A/AAAA records (`address: NAME:PORT`), or

@@ -36,6 +36,7 @@ class HotKeys {
     std::string key;     // the first kMaxKeyBytes bytes of the key, as observed
     uint64_t count = 0;  // upper bound of the key's weight over the window
     uint64_t error = 0;  // count - error is a lower bound
+    bool group = false;  // observed as a group (a tenant of two-level placement, placement_key.h)
   };
 
   // `capacity` counters per window (at least 1; the top-k is reliable for k well below it: a
@@ -47,12 +48,18 @@ class HotKeys {
   void advance(uint64_t now_ms) noexcept;
 
   // Adds `weight` (> 0; 0 is ignored) to the key with hash `hash`. `key` is copied truncated to
-  // kMaxKeyBytes when the key enters the summary. O(log capacity), no allocation.
-  void observe(uint64_t hash, std::string_view key, uint64_t weight = 1) noexcept;
+  // kMaxKeyBytes when the key enters the summary, with `group` (Entry::group). O(log capacity),
+  // no allocation.
+  void observe(uint64_t hash, std::string_view key, uint64_t weight = 1,
+               bool group = false) noexcept;
 
   // The (at most) k keys with the largest count over the window, largest first (ties: smaller
   // error first, then smaller hash). Allocates; O(capacity log capacity).
   std::vector<Entry> top(size_t k) const;
+
+  // A lower bound of `hash`'s weight over the windows top() covers (0 when not monitored).
+  // O(1), no allocation.
+  uint64_t count(uint64_t hash) const noexcept;
 
   // Forgets everything (both windows).
   void clear() noexcept;
@@ -69,7 +76,7 @@ class HotKeys {
   class Summary {
    public:
     explicit Summary(size_t capacity);
-    void observe(uint64_t hash, std::string_view key, uint64_t weight) noexcept;
+    void observe(uint64_t hash, std::string_view key, uint64_t weight, bool group) noexcept;
     void clear() noexcept;
     size_t capacity() const noexcept { return slots_.size(); }
     size_t size() const noexcept { return size_; }
@@ -85,6 +92,7 @@ class HotKeys {
       uint64_t error = 0;
       uint32_t heap_pos = 0;
       uint8_t key_len = 0;
+      bool group = false;
       char key[kMaxKeyBytes];
     };
     const Slot& slot(size_t i) const noexcept { return slots_[i]; }

@@ -104,9 +104,10 @@ class RoutePolicy {
 
   // The hot-key step of route(): advances the detector to `now_ms`, observes the key on a first
   // pick with affinity, rebuilds the table when window/4 has passed, and returns R for `hash`
-  // (1 when the rule is off or the hash has no affinity).
+  // (1 when the rule is off or the hash has no affinity). `group`: `hash` is a group's (a
+  // tenant's), which top_groups() then lists.
   uint32_t observe(uint64_t hash, std::string_view key, uint64_t now_ms, PickKind kind,
-                   Affinity affinity, EligibleCounter eligible);
+                   Affinity affinity, EligibleCounter eligible, bool group = false);
   // The spill memory a pick of this kind may use and update, or nullptr.
   SpillMemory* memory_for(PickKind kind, Affinity affinity) noexcept {
     return affinity == Affinity::kKey && kind == PickKind::kFirst && opt_.spill_entries > 0
@@ -131,8 +132,13 @@ class RoutePolicy {
   // Every key the detector held at the last rebuild with its count (lower bound), R > 1 or not:
   // what this detector adds to the fleet's counts (fleet_hot.h).
   const HotCounts& top_counts() const noexcept { return top_counts_; }
+  // The groups among them (observed with group = true), heaviest first: the tenants balanced
+  // group homes spread (group_homes.h).
+  const std::vector<HotCount>& top_groups() const noexcept { return top_groups_; }
   // Incremented by each rebuild (a caller publishing hot() compares it).
   uint64_t rebuilds() const noexcept { return rebuilds_; }
+  // A lower bound of `hash`'s requests the detector has counted over its window, now.
+  uint64_t count_of(uint64_t hash) const noexcept { return detector_.count(hash); }
   // R for `hash` from the current table (1 when not hot).
   uint32_t replicas(uint64_t hash) const noexcept { return table_.replicas(hash); }
   const SpillMemory& memory() const noexcept { return memory_; }
@@ -149,6 +155,7 @@ class RoutePolicy {
   HotReplicas previous_;  // quantized replicas: the last table, for the hysteresis
   std::vector<HotKeyReplicas> hot_;
   HotCounts top_counts_;
+  std::vector<HotCount> top_groups_;
   uint64_t hot_total_ = 0;
   uint64_t rebuilds_ = 0;
   uint64_t next_rebuild_ms_ = 0;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "rondel/config/config.h"
+#include "rondel/core/group_homes.h"
 #include "rondel/core/backend_set.h"
 #include "rondel/core/bounded.h"
 #include "rondel/core/hot_keys.h"
@@ -59,6 +60,9 @@ struct PoolState {
   mutable std::mutex hot_mu;
   std::vector<core::HotKeyReplicas> hot;  // keys with R > 1, hottest first
   uint64_t hot_window_total = 0;    // requests over the window the counts cover
+  // llm_prefix tenant_homes: balanced: the homes of the last rebuild, ascending by group hash
+  // (placement hashes; core/group_homes.h). For /api/route and the metrics. Under hot_mu.
+  std::vector<core::GroupHome> homes;
   // Each worker's detector counts at its last rebuild (index: worker id), which the daemon sums
   // into this instance's share of the fleet's counts (server/fleet_hot.h). Under hot_mu.
   std::vector<core::HotCounts> worker_counts;

@@ -680,12 +680,41 @@ pools:
   CHECK(p.hot_keys.window_ms == 1000);  // untouched keys of the mapping keep their defaults
 }
 
+TEST_CASE("llm_prefix pools: balanced tenant homes by default, share 200, hashed on request") {
+  constexpr std::string_view kLlm = R"(listeners: [{name: web, bind: 127.0.0.1:0, pool: a}]
+pools:
+  - name: a
+    hash_key: llm_prefix
+    backends: [{address: 127.0.0.1:9001}]
+  - name: b
+    hash_key: llm_prefix
+    llm_prefix: {tenant_homes: hashed}
+    hot_keys: {share: 400}
+    backends: [{address: 127.0.0.1:9001}]
+  - name: c
+    hash_key: llm_prefix
+    llm_prefix: {tenant_homes: even}
+    backends: [{address: 127.0.0.1:9001}]
+)";
+  const LoadResult r = load_string(kLlm, "llm.yaml");
+  const std::vector<std::string> errs = error_strings(r);
+  INFO(joined(errs));
+  REQUIRE(errs.size() == 1);
+  CHECK(errs[0].rfind("llm.yaml:13:32: 'tenant_homes' must be one of balanced, hashed", 0) == 0);
+  const LoadResult ok = load_string(kLlm.substr(0, kLlm.find("  - name: c")), "llm.yaml");
+  REQUIRE(ok.errors.empty());
+  CHECK(ok.config.pools.at(0).llm_prefix.tenant_homes == TenantHomes::kBalanced);
+  CHECK(ok.config.pools.at(0).hot_keys.share == 200);
+  CHECK(ok.config.pools.at(1).llm_prefix.tenant_homes == TenantHomes::kHashed);
+  CHECK(ok.config.pools.at(1).hot_keys.share == 400);
+}
+
 TEST_CASE("routing-quality keys out of range are errors at their value") {
   constexpr std::string_view kBad = R"(listeners: [{name: web, bind: 127.0.0.1:0, pool: p}]
 pools:
   - name: p
     spill_memory: 99999999
-    hot_keys: {share: 101, max_replicas: 65, window: 1ms, capacity: 0, stride: 2}
+    hot_keys: {share: 1001, max_replicas: 65, window: 1ms, capacity: 0, stride: 2}
     replica_choice: random
     backends: [{address: 127.0.0.1:9001}]
 )";
@@ -695,10 +724,10 @@ pools:
   REQUIRE(errs.size() == 7);
   CHECK(errs[0].rfind("bad.yaml:4:19: 'spill_memory'", 0) == 0);
   CHECK(errs[1].rfind("bad.yaml:5:23: 'share'", 0) == 0);
-  CHECK(errs[2].rfind("bad.yaml:5:42: 'max_replicas'", 0) == 0);
-  CHECK(errs[3].rfind("bad.yaml:5:54: 'window' must be at least 10ms", 0) == 0);
-  CHECK(errs[4].rfind("bad.yaml:5:69: 'capacity' must be between 1 and 4096", 0) == 0);
-  CHECK(errs[5].rfind("bad.yaml:5:72: unknown key 'stride'", 0) == 0);
+  CHECK(errs[2].rfind("bad.yaml:5:43: 'max_replicas'", 0) == 0);
+  CHECK(errs[3].rfind("bad.yaml:5:55: 'window' must be at least 10ms", 0) == 0);
+  CHECK(errs[4].rfind("bad.yaml:5:70: 'capacity' must be between 1 and 4096", 0) == 0);
+  CHECK(errs[5].rfind("bad.yaml:5:73: unknown key 'stride'", 0) == 0);
   CHECK(errs[6].rfind("bad.yaml:6:21: 'replica_choice' must be one of least_loaded, round_robin",
                       0) == 0);
 }

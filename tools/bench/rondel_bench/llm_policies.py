@@ -53,10 +53,10 @@ def _haproxy(ctx, name, balance, factor, kvsim_ports):
     return Started([("127.0.0.1", port)], [proc.pid], lambda: ctx.registry.stop(proc))
 
 
-def _rondel_config(kvsim_ports, pool):
+def _rondel_config(kvsim_ports, pool, top=None):
     keys = {"backend_io_timeout": LONG, "response_header_timeout": LONG, **pool}
     return config.make_config([{"address": f"127.0.0.1:{p}", "id": f"s{i}"}
-                               for i, p in enumerate(kvsim_ports)], pool=keys)
+                               for i, p in enumerate(kvsim_ports)], pool=keys, top=top)
 
 
 def rondel_rejects(ctx, pool):
@@ -71,8 +71,8 @@ def rondel_rejects(ctx, pool):
     return lines[0] if lines else f"exit {out.returncode}"
 
 
-def _rondel(ctx, pool, instances, kvsim_ports):
-    text = _rondel_config(kvsim_ports, pool)
+def _rondel(ctx, pool, instances, kvsim_ports, top=None):
+    text = _rondel_config(kvsim_ports, pool, top)
     daemons_ = []
     for i in range(instances):
         d = os.path.join(ctx.workdir, f"rondel{i}")
@@ -106,11 +106,15 @@ def _oracle(ctx, kvsim):
 NO_KEY = {"hash_key": "header:X-Kvsim-None"}
 
 
-def policies(json_path):
-    """The policy rows; json_path: HAProxy's json_query path of the first user message."""
+def policies(json_path, speedup=1.0):
+    """The policy rows; json_path: HAProxy's json_query path of the first user message; speedup:
+    the trace's time compression, by which rondel's hot-key window (a wall-clock duration, 60 s
+    by default under llm_prefix) is divided so that it spans the same model time."""
     hap_hash = f"hash req.body,json_query('{json_path}')"
-    llm = {"hash_key": "llm_prefix"}
+    window_ms = max(10, round(60000 / speedup))
+    llm = {"hash_key": "llm_prefix", "hot_keys": f"{{window: {window_ms}ms}}"}
     llm_prompt = {**llm, "load_by": "prompt_size"}
+    llm_hashed = {**llm, "llm_prefix": "{tenant_homes: hashed}"}
     return [
         ("round_robin", "round robin (HAProxy roundrobin)",
          lambda ctx, k: _haproxy(ctx, "haproxy-rr", "roundrobin", None, k.ports), None),
@@ -127,6 +131,12 @@ def policies(json_path):
          lambda ctx, k: _rondel(ctx, llm, 1, k.ports), llm),
         ("rondel_llm_4", "rondel llm_prefix, 4 instances",
          lambda ctx, k: _rondel(ctx, llm, 4, k.ports), llm),
+        ("rondel_llm_4_fleet", "rondel llm_prefix, 4 instances told N (fleet: {instances: 4})",
+         lambda ctx, k: _rondel(ctx, llm, 4, k.ports, {"fleet": "{instances: 4}"}), llm),
+        ("rondel_llm_hashed_1", "rondel llm_prefix, tenant_homes hashed, 1 instance",
+         lambda ctx, k: _rondel(ctx, llm_hashed, 1, k.ports), llm_hashed),
+        ("rondel_llm_hashed_4", "rondel llm_prefix, tenant_homes hashed, 4 instances",
+         lambda ctx, k: _rondel(ctx, llm_hashed, 4, k.ports), llm_hashed),
         ("rondel_llm_prompt", "rondel llm_prefix, load_by prompt_size, 1 instance",
          lambda ctx, k: _rondel(ctx, llm_prompt, 1, k.ports), llm_prompt),
     ]
