@@ -286,28 +286,33 @@ struct Router::PoolRoute {
   uint64_t homes_at = 0;
 
   // After the detector has observed rq: at each rebuild, the active tenants' counts (join and
-  // leave); between rebuilds, a tenant that is not active joins as soon as its count reaches
-  // kTenantJoin, so a new tenant's home is balanced from its first requests, not a window later.
-  // The homes are recomputed at each rebuild and at each join (allocates: rarely).
+  // leave); between rebuilds, a tenant that is not active joins as soon as it is seen. The homes
+  // are recomputed at a rebuild only when the set has not changed since the previous one (a
+  // quiet window/4): tenants that arrive together are placed together, once, and instances that
+  // learn them in different orders settle on the same homes; until then a new tenant is placed
+  // by its hash (while tenants keep arriving in every interval, the homes stay as last computed
+  // and newcomers on their hashes). Allocates only when it recomputes (once per quiet rebuild).
   void refresh_homes(const Pool& pool, const PickRequest& rq) {
     const uint64_t scale = std::max<uint32_t>(detectors_of(&pool), 1);
-    bool changed = false;
     if (homes_at != policy.rebuilds()) {
       homes_at = policy.rebuilds();
-      active.update(policy.top_groups(), scale, kTenantJoin);
-      changed = true;  // and the backends' weights or health may have changed
-    } else if (rq.key.grouped && rq.kind == core::PickKind::kFirst &&
-               !active.contains(rq.key.group) &&
-               policy.count_of(rq.key.group) * scale >= kTenantJoin) {
-      changed = active.join(rq.key.group);
+      const bool quiet = !pending;
+      pending = active.update(policy.top_groups(), scale, kTenantJoin);
+      if (!quiet || pending) return;
+    } else {
+      if (rq.key.grouped && rq.kind == core::PickKind::kFirst &&
+          !active.contains(rq.key.group) &&
+          policy.count_of(rq.key.group) * scale >= kTenantJoin && active.join(rq.key.group))
+        pending = true;
+      return;
     }
-    if (!changed) return;
-    homes = tenant_homes(pool, policy, active, fleet.get());
+    homes = tenant_homes(pool, policy, active, fleet.get());  // the backends may have changed too
     if (rq.worker != PickRequest::kAnyWorker) {
       std::lock_guard<std::mutex> lock(pool.state().hot_mu);
       pool.state().homes = homes;
     }
   }
+  bool pending = false;  // the active set changed since the last rebuild
 };
 
 Router::Router() = default;

@@ -11,7 +11,7 @@ JSON body as it arrives, routes by its prompt anchors, and forwards the body byt
   2 KB, at most 8 KiB is read before the decision.
 - Fallbacks are counted by reason, and POST /api/route explains with hashes only.
 - Balanced tenant homes (the default, LlmBalancedHomesTest): 16 tenants on 8 backends are 2 a
-  backend once each has been seen, every turn of their conversations stays on one backend, and a
+  backend once each has been seen and the set has been quiet for a rebuild, every turn of their conversations stays on one backend, and a
   second instance that has seen the same tenants routes every request alike. The first class
   runs `tenant_homes: hashed`, where all of that holds from the very first request.
 """
@@ -200,20 +200,30 @@ class LlmBalancedHomesTest(LlmClient, RondelTestCase):
 
     @classmethod
     def config(cls, homes="balanced"):
-        # A long window: no tenant goes quiet long enough to leave during the test.
+        # Rebuilds every 0.5 s: the homes settle half a second to a second after the last
+        # tenant arrives; a tenant leaves after 4 s without a request.
         return make_config(cls.backends, pool={
-            "hash_key": "llm_prefix", "algorithm": "rendezvous", "hot_keys": "{window: 60s}",
+            "hash_key": "llm_prefix", "algorithm": "rendezvous", "hot_keys": "{window: 2s}",
             "llm_prefix": f"{{tenant_homes: {homes}}}"})
 
     def homes(self, port=None):
         return {t: self.backend_of(chat(s, [f"probe {t}"]), port=port)
                 for t, s in enumerate(TENANTS)}
 
+    def settled_homes(self, port=None):
+        """Each tenant's home once the set has been quiet for a rebuild: 2 tenants a backend."""
+        found = {}
+
+        def balanced():
+            found.update(self.homes(port))
+            return sorted(Counter(found.values()).values()) == [2] * 8
+        wait_until(balanced, timeout=10, interval=0.2, what="2 tenants on each backend")
+        return dict(found)
+
     def test_tenants_spread_two_a_backend_and_every_turn_stays(self):
         for t, s in enumerate(TENANTS):  # each tenant's first request makes it active
             self.backend_of(chat(s, [f"first {t}"]))
-        homes = self.homes()
-        self.assertEqual(sorted(Counter(homes.values()).values()), [2] * 8, homes)
+        homes = self.settled_homes()
         hashed = Rondel(self.config("hashed"))
         try:
             by_hash = Counter(self.homes(port=hashed.port).values())
@@ -232,6 +242,8 @@ class LlmBalancedHomesTest(LlmClient, RondelTestCase):
             for t, s in enumerate(TENANTS):
                 self.backend_of(chat(s, [f"first {t}"]))
                 self.backend_of(chat(s, [f"first {t}"]), port=other.port)
+            self.settled_homes()
+            self.settled_homes(port=other.port)
             for i in range(48):
                 body = chat(TENANTS[i % 16], [f"question {i}", f"follow-up {i}"][: 1 + i % 2])
                 self.assertEqual(self.backend_of(body), self.backend_of(body, port=other.port))
