@@ -50,28 +50,37 @@ std::vector<GroupHome> balance_group_homes(const Selector& sel, std::span<const 
   std::vector<uint32_t> held(n, 0);
   std::vector<GroupHome> homes;
   homes.reserve(unique.size());
-  std::array<BackendIndex, PlacementKey::kMaxGroup> pos{};
-  for (const GroupSize& g : unique) {
-    Selector::Cursor c = sel.cursor(g.group, scratch);
-    size_t len = 0;
-    for (BackendIndex b = c.next(); b != kNoBackend && len < pos.size(); b = c.next()) pos[len++] = b;
-    auto fits = [&](size_t i) {
-      return (excluded.empty() || !bit_test(excluded, pos[i])) && held[pos[i]] < cap;
-    };
-    // The first run of `size` positions of the group's order whose backends all have room.
-    uint32_t rank = 0;
-    bool placed = false;
-    for (size_t r = 0; eligible > 0 && r + g.size <= len && r <= kMaxGroupRank; ++r) {
-      size_t i = r;
-      while (i < r + g.size && fits(i)) ++i;
-      if (i == r + g.size) {
-        for (size_t k = r; k < r + g.size; ++k) ++held[pos[k]];
-        rank = static_cast<uint32_t>(r);
-        placed = true;
-        break;
-      }
+  // Each group's preference order, as far as a home may lie.
+  std::vector<std::array<BackendIndex, PlacementKey::kMaxGroup>> pos(unique.size());
+  std::vector<uint8_t> len(unique.size(), 0);
+  for (size_t gi = 0; gi < unique.size(); ++gi) {
+    Selector::Cursor c = sel.cursor(unique[gi].group, scratch);
+    for (BackendIndex b = c.next(); b != kNoBackend && len[gi] < pos[gi].size(); b = c.next())
+      pos[gi][len[gi]++] = b;
+  }
+  // Takes the run of R positions starting at rank r for group gi if its backends all have room.
+  constexpr int kUnplaced = -1;
+  std::vector<int> rank(unique.size(), kUnplaced);
+  auto take = [&](size_t gi, size_t r) {
+    const size_t end = r + unique[gi].size;
+    if (end > len[gi]) return;
+    for (size_t i = r; i < end; ++i) {
+      const BackendIndex b = pos[gi][i];
+      if ((!excluded.empty() && bit_test(excluded, b)) || held[b] >= cap) return;
     }
-    homes.push_back({g.group, placed ? static_cast<uint8_t>(rank) : uint8_t{0}});
+    for (size_t i = r; i < end; ++i) ++held[pos[gi][i]];
+    rank[gi] = static_cast<int>(r);
+  };
+  // In rounds: every group first tries its own first run (in hash order), then the ones still
+  // unplaced their second, and so on. A newcomer then displaces only groups that compete for its
+  // backends in the same round.
+  for (size_t r = 0; eligible > 0 && r <= kMaxGroupRank; ++r) {
+    for (size_t gi = 0; gi < unique.size(); ++gi)
+      if (rank[gi] == kUnplaced) take(gi, r);
+  }
+  for (size_t gi = 0; gi < unique.size(); ++gi) {
+    homes.push_back(
+        {unique[gi].group, rank[gi] == kUnplaced ? uint8_t{0} : static_cast<uint8_t>(rank[gi])});
   }
   std::sort(homes.begin(), homes.end(),
             [](const GroupHome& x, const GroupHome& y) { return x.group < y.group; });

@@ -286,33 +286,31 @@ struct Router::PoolRoute {
   uint64_t homes_at = 0;
 
   // After the detector has observed rq: at each rebuild, the active tenants' counts (join and
-  // leave); between rebuilds, a tenant that is not active joins as soon as it is seen. The homes
-  // are recomputed at a rebuild only when the set has not changed since the previous one (a
-  // quiet window/4): tenants that arrive together are placed together, once, and instances that
-  // learn them in different orders settle on the same homes; until then a new tenant is placed
-  // by its hash (while tenants keep arriving in every interval, the homes stay as last computed
-  // and newcomers on their hashes). Allocates only when it recomputes (once per quiet rebuild).
+  // leave); between rebuilds, a tenant that is not active joins as soon as it is seen, so a new
+  // tenant's home is balanced from its first request. The homes are recomputed at each rebuild
+  // (the backends' weights or health may have changed too) and at each join; allocates only
+  // then. Recomputing at once costs a fleet some agreement while its instances learn the tenants
+  // in different orders, and placing newcomers by hash until the set is quiet costs far more
+  // where the hashes pile tenants up (docs/routing.md, "How balanced tenant homes got there").
   void refresh_homes(const Pool& pool, const PickRequest& rq) {
     const uint64_t scale = std::max<uint32_t>(detectors_of(&pool), 1);
+    bool changed = false;
     if (homes_at != policy.rebuilds()) {
       homes_at = policy.rebuilds();
-      const bool quiet = !pending;
-      pending = active.update(policy.top_groups(), scale, kTenantJoin);
-      if (!quiet || pending) return;
-    } else {
-      if (rq.key.grouped && rq.kind == core::PickKind::kFirst &&
-          !active.contains(rq.key.group) &&
-          policy.count_of(rq.key.group) * scale >= kTenantJoin && active.join(rq.key.group))
-        pending = true;
-      return;
+      active.update(policy.top_groups(), scale, kTenantJoin);
+      changed = true;
+    } else if (rq.key.grouped && rq.kind == core::PickKind::kFirst &&
+               !active.contains(rq.key.group) &&
+               policy.count_of(rq.key.group) * scale >= kTenantJoin) {
+      changed = active.join(rq.key.group);
     }
-    homes = tenant_homes(pool, policy, active, fleet.get());  // the backends may have changed too
+    if (!changed) return;
+    homes = tenant_homes(pool, policy, active, fleet.get());
     if (rq.worker != PickRequest::kAnyWorker) {
       std::lock_guard<std::mutex> lock(pool.state().hot_mu);
       pool.state().homes = homes;
     }
   }
-  bool pending = false;  // the active set changed since the last rebuild
 };
 
 Router::Router() = default;

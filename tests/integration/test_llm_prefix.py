@@ -11,7 +11,7 @@ JSON body as it arrives, routes by its prompt anchors, and forwards the body byt
   2 KB, at most 8 KiB is read before the decision.
 - Fallbacks are counted by reason, and POST /api/route explains with hashes only.
 - Balanced tenant homes (the default, LlmBalancedHomesTest): 16 tenants on 8 backends are 2 a
-  backend once each has been seen and the set has been quiet for a rebuild, every turn of their conversations stays on one backend, and a
+  backend once each has been seen, every turn of their conversations stays on one backend, and a
   second instance that has seen the same tenants routes every request alike. The first class
   runs `tenant_homes: hashed`, where all of that holds from the very first request.
 """
@@ -200,8 +200,8 @@ class LlmBalancedHomesTest(LlmClient, RondelTestCase):
 
     @classmethod
     def config(cls, homes="balanced"):
-        # Rebuilds every 0.5 s: the homes settle half a second to a second after the last
-        # tenant arrives; a tenant leaves after 4 s without a request.
+        # Rebuilds every 0.5 s; a tenant leaves after 4 s without a request, so none does while
+        # the test runs.
         return make_config(cls.backends, pool={
             "hash_key": "llm_prefix", "algorithm": "rendezvous", "hot_keys": "{window: 2s}",
             "llm_prefix": f"{{tenant_homes: {homes}}}"})
@@ -211,7 +211,7 @@ class LlmBalancedHomesTest(LlmClient, RondelTestCase):
                 for t, s in enumerate(TENANTS)}
 
     def settled_homes(self, port=None):
-        """Each tenant's home once the set has been quiet for a rebuild: 2 tenants a backend."""
+        """Each tenant's home once every tenant has joined: 2 tenants a backend."""
         found = {}
 
         def balanced():

@@ -4,8 +4,10 @@
 #
 #   tools/bench/llm.sh [--trace shared|qa|mooncake] [--rates 2,4,6,8,10] [--rate73 6]
 #                      [--duration 240] [--speedup 10] [--servers 8] [--seed 1]
-#                      [--policies round_robin,least_in_flight,random,haproxy_json,oracle,rondel_llm_1,rondel_llm_4,rondel_llm_prompt]
+#                      [--policies round_robin,least_in_flight,random,haproxy_json,oracle,rondel_llm_1,rondel_llm_4,
+#                                  rondel_llm_4_fleet,rondel_llm_hashed_1,rondel_llm_hashed_4,rondel_llm_orca,rondel_llm_prompt]
 #                      [--svg docs/img/llm_ttft_p90.svg] [--out FILE] [--no-driver-check]
+#                      [--requests-out PREFIX]
 #
 # Needs HAProxy 2.6 or later (`balance hash`; tools/bench/run.sh installs it) and builds rondel
 # and kvsim in build-bench/ if needed (BUILD_DIR to use another build tree).

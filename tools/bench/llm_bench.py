@@ -65,7 +65,7 @@ def drive(args, trace_path, targets, speedup=None):
     return [x for x in lines if "summary" not in x], lines[-1]["summary"]
 
 
-def run_point(ctx, args, start, trace_path, kv_blocks):
+def run_point(ctx, args, start, trace_path, kv_blocks, name=""):
     kvsim = daemons.Kvsim(ctx.registry, ctx.kvsim, args.servers, kv_blocks, args.speedup, args.seed,
                           ("--orca",))
     started = None
@@ -73,6 +73,9 @@ def run_point(ctx, args, start, trace_path, kv_blocks):
         started = start(ctx, kvsim)
         cpu0 = procfs.cpu_ticks(started.pids) if started.pids else 0
         results, summary = drive(args, trace_path, started.targets)
+        if args.requests_out:  # every request's figures, for a look at a run over time
+            with open(f"{args.requests_out}-{name}-{args.seed}.json", "w") as f:
+                json.dump(results, f)
         cpu = (procfs.cpu_ticks(started.pids) - cpu0) / TICKS if started.pids else None
         spill = started.spill_share()
         stats = kvsim.stats()
@@ -131,6 +134,8 @@ def parse_args():
     ap.add_argument("--out", default=None,
                     help="results path without extension (default tools/bench/results/llm-TRACE-DATE)")
     ap.add_argument("--svg", default=None, help="write the picture here")
+    ap.add_argument("--requests-out", default=None,
+                    help="also write each run's per-request figures to PREFIX-POLICY-RATE-SEED.json")
     ap.add_argument("--command", default=None, help="the command line to print in the report")
     ap.add_argument("--no-driver-check", action="store_true")
     ap.add_argument("--replot", metavar="RESULTS_JSON",
@@ -178,7 +183,7 @@ def main():
                 continue
         for rate in args.rates:
             t0 = time.monotonic()
-            f = run_point(ctx, args, start, traces[rate][0], kv_blocks)
+            f = run_point(ctx, args, start, traces[rate][0], kv_blocks, f"{name}-{rate:g}")
             log(f"{name} @ {rate:g}/s: hit {f['hit_rate']:.3f} ttft p90 {f['ttft_p90']:.2f} s "
                 f"errors {f['errors']} ({time.monotonic() - t0:.0f} s)")
             rows.append((rate, label, name, f))

@@ -10,14 +10,15 @@
 // the groups themselves. A group of size R (its set of R backends, placement_key.h) takes R
 // slots; the cap is ceil(slots / eligible backends) plus floor(slots / eligible / 4) (no slack
 // at a few groups a backend, a quarter above it with many, where it saves moves when groups come
-// and go). The groups are taken
-// in ascending hash order; each takes the first run of R consecutive
-// positions of its own preference order whose backends are all eligible and below the cap. Its
-// home is named by the rank (position) where that run starts, so it depends only on the
+// and go). The groups are placed in rounds: in round r, every group not yet placed, in
+// ascending hash order, takes the run of R consecutive positions of its own preference order
+// that starts at rank r, if that run's backends are all eligible and below the cap (a newcomer
+// then displaces fewer groups than when each group in turn takes its first run with room:
+// group_homes_test measures both). Its home is named by the rank (position) where that run starts, so it depends only on the
 // selector, the exclusion set and the set of (group, R): instances and workers that see the same
 // active groups choose the same homes. A group that fits nowhere (possible only when runs of
-// consecutive positions collide) keeps rank 0. No I/O, no clock; allocates only its result and
-// one count per backend.
+// consecutive positions collide) keeps rank 0. No I/O, no clock; allocates its result, one count
+// per backend and each group's order (at most PlacementKey::kMaxGroup positions).
 #pragma once
 
 #include <cstdint>

@@ -115,6 +115,9 @@ def policies(json_path, speedup=1.0):
     llm = {"hash_key": "llm_prefix", "hot_keys": f"{{window: {window_ms}ms}}"}
     llm_prompt = {**llm, "load_by": "prompt_size"}
     llm_hashed = {**llm, "llm_prefix": "{tenant_homes: hashed}"}
+    # kvsim's ORCA header: KV-cache use 0..1, as a load of 0..1000.
+    llm_orca = {**llm, "load_report":
+                "{metric: named_metrics.kv_cache_utilization, scale: 1000}"}
     return [
         ("round_robin", "round robin (HAProxy roundrobin)",
          lambda ctx, k: _haproxy(ctx, "haproxy-rr", "roundrobin", None, k.ports), None),
@@ -137,6 +140,8 @@ def policies(json_path, speedup=1.0):
          lambda ctx, k: _rondel(ctx, llm_hashed, 1, k.ports), llm_hashed),
         ("rondel_llm_hashed_4", "rondel llm_prefix, tenant_homes hashed, 4 instances",
          lambda ctx, k: _rondel(ctx, llm_hashed, 4, k.ports), llm_hashed),
+        ("rondel_llm_orca", "rondel llm_prefix, load_report kv_cache_utilization, 1 instance",
+         lambda ctx, k: _rondel(ctx, llm_orca, 1, k.ports), llm_orca),
         ("rondel_llm_prompt", "rondel llm_prefix, load_by prompt_size, 1 instance",
          lambda ctx, k: _rondel(ctx, llm_prompt, 1, k.ports), llm_prompt),
     ]
