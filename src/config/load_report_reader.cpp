@@ -50,6 +50,9 @@ void read_load_report(NodeReader& r, const Field& f, LoadReportConfig& out) {
     r.read_unsigned(*g, out.min_reports, 1, core::kMaxMinReports);
   }
   if (auto* g = m.get("scale")) r.read_unsigned(*g, out.scale, 1, kMaxLoadReportScale);
+  if (auto* g = m.get("rounding")) {
+    r.read_choice<ReportRounding>(*g, kReportRoundings, out.rounding);
+  }
 }
 
 }  // namespace rondel::config

@@ -161,7 +161,7 @@ constexpr string_view kFleetKeys[] = {"etcd", "kubernetes", "instances", "id", "
 // etcd leases are whole seconds, and a keep-alive goes every third of the TTL.
 constexpr uint64_t kMinFleetTtlMs = 2000;
 constexpr string_view kLoadReportKeys[] = {"header", "metric", "max_age", "min_reports",
-                                             "scale"};
+                                             "scale",  "rounding"};
 constexpr uint32_t kMaxLoadReportScale = 1'000'000;
 // Gradual migration (docs/routing.md): the placement keys move from, under `previous`.
 constexpr string_view kPreviousKeys[] = {"algorithm",         "points_per_weight", "max_points",
@@ -230,6 +230,8 @@ constexpr Choice<Http2Mode> kHttp2Modes[] = {{"off", Http2Mode::kOff},
 constexpr auto kAlgorithms = choices_of<Algorithm>(core::kAlgorithmNames);
 constexpr auto kProbeOrders = choices_of<ProbeOrder>(core::kProbeOrderNames);
 constexpr auto kReplicaChoices = choices_of<ReplicaChoice>(core::kReplicaChoiceNames);
+constexpr Choice<ReportRounding> kReportRoundings[] = {{"random", ReportRounding::kRandom},
+                                                       {"up", ReportRounding::kUp}};
 constexpr Choice<LoadBy> kLoadBys[] = {{"requests", LoadBy::kRequests},
                                        {"prompt_size", LoadBy::kPromptSize}};
 constexpr Choice<MissingKeyPolicy> kMissingKeyPolicies[] = {

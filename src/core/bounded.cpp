@@ -34,9 +34,9 @@ class Picker {
       ++result_.skipped_excluded;
       return false;
     }
-    const uint32_t cap = capacity(in_.total_in_flight, weight(b), in_.total_weight, o_);
+    const uint32_t cap = cap_of(b);
     const uint32_t load = load_of(b);
-    if (load < cap) {
+    if (admits(b, load, cap)) {
       result_.backend = b;
       result_.capacity = cap;
       return true;
@@ -68,6 +68,13 @@ class Picker {
   uint32_t cap_of(BackendIndex b) const noexcept {
     return capacity(in_.total_in_flight, weight(b), in_.total_weight, o_);
   }
+  // Whether b at `load` under `cap` takes this request: below the cap, and for a backend read
+  // on a fleet's scale, by room_admits with this pick's coin mixed with b.
+  bool admits(BackendIndex b, uint32_t load, uint32_t cap) const noexcept {
+    if (!bit_test(in_.rounded, b)) return load < cap;
+    return room_admits(load, cap, in_.grain, mix64(in_.coin, b));
+  }
+  bool has_room(BackendIndex b) const noexcept { return admits(b, load_of(b), cap_of(b)); }
   uint32_t weight(BackendIndex b) const noexcept {
     return b < in_.weights.size() ? in_.weights[b] : 0;
   }
@@ -228,7 +235,7 @@ RouteResult replica_pick(const Selector& sel, const PlacementKey& key, const Pic
     for (uint32_t j = 0; j < k; ++j) {
       const BackendIndex b = cand[j];
       const uint32_t load = picker.load_of(b);
-      if (load >= picker.cap_of(b)) {
+      if (!picker.has_room(b)) {
         ++full;
         continue;
       }
@@ -244,7 +251,7 @@ RouteResult replica_pick(const Selector& sel, const PlacementKey& key, const Pic
     const uint32_t start = static_cast<uint32_t>(rq.sequence % k);
     for (uint32_t j = 0; j < k && best == kNoBackend; ++j) {
       const BackendIndex b = cand[(start + j) % k];
-      if (picker.load_of(b) < picker.cap_of(b)) {
+      if (picker.has_room(b)) {
         best = b;
       } else {
         ++full;
@@ -298,7 +305,7 @@ RouteResult route_pick(const Selector& sel, const PlacementKey& key, const PickI
         rr.reason = RouteReason::kHome;
         return rr;
       }
-      if (picker.load_of(remembered) < picker.cap_of(remembered)) {
+      if (picker.has_room(remembered)) {
         rr.pick = picker.choose(remembered, owner);  // stable spill
         rr.home = home;
         rr.reason = RouteReason::kSticky;

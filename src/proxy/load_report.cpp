@@ -2,8 +2,12 @@
 #include "rondel/proxy/load_report.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <string_view>
 
+#include "rondel/core/bitset.h"
+#include "rondel/core/hash.h"
 #include "rondel/proxy/load_report_parser.h"
 #include "rondel/proxy/pool.h"
 #include "rondel/util/ascii.h"
@@ -32,6 +36,16 @@ void report_from(const config::LoadReportConfig& cfg, const http::ResponseHead& 
 }
 
 namespace {
+
+// A random word per pick for core::room_admits: this thread's splitmix64 sequence, seeded from
+// the thread's address space and the clock so that instances started together differ.
+uint64_t pick_coin() noexcept {
+  thread_local uint64_t state = core::mix64(
+      reinterpret_cast<uintptr_t>(&state),
+      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  state += 0x9E3779B97F4A7C15ULL;
+  return core::mix64(state, 0);
+}
 
 // Backend i's report as the pick reads it (never fresh when the pool reads no reports), with
 // this instance's in-flight count now.
@@ -81,16 +95,29 @@ uint64_t local_limit_of(const Pool& pool, size_t i, uint64_t now_ms, uint32_t ca
 }
 
 void fill_effective_loads(const Pool& pool, uint64_t now_ms, std::vector<uint32_t>& loads,
-                          core::PickInput& in) {
+                          std::vector<uint64_t>& rounded, core::PickInput& in) {
   const size_t n = pool.size();
   if (loads.size() < n) loads.resize(n);
+  const config::LoadReportConfig& cfg = pool.config().load_report;
+  const uint32_t grain = fleet_instances_of(pool);
+  // With N > 1 and random rounding, backends read from a fresh report share their last places
+  // by core::room_admits.
+  const bool round = cfg.enabled && grain > 1 && cfg.rounding == config::ReportRounding::kRandom;
+  if (round) rounded.assign(core::bitset_words(n), 0);  // no allocation once grown
   uint64_t total = 0;
   for (size_t i = 0; i < n; ++i) {
-    loads[i] = effective_load_of(pool, i, now_ms);
+    const core::ReportView v = report_view(pool, i);
+    loads[i] = core::effective_load(v, now_ms, cfg.max_age_ms, grain);
+    if (round && core::report_fresh(v.at_ms, now_ms, cfg.max_age_ms)) core::bit_set(rounded, i);
     if (pool.backend(static_cast<core::BackendIndex>(i)).usable()) total += loads[i];
   }
   in.loads = std::span<const uint32_t>(loads.data(), n);
   in.total_in_flight = total;
+  if (round) {
+    in.rounded = std::span<const uint64_t>(rounded.data(), core::bitset_words(n));
+    in.grain = grain;
+    in.coin = pick_coin();
+  }
 }
 
 }  // namespace rondel::proxy

@@ -95,7 +95,8 @@ core::Affinity affinity_of(const RouteKey& k) noexcept {
 std::span<uint32_t> use_reported_loads(const Pool& pool, uint64_t now_ms, core::PickInput& in) {
   if (!reads_fleet_loads(pool)) return {};
   thread_local std::vector<uint32_t> loads;
-  fill_effective_loads(pool, now_ms, loads, in);
+  thread_local std::vector<uint64_t> rounded;
+  fill_effective_loads(pool, now_ms, loads, rounded, in);
   return std::span<uint32_t>(loads.data(), pool.size());
 }
 

@@ -44,6 +44,8 @@ PLAIN = {"capacity_slack": SLACK, "spill_memory": 0, "hot_keys": "{share: 0}"}
 if os.environ.get("RONDEL_FLEET_DEFAULTS", "0") == "1":
     PLAIN = {"capacity_slack": SLACK}
 REPORTS = {**PLAIN, "load_report": "{max_age: %s}" % os.environ.get("RONDEL_FLEET_AGE", "200ms")}
+REPORTS_UP = {**PLAIN, "load_report": "{max_age: %s, rounding: up}"
+              % os.environ.get("RONDEL_FLEET_AGE", "200ms")}
 N_BACKENDS = 8
 SCALE = int(os.environ.get("RONDEL_FLEET_SCALE", "8"))
 SPLIT = (12 * SCALE, 6 * SCALE, 2 * SCALE)  # wrk connections per instance: 60/30/10
@@ -53,7 +55,8 @@ ROUNDS = int(os.environ.get("RONDEL_FLEET_ROUNDS", "1"))
 # RONDEL_FLEET_SINGLE=1 adds a reference turn: one rondel, without reports, taking all the
 # connections, i.e. the pool-wide bound held exactly (what reports aim at).
 SINGLE = os.environ.get("RONDEL_FLEET_SINGLE", "0") == "1"
-# RONDEL_FLEET_N_REPORTS=1 adds a turn with reports and `fleet: {instances: 3}` together.
+# RONDEL_FLEET_N_REPORTS=1 adds a turn with reports and `fleet: {instances: 3}` together, and
+# one more with `rounding: up` (every place below the cap taken; docs/routing.md).
 FLEET_N_REPORTS = os.environ.get("RONDEL_FLEET_N_REPORTS", "0") == "1"
 
 # Zipf(1.1) over RT_KEYS keys, by inverse CDF (binary search), one seed per wrk thread.
@@ -190,6 +193,7 @@ class LoadReport(unittest.TestCase):
                  ("local_n", PLAIN, SPLIT, sized)]
         if FLEET_N_REPORTS:
             modes.append(("reports_n", REPORTS, SPLIT, sized))
+            modes.append(("reports_n_up", REPORTS_UP, SPLIT, sized))
         if SINGLE:
             modes.append(("single", PLAIN, (sum(SPLIT),), None))
         fleets = {mode: [Rondel(make_config(group.members, pool=pool, top=top)) for _ in split]

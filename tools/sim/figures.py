@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Regenerates the measured tables of docs/algorithms.md by running rondel-sim.
 
-Usage: tools/sim/figures.py PATH/TO/rondel-sim [static|replay|all]
-Prints Markdown tables, each preceded by the exact commands that produced it.
+Usage: tools/sim/figures.py PATH/TO/rondel-sim [static|replay|all|fleet|fleet-poll]
+Prints Markdown tables, each preceded by the exact commands that produced it. `fleet` and
+`fleet-poll` (not in `all`) print docs/routing.md's table of a fresh report's rounding
+("Fleets: N"), without and with out-of-band polls every 0.25 service times.
 """
 import json
 import shlex
@@ -74,6 +76,55 @@ def replay_tables(sim):
     print()
 
 
+def run_lines(sim, args):
+    """Runs rondel-sim with args + --json; returns one parsed JSON object per output line."""
+    cmd = [sim] + args + ["--json"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def fleet_tables(sim, poll):
+    """Three instances told N (60/30/10 or even) against one exact balancer, 3 seeds a row:
+    no reports, reports with `rounding: up`, reports with `rounding: random` (the default)."""
+    base = ["--fleet", "--backends", "8", "--keys", "10000", "--zipf", "1.1", "--mean-service",
+            "1", "--miss-delay", "0.2", "--cache-objects", "1000", "--requests", "400000",
+            "--balance-factor", "125", "--report-age", "1", "--fleet-n", "0", "--min-reports",
+            "4"] + (["--report-poll", "0.25"] if poll else [])
+    print("Command (one per seed 1-3; K, S, SPLIT and ROUNDING vary; one balancer: "
+          "`--fleet-split 1`):\n")
+    print("```\nrondel-sim " + shlex.join(base) + " --clients K --slack S --fleet-split SPLIT "
+          "--report-rounding ROUNDING --seed 1|2|3 --json\n```\n")
+    print("| clients | slack | split | fleet | max/mean | max/cap (worst) | spill | misses (mean) |")
+    print("|---|---|---|---|---|---|---|---|")
+
+    def cell(rows):
+        mm = [r["max_over_mean"] for r in rows]
+        sp = [100 * r["spill"] for r in rows]
+        mi = [100 * r["miss_rate"] for r in rows]
+        return (f"{min(mm):.3f}-{max(mm):.3f} | {max(r['max_over_cap'] for r in rows):.3f} | "
+                f"{min(sp):.1f}-{max(sp):.1f}% | {sum(mi) / len(mi):.1f}%")
+
+    for clients in (20, 160):
+        for slack in (0, 8):
+            for split in ("34,33,33", "60,30,10"):
+                rows = {"no reports": [], "reports, `rounding: up`": [],
+                        "reports, `rounding: random`": [], "one balancer": []}
+                for seed in (1, 2, 3):
+                    common = base + ["--clients", str(clients), "--slack", str(slack),
+                                     "--seed", str(seed)]
+                    up = run_lines(sim, common + ["--fleet-split", split,
+                                                  "--report-rounding", "up"])
+                    rows["no reports"].append(up[0])
+                    rows["reports, `rounding: up`"].append(up[1])
+                    rows["reports, `rounding: random`"].append(
+                        run_lines(sim, common + ["--fleet-split", split])[1])
+                    rows["one balancer"].append(run_lines(sim, common + ["--fleet-split", "1"])[0])
+                for name, r in rows.items():
+                    print(f"| {clients} | {slack} | {split.replace(',', '/')} | {name} | "
+                          f"{cell(r)} |")
+    print()
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
@@ -82,6 +133,8 @@ def main():
         static_tables(sys.argv[1])
     if what in ("replay", "all"):
         replay_tables(sys.argv[1])
+    if what in ("fleet", "fleet-poll"):
+        fleet_tables(sys.argv[1], what == "fleet-poll")
 
 
 if __name__ == "__main__":

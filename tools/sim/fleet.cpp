@@ -14,6 +14,7 @@
 #include "balance.h"
 #include "lru.h"
 #include "placement.h"
+#include "rondel/core/bitset.h"
 #include "rondel/core/bounded.h"
 #include "rondel/core/reported_load.h"
 #include "rondel/core/route_policy.h"
@@ -34,6 +35,7 @@ struct Instance {
   // is filled from `local` at each pick.
   std::vector<core::ReportView> report;
   std::vector<uint32_t> loads;           // scratch: what the pick compares
+  std::vector<uint64_t> rounded;         // scratch: backends read from a fresh report
   // Per backend: the arrival times of its last reports (a ring), for --min-reports.
   std::vector<std::array<uint64_t, core::kMaxMinReports>> arrivals;
   std::vector<uint32_t> next_arrival;
@@ -78,6 +80,7 @@ core::Result<FleetReport> run_fleet(const SimOptions& opt, bool reports) {
     x.local.assign(n, 0);
     x.report.assign(n, {});
     x.loads.assign(n, 0);
+    x.rounded.assign(core::bitset_words(n), 0);
     x.arrivals.assign(n, {});
     x.next_arrival.assign(n, 0);
   }
@@ -91,6 +94,7 @@ core::Result<FleetReport> run_fleet(const SimOptions& opt, bool reports) {
   for (uint64_t i = 0; i < opt.keys; ++i) key_hashes[i] = key_hash(opt.seed, i);
   ZipfSampler zipf(opt.keys, opt.zipf);
   std::mt19937_64 rng(opt.seed * 0x2545F4914F6CDD1DULL + 17);
+  std::mt19937_64 coins(opt.seed + 99);  // the picks' coins, apart so keys replay alike
   const uint64_t warmup = opt.warmup_requests > 0 ? opt.warmup_requests : opt.requests / 5;
 
   FleetReport r;
@@ -108,6 +112,7 @@ core::Result<FleetReport> run_fleet(const SimOptions& opt, bool reports) {
     const uint64_t key = zipf(rng);
     const uint64_t hash = key_hashes[key];
     uint64_t total = 0;
+    std::fill(x.rounded.begin(), x.rounded.end(), uint64_t{0});
     for (size_t i = 0; i < n; ++i) {
       core::ReportView v = x.report[i];
       v.local_in_flight = x.local[i];
@@ -116,6 +121,7 @@ core::Result<FleetReport> run_fleet(const SimOptions& opt, bool reports) {
       x.loads[i] = core::effective_load(v, ms(now), max_age, fleet_n);
       if (reports && v.at_ms != 0) {
         if (core::report_fresh(v.at_ms, ms(now), max_age)) {
+          if (!opt.report_round_up) core::bit_set(x.rounded, i);
           ++r.fresh_reads;
           age_sum += static_cast<double>(ms(now) - std::min(ms(now), v.at_ms)) / 1000.0;
         } else {
@@ -129,6 +135,9 @@ core::Result<FleetReport> run_fleet(const SimOptions& opt, bool reports) {
     in.weights = weights;
     in.total_in_flight = total;
     in.total_weight = n;
+    in.rounded = x.rounded;
+    in.grain = fleet_n;
+    in.coin = coins();
     const core::PickResult p = core::bounded_pick(sel, hash, in, bo, scratch);
     const core::BackendIndex b = p.backend;
     ++x.local[b];

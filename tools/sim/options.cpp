@@ -92,6 +92,7 @@ std::string usage() {
          "Measures key balance, movement on churn, memory, build and lookup time of one\n"
          "placement algorithm; with --replay, runs an event-driven bounded-load replay instead;\n"
          "with --fleet (--clients K, --fleet-split 60,30,10, --report-age A, --min-reports K, --report-poll P,\n"
+         "--report-rounding up|random,\n"
          "--slack S, --fleet-n N: 1 = instances unaware of the fleet, 0 = they know its size),\n"
          "runs K closed-loop clients through L instances, without then with backend-reported\n"
          "load\n"
@@ -242,6 +243,9 @@ core::Result<SimOptions> parse_options(int argc, char** argv) {
       o.min_reports = static_cast<uint32_t>(n);
     } else if (flag == "--report-poll") {
       ok = parse_double(v, 0.0, o.report_poll);
+    } else if (flag == "--report-rounding") {
+      ok = v == "up" || v == "random";
+      o.report_round_up = v == "up";
     } else if (flag == "--clients") {
       ok = parse_u64(v, 1, 1u << 24, n);
       o.clients = static_cast<uint32_t>(n);

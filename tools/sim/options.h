@@ -81,6 +81,9 @@ struct SimOptions {
                                       // 1 here so the earlier tables replay)
   double report_poll = 0.0;           // --report-poll P: every instance polls every backend
                                       // each P time units too (0: reports on responses only)
+  // --report-rounding up: a fresh report's last places are all taken (the ceiling, the
+  // daemon's rule before core::room_admits); random (the default, the daemon's): room_admits.
+  bool report_round_up = false;
 };
 
 // Returns the usage text printed by --help and on a parse error.

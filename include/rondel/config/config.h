@@ -279,6 +279,8 @@ struct HotKeysConfig {
 // Backend-reported load (docs/algorithms.md, "Reported load"): each response's `header` carries
 // the backend's own load; while the last report is younger than max_age_ms the bound compares
 // it (moved by this instance's in-flight change since) instead of the local in-flight count.
+enum class ReportRounding : uint8_t { kRandom, kUp };
+
 struct LoadReportConfig {
   bool enabled = false;                        // true once the section is present
   std::string header = "endpoint-load-metrics";  // lower case
@@ -291,6 +293,11 @@ struct LoadReportConfig {
   // own counts, which beat a report refreshed less than about once per service time.
   uint32_t min_reports = 4;
   uint32_t scale = 1;  // load = value * scale (e.g. utilization 0..1 times the capacity)
+  // How instances told N share the last places a fresh report shows (core::room_admits):
+  // kRandom, each takes one of the last room < N places with probability room / N, so the
+  // fleet fills the room on average and holds the cap; kUp, each takes any place below the cap,
+  // which keeps more keys home and may overshoot the cap by N - 1 (docs/routing.md).
+  ReportRounding rounding = ReportRounding::kRandom;
 };
 
 // TLS to a pool's backends (`tls` in a pool, docs/configuration.md). Files are loaded when a

@@ -53,7 +53,26 @@ struct PickInput {
   uint64_t total_in_flight = 0;        // sum over all backends
   uint64_t total_weight = 0;           // W: sum of effective weights of backends that are up
   std::span<const uint64_t> excluded;  // bit i set = down or already tried; may be empty
+  // Randomized rounding of the last places a fresh report shows (room_admits): backends whose
+  // bit is set in `rounded` hold loads on a fleet's scale, where one start of this instance
+  // stands for `grain` (N) requests; `coin` is this pick's random word. grain 1 or an empty
+  // `rounded`: every place below the capacity is taken as it is.
+  std::span<const uint64_t> rounded;
+  uint32_t grain = 1;
+  uint64_t coin = 0;
 };
+
+// Whether a backend at `load` below `cap` takes a request, when each start counts for `grain`
+// requests on the fleet's scale (core::effective_load with N = grain and a fresh report). With
+// room = cap - load >= grain, always; with less room, for `room` of every `grain` values of
+// coin % grain. So N instances that read the same report and each start one request there fill,
+// on average, exactly the room it showed; taking every place below the cap (the ceiling) lets
+// all N in and overshoots the cap by up to N - 1 (docs/algorithms.md, "Fleet scale").
+constexpr bool room_admits(uint32_t load, uint32_t cap, uint32_t grain, uint64_t coin) noexcept {
+  if (load >= cap) return false;
+  const uint32_t room = cap - load;
+  return grain <= 1 || room >= grain || coin % grain < room;
+}
 
 struct PickResult {
   BackendIndex backend = kNoBackend;

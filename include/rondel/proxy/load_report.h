@@ -86,9 +86,11 @@ uint32_t effective_load_of(const Pool& pool, size_t i, uint64_t now_ms) noexcept
 uint64_t local_limit_of(const Pool& pool, size_t i, uint64_t now_ms, uint32_t cap) noexcept;
 
 // Replaces `in`'s load view by the effective loads of `pool`'s backends at `now_ms` and sets
-// total_in_flight to their sum over usable backends (the same backends W sums over). `loads`
-// is the caller's buffer, grown to pool.size() when smaller (allocates only then). O(backends).
+// total_in_flight to their sum over usable backends (the same backends W sums over). With N > 1
+// and `rounding: random`, also marks in `rounded` the backends read from a fresh report and
+// gives the pick its grain (N) and a coin (core::room_admits). `loads` and `rounded` are the
+// caller's buffers, grown when smaller (allocates only then). O(backends).
 void fill_effective_loads(const Pool& pool, uint64_t now_ms, std::vector<uint32_t>& loads,
-                          core::PickInput& in);
+                          std::vector<uint64_t>& rounded, core::PickInput& in);
 
 }  // namespace rondel::proxy

@@ -40,8 +40,10 @@ TEST_CASE("load_report ORCA defaults and a plain header") {
   CHECK(a.max_age_ms == 1000);
   CHECK(a.min_reports == 4);
   CHECK(a.scale == 1);
+  CHECK(a.rounding == ReportRounding::kRandom);
   r = load_string(pool_with("    load_report: { header: Endpoint-Load-Metrics, metric: "
-                            "cpu_utilization, max_age: 250ms, min_reports: 1, scale: 100 }\n"),
+                            "cpu_utilization, max_age: 250ms, min_reports: 1, scale: 100, "
+                            "rounding: up }\n"),
                   "lr.yaml");
   REQUIRE(r.ok());
   const LoadReportConfig& b = r.config.pools.at(0).load_report;
@@ -51,6 +53,7 @@ TEST_CASE("load_report ORCA defaults and a plain header") {
   CHECK(b.max_age_ms == 250);
   CHECK(b.min_reports == 1);
   CHECK(b.scale == 100);
+  CHECK(b.rounding == ReportRounding::kUp);
   r = load_string(pool_with("    load_report: { header: X-Load }\n"), "lr.yaml");
   REQUIRE(r.ok());
   CHECK(r.config.pools.at(0).load_report.header == "x-load");
@@ -71,6 +74,10 @@ TEST_CASE("load_report errors") {
   CHECK(errors_of(pool_with("    load_report: { max_age: 0ms }\n")).size() == 1);
   CHECK(errors_of(pool_with("    load_report: { min_reports: 0 }\n")).size() == 1);
   CHECK(errors_of(pool_with("    load_report: { min_reports: 9 }\n")).size() == 1);
+  const auto rounding = errors_of(pool_with("    load_report: { rounding: down }\n"));
+  REQUIRE(rounding.size() == 1);
+  CHECK(rounding[0].find("lr.yaml:7:") == 0);
+  CHECK(rounding[0].find("random") != std::string::npos);
   const auto unknown = errors_of(pool_with("    load_report: { max_agee: 1s }\n"));
   REQUIRE(unknown.size() == 1);
   CHECK(unknown[0].find("unknown key 'max_agee' (did you mean 'max_age'?)") != std::string::npos);

@@ -184,6 +184,77 @@ TEST_CASE("reports cannot make every backend full") {
   CHECK(to_zero == 0);
 }
 
+TEST_CASE("room_admits: of every grain coins, exactly the room's worth take a partial place") {
+  // For every load, cap and grain (N), the coins 0..N-1 (and any shift by a multiple of N)
+  // admit min(room, N) times when there is room, never when there is none; grain 1 is the plain
+  // bound load < cap.
+  for (uint32_t grain = 1; grain <= 9; ++grain) {
+    for (uint32_t cap = 0; cap <= 20; ++cap) {
+      for (uint32_t load = 0; load <= cap + 3; ++load) {
+        for (uint64_t shift : {uint64_t{0}, uint64_t{grain} * 12345}) {
+          uint32_t admitted = 0;
+          for (uint64_t coin = 0; coin < grain; ++coin) {
+            admitted += room_admits(load, cap, grain, coin + shift);
+          }
+          CAPTURE(grain);
+          CAPTURE(cap);
+          CAPTURE(load);
+          CHECK(admitted == (load < cap ? std::min(cap - load, grain) : 0));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("N instances reading one report fill its room on average, not N places (property)") {
+  // Three instances (N = 3) read the same fresh report of a key's home with `room` places left
+  // below its cap; each sends one request of that key. Rounded (room_admits with each pick's
+  // coin), the home takes `room` of them on average and the cap holds in expectation; taking
+  // every place below the cap (the ceiling) sends all three home whatever the room.
+  constexpr size_t kN = 4;
+  const BackendSet set = test::make_set(test::specs(kN));
+  const Selector sel = test::make_selector(set, Algorithm::kRing);
+  std::vector<uint64_t> scratch(pick_scratch_words(sel));
+  std::vector<uint32_t> weights(kN, 1);
+  const uint64_t key = 0xC0FFEE;
+  const BackendIndex home = sel.owner(key);
+  BoundedOptions o;
+  o.balance_factor = 125;
+  std::mt19937_64 rng(38);
+  const std::vector<uint64_t> all = {(uint64_t{1} << kN) - 1};
+  for (uint32_t room = 1; room <= 4; ++room) {
+    // Others at 40 each; the home at the h that leaves `room` below cap = ceil(1.25 * (120 + h
+    // + 1) / 4).
+    std::vector<uint32_t> loads(kN, 40);
+    uint32_t h = 0;
+    while (capacity(40 * (kN - 1) + h, 1, kN, o) != h + room) ++h;
+    const uint32_t cap = h + room;
+    loads[home] = h;
+    PickInput in;
+    in.loads = loads;
+    in.weights = weights;
+    in.total_in_flight = 40 * (kN - 1) + loads[home];
+    in.total_weight = kN;
+    REQUIRE(capacity(in.total_in_flight, 1, kN, o) == cap);
+    in.grain = 3;
+    constexpr int kTrials = 20000;
+    uint64_t rounded_home = 0, ceiling_home = 0;
+    for (int t = 0; t < kTrials; ++t) {
+      for (int instance = 0; instance < 3; ++instance) {
+        in.coin = rng();
+        in.rounded = all;
+        rounded_home += bounded_pick(sel, key, in, o, scratch).backend == home;
+        in.rounded = {};
+        ceiling_home += bounded_pick(sel, key, in, o, scratch).backend == home;
+      }
+    }
+    CAPTURE(room);
+    const double mean = static_cast<double>(rounded_home) / kTrials;
+    CHECK(mean == doctest::Approx(std::min(room, 3u)).epsilon(0.03));
+    CHECK(ceiling_home == 3u * kTrials);
+  }
+}
+
 TEST_CASE("local limit: below it exactly when the effective load is below the cap (property)") {
   // For random reports, ages, caps and fleet sizes N, every local count L satisfies
   // effective_load(L, N) < cap <=> L < local_limit(N): the one bound a compare-and-swap on the

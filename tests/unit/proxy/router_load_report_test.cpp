@@ -98,6 +98,44 @@ TEST_CASE("min_reports: a backend's reports count only when that many arrived wi
   CHECK(effective_load_of(*f.pool, f.owner, 1210) == 0);
 }
 
+TEST_CASE("a fleet of 3 shares a fresh report's last place: a third of the picks take it") {
+  // The owner reports 13, the others 10: total 43, cap = ceil(1.25 * 44 / 4) = 14, so one place
+  // is left. Each of three instances reading that report would take it with the ceiling (and
+  // put 16 on the owner); with `rounding: random` (the default) each takes it with probability
+  // 1/3. Picks without a start, so the room stays 1 throughout.
+  for (const auto rounding : {config::ReportRounding::kRandom, config::ReportRounding::kUp}) {
+    ReportFixture f;
+    f.cfg.load_report.rounding = rounding;
+    f.pool = f.maker.build(f.cfg);
+    REQUIRE(f.pool != nullptr);
+    f.pool->state().fleet_instances.store(3);
+    for (core::BackendIndex i = 0; i < 4; ++i) {
+      f.report(i, "TEXT named_metrics.in_flight=" + std::to_string(i == f.owner ? 13 : 10), 1000);
+    }
+    // Of 3000 picks at `now`, how many go home: random, within [lo, hi]%; up, all of them.
+    const auto home_share = [&f, rounding](uint64_t now, int lo, int hi) {
+      constexpr int kPicks = 3000;
+      int home = 0;
+      for (int k = 0; k < kPicks; ++k) home += f.route(now).backend == f.owner;
+      CAPTURE(home);
+      if (rounding == config::ReportRounding::kRandom) {
+        CHECK(home > kPicks * lo / 100);
+        CHECK(home < kPicks * hi / 100);
+      } else {
+        CHECK(home == kPicks);
+      }
+    };
+    home_share(1010, 29, 38);
+    // Two places left (owner at 12: total 42, cap ceil(1.25 * 43 / 4) = 14): two thirds.
+    f.report(f.owner, "TEXT named_metrics.in_flight=12", 1020);
+    home_share(1030, 62, 71);
+    // Stale reports (N x local, every count 0): no rounding, every pick goes home.
+    int home = 0;
+    for (int k = 0; k < 100; ++k) home += f.route(1200).backend == f.owner;
+    CHECK(home == 100);
+  }
+}
+
 TEST_CASE("starts since the report raise the load and completions lower it, without a report") {
   ReportFixture f;
   for (core::BackendIndex i = 0; i < 4; ++i) f.report(i, "named_metrics.in_flight:0", 10);
