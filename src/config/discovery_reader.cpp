@@ -145,7 +145,7 @@ void read_fleet(NodeReader& r, const Field& f, FleetConfig& out) {
               "'instances' is a static fleet size: with 'etcd' or 'kubernetes' the fleet "
               "counts its members itself; give one");
     }
-    for (const char* key : {"id", "ttl", "timeout", "retry", "share_hot_keys"}) {
+    for (const char* key : {"id", "ttl", "timeout", "retry", "share_hot_keys", "peer_port"}) {
       if (const Field* g = m.get(key)) {
         r.error(NodeReader::value_position(*g),
                 quote(key) + " needs a fleet source ('etcd' or 'kubernetes'), not 'instances'");
@@ -168,15 +168,20 @@ void read_fleet(NodeReader& r, const Field& f, FleetConfig& out) {
   }
   if (auto* g = m.get("timeout")) r.read_duration(*g, out.source.timeout_ms, 1);
   if (auto* g = m.get("retry")) r.read_duration(*g, out.source.retry_ms, kMinDiscoveryRetryMs);
-  if (auto* g = m.get("share_hot_keys"); g && r.read_bool(*g, out.share_hot_keys)) {
-    if (out.share_hot_keys && out.source.kind == DiscoveryKind::kKubernetes) {
-      r.error(NodeReader::value_position(*g),
-              "'share_hot_keys' needs 'etcd': a Service's EndpointSlices cannot carry counts");
-    }
-  }
-  // On Kubernetes there is nowhere to publish counts: off unless asked (and asking is an error).
+  if (auto* g = m.get("share_hot_keys")) r.read_bool(*g, out.share_hot_keys);
+  // On Kubernetes the members read each other's counts from their admin APIs, which the
+  // cluster's network policy must allow: off unless asked.
   if (out.source.kind == DiscoveryKind::kKubernetes && m.get("share_hot_keys") == nullptr) {
     out.share_hot_keys = false;
+  }
+  if (const Field* g = m.get("peer_port")) {
+    uint64_t v = 0;
+    if (r.read_u64(*g, v, 1, 65535)) out.peer_port = static_cast<uint16_t>(v);
+    if (out.source.kind != DiscoveryKind::kKubernetes) {
+      r.error(NodeReader::value_position(*g),
+              "'peer_port' is where Kubernetes members read each other's hot-key counts; an "
+              "etcd fleet shares them through etcd");
+    }
   }
 }
 

@@ -156,8 +156,9 @@ constexpr string_view kEtcdKeys[] = {"endpoints", "prefix",   "ca",
 constexpr string_view kKubernetesKeys[] = {"service", "namespace", "port", "server", "token_file",
                                            "ca"};
 constexpr uint64_t kMinDiscoveryRetryMs = 10;
-constexpr string_view kFleetKeys[] = {"etcd", "kubernetes", "instances", "id", "ttl",
-                                      "timeout", "retry", "share_hot_keys"};
+constexpr string_view kFleetKeys[] = {"etcd",  "kubernetes", "instances",      "id",
+                                      "ttl",   "timeout",    "retry",          "share_hot_keys",
+                                      "peer_port"};
 // etcd leases are whole seconds, and a keep-alive goes every third of the TTL.
 constexpr uint64_t kMinFleetTtlMs = 2000;
 constexpr string_view kLoadReportKeys[] = {"header", "metric", "max_age", "min_reports",

@@ -107,6 +107,7 @@ void Admin::handle(const AdminRequest& req, AdminResponse& res) {
       {"/api/ring", kJson, &Admin::serve_ring},
       {"/api/certificates", kJson, &Admin::serve_certificates},
       {"/api/fleet", kJson, &Admin::serve_fleet},
+      {"/api/fleet/record", kJson, &Admin::serve_fleet_record},
       {"/ui", kHtml, &Admin::serve_ui},
       {"/ui/", kHtml, &Admin::serve_ui},
   };

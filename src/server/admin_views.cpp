@@ -263,6 +263,16 @@ bool Admin::api_ring(std::string_view query, std::string& out) {
   return true;
 }
 
+int Admin::serve_fleet_record(std::string_view, std::string& out) {
+  const Fleet* fleet = daemon_.fleet();
+  if (fleet == nullptr) {
+    out = "{\"error\":\"no fleet configured\"}";
+    return 404;
+  }
+  out = fleet->record();
+  return 200;
+}
+
 int Admin::serve_fleet(std::string_view, std::string& out) {
   const Fleet* fleet = daemon_.fleet();
   if (fleet == nullptr) {

@@ -220,12 +220,16 @@ void Daemon::after_publish(const std::shared_ptr<const proxy::Snapshot>& prev) {
 }
 
 void Daemon::configure_fleet(const config::Config& cfg) {
-  if (fleet_ && Fleet::same_settings(fleet_->config(), cfg.fleet)) return;
+  // Kubernetes members read each other's counts on this instance's own admin port unless
+  // peer_port says otherwise (every member of a Deployment runs the same configuration).
+  config::FleetConfig fc = cfg.fleet;
+  if (fc.peer_port == 0 && cfg.admin.enabled) fc.peer_port = cfg.admin.bind.port;
+  if (fleet_ && Fleet::same_settings(fleet_->config(), fc)) return;
   fleet_hot_.reset();
   fleet_.reset();
-  if (cfg.fleet.enabled) fleet_ = std::make_unique<Fleet>(*discovery_, cfg.fleet);
-  if (fleet_ && cfg.fleet.share_hot_keys &&
-      cfg.fleet.source.kind == config::DiscoveryKind::kEtcd) {
+  if (fc.enabled) fleet_ = std::make_unique<Fleet>(*discovery_, fc);
+  if (fleet_ && fc.share_hot_keys &&
+      (fc.source.kind == config::DiscoveryKind::kEtcd || fleet_->polls_peers())) {
     fleet_hot_ = std::make_unique<FleetHot>(&loop_, *fleet_, [this] {
       return worker_ ? worker_->snapshot() : std::shared_ptr<const proxy::Snapshot>();
     });

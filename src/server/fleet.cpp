@@ -8,8 +8,10 @@
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <utility>
 
+#include "api_client.h"
 #include "discovery_source.h"
 #include "etcd_client.h"
 #include "rondel/util/json_writer.h"
@@ -24,6 +26,88 @@ namespace {
 
 // Logs and metrics name the fleet's sources as if they served a pool called this.
 constexpr std::string_view kFleetPool = "fleet";
+
+// One pool's counts of a member's record; a malformed one is left out (the member then adds
+// nothing to that pool's epoch, on every instance alike).
+void read_hot(const std::string& pool, const json::value& rec, FleetMember& m) {
+  const auto count_at = [](const json::value* v) {
+    return v != nullptr && (v->is_uint64() || (v->is_int64() && v->get_int64() >= 0));
+  };
+  const json::value* epoch = at(rec, "epoch");
+  const json::value* total = at(rec, "total");
+  const json::value* keys = at(rec, "keys");
+  if (!count_at(epoch) || !count_at(total) || keys == nullptr || !keys->is_array()) return;
+  FleetHotRecord r;
+  r.epoch = epoch->to_number<uint64_t>();
+  r.counts.total = total->to_number<uint64_t>();
+  for (const json::value& k : keys->get_array()) {
+    const json::array* pair = k.if_array();
+    if (pair == nullptr || pair->size() != 2 || !(*pair)[0].is_string()) return;
+    const json::string& hex = (*pair)[0].get_string();
+    uint64_t hash = 0;
+    const auto [end, ec] = std::from_chars(hex.data(), hex.data() + hex.size(), hash, 16);
+    if (ec != std::errc() || end != hex.data() + hex.size() || hex.size() != 16) return;
+    if (!count_at(&(*pair)[1])) return;
+    r.counts.keys.push_back({hash, (*pair)[1].to_number<uint64_t>()});
+  }
+  m.hot[pool] = std::move(r);
+}
+
+// This instance's record: {"id", "fingerprints": {POOL: HEX}, "hot": {POOL: {"epoch": E,
+// "total": T, "keys": [["HASH16", COUNT], ...]}}} ("hot" only with counts). What its etcd key
+// holds and what /api/fleet/record serves.
+std::string record_json(const std::string& id,
+                        const std::map<std::string, std::string>& fingerprints,
+                        const std::map<std::string, FleetHotRecord>& hot) {
+  util::JsonWriter w;
+  w.begin();
+  w.field("id", id);
+  w.begin("fingerprints");
+  for (const auto& [pool, fp] : fingerprints) w.field(pool, fp);
+  w.end();
+  if (!hot.empty()) {
+    w.begin("hot");
+    for (const auto& [pool, rec] : hot) {
+      w.begin(pool);
+      w.field("epoch", rec.epoch);
+      w.field("total", rec.counts.total);
+      w.begin_array("keys");
+      for (const core::HotCount& k : rec.counts.keys) {
+        char hex[24];
+        std::snprintf(hex, sizeof hex, "%016" PRIx64, k.hash);
+        w.begin_array();
+        w.value(std::string_view(hex));
+        w.value(k.count);
+        w.end_array();
+      }
+      w.end_array();
+      w.end();
+    }
+    w.end();
+  }
+  w.end();
+  return w.take();
+}
+
+// A member's record (record_json's text) into `m` (id `id`): false with `why` when it is not
+// one.
+bool read_record(const std::string& id, std::string_view text, FleetMember& m, std::string& why) {
+  const json::value v = djson::parse(text);
+  const json::value* f = at(v, "fingerprints");
+  const json::object* fps = f != nullptr ? f->if_object() : nullptr;
+  if (fps == nullptr) {
+    why = "not an instance record ({\"id\", \"fingerprints\": {POOL: HEX}})";
+    return false;
+  }
+  m.id = id;
+  for (const auto& [pool, fp] : *fps) {
+    if (fp.is_string()) m.fingerprints[std::string(pool)] = std::string(fp.get_string());
+  }
+  if (const json::value* hot = at(v, "hot"); hot != nullptr && hot->is_object()) {
+    for (const auto& [pool, rec] : hot->get_object()) read_hot(std::string(pool), rec, m);
+  }
+  return true;
+}
 
 std::string host_name() {
   char buf[256];
@@ -46,36 +130,9 @@ class FleetRegistrar final : public EtcdClient {
 
   void set_record(const std::map<std::string, std::string>& fingerprints,
                   const std::map<std::string, FleetHotRecord>& hot) {
-    util::JsonWriter w;
-    w.begin();
-    w.field("id", id_);
-    w.begin("fingerprints");
-    for (const auto& [pool, fp] : fingerprints) w.field(pool, fp);
-    w.end();
-    if (!hot.empty()) {
-      // {"POOL": {"epoch": E, "total": T, "keys": [["HASH16", COUNT], ...]}}
-      w.begin("hot");
-      for (const auto& [pool, rec] : hot) {
-        w.begin(pool);
-        w.field("epoch", rec.epoch);
-        w.field("total", rec.counts.total);
-        w.begin_array("keys");
-        for (const core::HotCount& k : rec.counts.keys) {
-          char hex[24];
-          std::snprintf(hex, sizeof hex, "%016" PRIx64, k.hash);
-          w.begin_array();
-          w.value(std::string_view(hex));
-          w.value(k.count);
-          w.end_array();
-        }
-        w.end_array();
-        w.end();
-      }
-      w.end();
-    }
-    w.end();
-    if (w.str() == record_) return;
-    record_ = w.take();
+    std::string record = record_json(id_, fingerprints, hot);
+    if (record == record_) return;
+    record_ = std::move(record);
     dirty_ = true;
     if (call_ == nullptr && !lease_.empty()) put();  // else after the step under way
   }
@@ -179,49 +236,10 @@ class FleetWatcher final : public EtcdPrefix {
       members_.erase(id);
       return true;
     }
-    const json::value v = djson::parse(*value);
-    const json::value* f = at(v, "fingerprints");
-    const json::object* fps = f != nullptr ? f->if_object() : nullptr;
-    if (fps == nullptr) {
-      why = "not an instance record ({\"id\", \"fingerprints\": {POOL: HEX}})";
-      return false;
-    }
     FleetMember m;
-    m.id = id;
-    for (const auto& [pool, fp] : *fps) {
-      if (fp.is_string()) m.fingerprints[std::string(pool)] = std::string(fp.get_string());
-    }
-    if (const json::value* hot = at(v, "hot"); hot != nullptr && hot->is_object()) {
-      for (const auto& [pool, rec] : hot->get_object()) read_hot(std::string(pool), rec, m);
-    }
+    if (!read_record(id, *value, m, why)) return false;
     members_[id] = std::move(m);
     return true;
-  }
-
-  // One pool's counts of a member's record; a malformed one is left out (the member then adds
-  // nothing to that pool's epoch, on every instance alike).
-  static void read_hot(const std::string& pool, const json::value& rec, FleetMember& m) {
-    const auto count_at = [](const json::value* v) {
-      return v != nullptr && (v->is_uint64() || (v->is_int64() && v->get_int64() >= 0));
-    };
-    const json::value* epoch = at(rec, "epoch");
-    const json::value* total = at(rec, "total");
-    const json::value* keys = at(rec, "keys");
-    if (!count_at(epoch) || !count_at(total) || keys == nullptr || !keys->is_array()) return;
-    FleetHotRecord r;
-    r.epoch = epoch->to_number<uint64_t>();
-    r.counts.total = total->to_number<uint64_t>();
-    for (const json::value& k : keys->get_array()) {
-      const json::array* pair = k.if_array();
-      if (pair == nullptr || pair->size() != 2 || !(*pair)[0].is_string()) return;
-      const json::string& hex = (*pair)[0].get_string();
-      uint64_t hash = 0;
-      const auto [end, ec] = std::from_chars(hex.data(), hex.data() + hex.size(), hash, 16);
-      if (ec != std::errc() || end != hex.data() + hex.size() || hex.size() != 16) return;
-      if (!count_at(&(*pair)[1])) return;
-      r.counts.keys.push_back({hash, (*pair)[1].to_number<uint64_t>()});
-    }
-    m.hot[pool] = std::move(r);
   }
 
   void synced() override {
@@ -253,6 +271,8 @@ Fleet::Fleet(Discovery& discovery, const config::FleetConfig& cfg)
 Fleet::~Fleet() { stop(); }
 
 void Fleet::stop() noexcept {
+  for (auto& [id, call] : peer_calls_) call->cancel();
+  peer_calls_.clear();
   if (registrar_ != nullptr) std::exchange(registrar_, nullptr)->stop();
   if (watcher_ != nullptr) std::exchange(watcher_, nullptr)->stop();
   if (k8s_ != nullptr) {
@@ -264,18 +284,70 @@ void Fleet::stop() noexcept {
 bool Fleet::same_settings(const config::FleetConfig& a, const config::FleetConfig& b) {
   auto key = [](const config::FleetConfig& f) {
     return std::string(f.enabled ? "1" : "0") + discovery_settings_key(f.source) + '\0' + f.id +
-           '\0' + std::to_string(f.ttl_ms) + (f.share_hot_keys ? "s" : "-");
+           '\0' + std::to_string(f.ttl_ms) + (f.share_hot_keys ? "s" : "-") +
+           std::to_string(f.peer_port);
   };
   return key(a) == key(b);
 }
 
 void Fleet::k8s_changed() {
+  std::map<std::string, FleetMember> before = std::move(k8s_members_);
   k8s_members_.clear();
+  k8s_hosts_.clear();
   for (const SourceBackend& b : k8s_->backends()) {
     if (b.weight == 0) continue;  // serving but terminating: leaving the fleet
     FleetMember& m = k8s_members_[b.id];
     m.id = b.id;
-    if (b.id == id_) m.fingerprints = placement_;
+    k8s_hosts_[b.id] = b.address.host;
+    if (b.id == id_) {
+      m.fingerprints = placement_;
+      m.hot = hot_;
+    } else if (auto it = before.find(b.id); it != before.end()) {
+      m.hot = std::move(it->second.hot);  // the counts read from it this epoch stay
+    }
+  }
+}
+
+bool Fleet::polls_peers() const noexcept {
+  return k8s_ != nullptr && cfg_.share_hot_keys && cfg_.peer_port != 0;
+}
+
+std::string Fleet::record() const { return record_json(id_, placement_, hot_); }
+
+void Fleet::poll_peers(uv_loop_t* loop, uint64_t timeout_ms) {
+  if (!polls_peers()) return;
+  for (const auto& [id, host] : k8s_hosts_) {
+    // One call per peer at a time: a peer still answering the last one is skipped.
+    if (id == id_ || peer_calls_.count(id) != 0) continue;
+    config::ApiUrl ep;
+    ep.host = host;
+    ep.port = cfg_.peer_port;
+    ep.text = "http://" + (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+              std::to_string(ep.port);
+    ApiRequest req;
+    req.path = "/api/fleet/record";
+    req.timeout_ms = timeout_ms;
+    req.idle_ms = timeout_ms;
+    auto body = std::make_shared<std::string>();
+    auto status = std::make_shared<uint16_t>(0);
+    ApiHandlers h;
+    h.on_head = [status](uint16_t s) { *status = s; };
+    h.on_data = [body](std::string_view d) {
+      if (body->size() + d.size() <= kMaxPeerRecord) body->append(d);
+    };
+    h.on_end = [this, id, body, status](std::string_view error) {
+      peer_calls_.erase(id);
+      auto it = k8s_members_.find(id);
+      if (it == k8s_members_.end()) return;  // it left meanwhile
+      FleetMember m;
+      std::string why;
+      if (!error.empty() || *status != 200 || !read_record(id, *body, m, why)) {
+        it->second.hot.clear();  // no counts from it this epoch: the others agree without them
+        return;
+      }
+      it->second.hot = std::move(m.hot);
+    };
+    peer_calls_[id] = ApiCall::start(loop, ep, nullptr, std::move(req), std::move(h));
   }
 }
 
@@ -295,6 +367,7 @@ void Fleet::set_placement(const proxy::Snapshot& snap) {
 void Fleet::set_hot(std::map<std::string, FleetHotRecord> hot) {
   hot_ = std::move(hot);
   if (registrar_ != nullptr) registrar_->set_record(placement_, hot_);
+  if (auto it = k8s_members_.find(id_); it != k8s_members_.end()) it->second.hot = hot_;
 }
 
 const std::map<std::string, FleetMember>& Fleet::members() const noexcept {

@@ -16,6 +16,8 @@
 // themselves once stopped. Loop thread only; never throws.
 #pragma once
 
+#include <uv.h>
+
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -29,6 +31,7 @@
 
 namespace rondel::server {
 
+class ApiCall;
 class Discovery;
 class DiscoverySource;
 class FleetRegistrar;
@@ -68,8 +71,20 @@ class Fleet {
   // again when they changed.
   void set_placement(const proxy::Snapshot& snap);
   // This instance's hot-key counts per pool for the epoch: written into its key with the
-  // fingerprints (etcd only; a no-op on Kubernetes). Pools without counts are left out.
+  // fingerprints (etcd), or served at /api/fleet/record for the other members (Kubernetes).
+  // Pools without counts are left out.
   void set_hot(std::map<std::string, FleetHotRecord> hot);
+  // This instance's record as its etcd key holds it (/api/fleet/record): {"id", "fingerprints":
+  // {POOL: HEX}, "hot": {POOL: {"epoch", "total", "keys": [["HASH16", COUNT], ...]}}}.
+  std::string record() const;
+  // Kubernetes with share_hot_keys: whether the members' records are read from their admin
+  // APIs (peer_port known).
+  bool polls_peers() const noexcept;
+  // Reads every other member's record from http://ENDPOINT-IP:peer_port/api/fleet/record (one
+  // call per member at a time, each bounded by `timeout_ms`) into members()[id].hot; a member
+  // that does not answer with a record contributes no counts until it does. FleetHot calls it
+  // a quarter epoch after publishing.
+  void poll_peers(uv_loop_t* loop, uint64_t timeout_ms);
   void stop() noexcept;
 
   // The live instances by id (this one included once its key is read back, or on Kubernetes
@@ -105,6 +120,9 @@ class Fleet {
   FleetWatcher* watcher_ = nullptr;
   DiscoverySource* k8s_ = nullptr;                // Kubernetes: instead of both
   std::map<std::string, FleetMember> k8s_members_;  // its ready endpoints, by targetRef.name
+  std::map<std::string, std::string> k8s_hosts_;    // their endpoint IPs, by the same
+  std::map<std::string, ApiCall*> peer_calls_;      // poll_peers' calls in flight, by member
+  static constexpr size_t kMaxPeerRecord = 1 << 20;  // a larger answer is cut (and rejected)
 };
 
 }  // namespace rondel::server

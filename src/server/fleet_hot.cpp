@@ -13,7 +13,7 @@ namespace rondel::server {
 
 namespace {
 
-constexpr uint64_t kHalfMs = FleetHot::kEpochMs / 2;
+constexpr uint64_t kQuarterMs = FleetHot::kEpochMs / 4;
 
 uint64_t wall_ms() noexcept {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -71,20 +71,30 @@ void FleetHot::stop() noexcept {
   tables_.clear();
 }
 
-// Fires at the next half-epoch boundary of wall-clock time (+1 ms, so that the division below
-// lands in the new half).
+// Fires at the next quarter-epoch boundary of wall-clock time (+1 ms, so that the division
+// below lands in the new quarter).
 void FleetHot::arm() noexcept {
   const uint64_t now = wall_ms();
-  uv_timer_start(timer_, &on_timer, kHalfMs - now % kHalfMs + 1, 0);
+  uv_timer_start(timer_, &on_timer, kQuarterMs - now % kQuarterMs + 1, 0);
 }
 
+// Quarter 0 publishes, quarter 1 reads the peers' records (Kubernetes; each call bounded by
+// the quarter that is left before the agreement), quarter 2 agrees.
 void FleetHot::on_timer(uv_timer_t* t) noexcept {
   auto* self = static_cast<FleetHot*>(t->data);
-  const uint64_t half = wall_ms() / kHalfMs;
-  if (half % 2 == 0) {
-    self->publish(half / 2);
-  } else {
-    self->agree(half / 2);
+  const uint64_t quarter = wall_ms() / kQuarterMs;
+  switch (quarter % 4) {
+    case 0:
+      self->publish(quarter / 4);
+      break;
+    case 1:
+      self->fleet_.poll_peers(self->loop_, kQuarterMs - 25);
+      break;
+    case 2:
+      self->agree(quarter / 4);
+      break;
+    default:
+      break;
   }
   self->arm();
 }

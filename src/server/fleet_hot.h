@@ -1,18 +1,21 @@
-// FleetHot: hot keys an etcd fleet agrees on (`fleet: {etcd, share_hot_keys}`, issue 37). Every
-// epoch (kEpochMs of wall-clock time, aligned, so that every instance's epochs begin together):
+// FleetHot: hot keys a fleet agrees on (`fleet: {etcd | kubernetes, share_hot_keys}`, issue
+// 37). Every epoch (kEpochMs of wall-clock time, aligned, so that every instance's epochs begin
+// together):
 //
 //  1. At the epoch's start, this instance sums its workers' detector counts per pool
 //     (PoolState::worker_counts, core::merge_hot_counts) and writes them, tagged with the epoch,
-//     into its fleet key (Fleet::set_hot).
-//  2. Half an epoch later, when every instance's key has reached every watcher, it sums the
+//     into its fleet key (Fleet::set_hot); on Kubernetes it serves them at /api/fleet/record.
+//  2. A quarter epoch later, on Kubernetes, it reads every other member's record from that
+//     member's admin API (Fleet::poll_peers).
+//  3. Half an epoch later, when every instance's key has reached every watcher, it sums the
 //     counts every member published for that epoch and builds the pool's table from them
 //     (core::build_fleet_table), which every worker then routes hot keys by
 //     (PoolState::fleet_hot). Every instance sums the same records with the same pure function,
 //     so every instance has the same table: agreement no longer depends on sampling.
 //
-// An epoch whose records this instance does not see (etcd away, this instance not yet
-// registered) leaves the pools on their own detectors (fleet_hot cleared), so losing etcd costs
-// agreement, never routing. Loop thread only; never throws.
+// An epoch whose records this instance does not see (etcd away, no peer answering, this
+// instance not yet registered) leaves the pools on their own detectors (fleet_hot cleared), so
+// losing etcd or the peers costs agreement, never routing. Loop thread only; never throws.
 #pragma once
 
 #include <uv.h>

@@ -34,6 +34,29 @@ def table(doc):
     return epoch, keys
 
 
+def sample_agreement(docs, seconds=6.0, members=3):
+    """Samples `docs()` (each instance's /api/fleet document) every 50 ms for `seconds`; of the
+    samples where every instance shows the same epoch, returns (compared, agreed, partial,
+    partial_agreed): those built from all `members`' counts and how many had identical tables
+    on every instance, then those where some instance summed fewer (a peer's counts late) and
+    how many of them agreed all the same."""
+    compared = agreed = partial = partial_agreed = 0
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        seen = [table_of(d) for d in docs()]
+        epochs = {e for e, _, _ in seen}
+        if len(epochs) == 1 and None not in epochs:
+            same = all(t == seen[0][2] for _, _, t in seen)
+            if all(c == members for _, c, _ in seen):
+                compared += 1
+                agreed += same
+            else:
+                partial += 1
+                partial_agreed += same
+        time.sleep(0.05)
+    return compared, agreed, partial, partial_agreed
+
+
 def table_of(doc):
     """(epoch, contributors, {hash: replicas}) of pool p as one instance's /api/fleet says."""
     t = doc.get("hot", {}).get("pools", {}).get("p")
@@ -117,20 +140,8 @@ class FleetHotKeys(unittest.TestCase):
         # on every instance. An instance whose peer's counts reach it after the half-epoch (etcd
         # slower than 250 ms, as on a loaded CI machine) builds from fewer; those samples are
         # counted apart and may differ.
-        compared = agreed = partial = partial_agreed = 0
-        deadline = time.monotonic() + 6
-        while time.monotonic() < deadline:
-            seen = [table_of(fleet_doc(r)) for r in self.rondels]
-            epochs = {e for e, _, _ in seen}
-            if len(epochs) == 1 and None not in epochs:
-                same = all(t == seen[0][2] for _, _, t in seen)
-                if all(c == 3 for _, c, _ in seen):
-                    compared += 1
-                    agreed += same
-                else:
-                    partial += 1
-                    partial_agreed += same
-            time.sleep(0.05)
+        compared, agreed, partial, partial_agreed = sample_agreement(
+            lambda: [fleet_doc(r) for r in self.rondels])
         print(f"\nfleet hot keys: {agreed} of {compared} same-epoch samples from 3 contributors "
               f"identical on 3 instances ({partial_agreed} of {partial} with a peer's counts late);"
               f" /hot replicas {table(fleet_doc(self.rondels[1]))[1].get(hot_hash)}")

@@ -259,9 +259,11 @@ struct FleetConfig {
   DiscoveryConfig source;
   std::string id;           // this instance's key under the prefix (kubernetes: its pod name,
                             // targetRef.name); "" = the host name
-  // etcd: the instances publish their hot-key counts each epoch and route hot keys by the table
-  // computed from everyone's (server/fleet_hot.h).
+  // The instances publish their hot-key counts each epoch and route hot keys by the table
+  // computed from everyone's (server/fleet_hot.h): through etcd (the default there), or on
+  // Kubernetes (off unless set) from each member's admin API at its endpoint address.
   bool share_hot_keys = true;
+  uint16_t peer_port = 0;   // kubernetes: the members' admin port; 0 = this instance's own
   uint64_t ttl_ms = 10000;  // etcd: the lease: a silent instance leaves the fleet this long after
   Position position;
 };

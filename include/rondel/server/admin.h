@@ -99,6 +99,9 @@ class Admin {
   int serve_certificates(std::string_view query, std::string& body);
   // The fleet this instance belongs to (Fleet::json); 404 without `fleet`.
   int serve_fleet(std::string_view query, std::string& body);
+  // This instance's fleet record (Fleet::record): what the other members of a Kubernetes fleet
+  // read for the hot-key counts they share.
+  int serve_fleet_record(std::string_view query, std::string& body);
 
   // GET/HEAD/PUT /api/pools/{pool}/backends/{id} (admin_ops.cpp).
   void serve_backend(const AdminRequest& req, std::string_view path, AdminResponse& res);

@@ -81,13 +81,34 @@ TEST_CASE("fleet: a static size with 'instances', alone") {
         std::vector<std::string>{
             "f.yaml:6:14: 'instances' is a static fleet size: with 'etcd' or 'kubernetes' the "
             "fleet counts its members itself; give one"});
-  CHECK(fleet_errors_of("fleet: { kubernetes: { service: r, port: http }, share_hot_keys: true }\n") ==
-        std::vector<std::string>{
-            "f.yaml:5:66: 'share_hot_keys' needs 'etcd': a Service's EndpointSlices cannot carry "
-            "counts"});
+  CHECK(fleet_errors_of("fleet: { instances: 2, peer_port: 9901 }\n") ==
+        std::vector<std::string>{"f.yaml:5:35: 'peer_port' needs a fleet source ('etcd' or "
+                                 "'kubernetes'), not 'instances'"});
   CHECK(fleet_errors_of("fleet: { instances: 2, ttl: 5s }\n") ==
         std::vector<std::string>{
             "f.yaml:5:29: 'ttl' needs a fleet source ('etcd' or 'kubernetes'), not 'instances'"});
+}
+
+TEST_CASE("fleet: Kubernetes members share hot-key counts through their admin APIs when asked") {
+  LoadResult r = load_string(std::string(kHead) +
+                                 "fleet: { kubernetes: { service: r, port: http } }\n",
+                             "f.yaml");
+  REQUIRE(r.ok());
+  CHECK_FALSE(r.config.fleet.share_hot_keys);  // off unless set: the network must allow it
+  CHECK(r.config.fleet.peer_port == 0);        // this instance's own admin port
+  r = load_string(std::string(kHead) +
+                      "fleet: { kubernetes: { service: r, port: http }, share_hot_keys: true, "
+                      "peer_port: 9901 }\n",
+                  "f.yaml");
+  REQUIRE(r.ok());
+  CHECK(r.config.fleet.share_hot_keys);
+  CHECK(r.config.fleet.peer_port == 9901);
+  CHECK(fleet_errors_of("fleet: { kubernetes: { service: r, port: http }, peer_port: 0 }\n") ==
+        std::vector<std::string>{"f.yaml:5:61: 'peer_port' must be between 1 and 65535, got 0"});
+  CHECK(fleet_errors_of("fleet: { etcd: { endpoints: [http://h:1], prefix: /f/ }, peer_port: 9 }\n") ==
+        std::vector<std::string>{
+            "f.yaml:5:69: 'peer_port' is where Kubernetes members read each other's hot-key "
+            "counts; an etcd fleet shares them through etcd"});
 }
 
 }  // namespace
