@@ -1,6 +1,7 @@
 // A pool's `discovery` section: the etcd or Kubernetes source of its backends.
 #include "discovery_reader.h"
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 
@@ -131,6 +132,60 @@ void read_discovery(NodeReader& r, const Field& f, DiscoveryConfig& out) {
   if (auto* g = m.get("retry")) r.read_duration(*g, out.retry_ms, kMinDiscoveryRetryMs);
 }
 
+namespace {
+
+// `peers: [{id, admin}, ...]`: a fixed fleet whose members read each other's hot-key counts at
+// their admin addresses. Excludes a source; `id` must name one of them.
+void read_peers(NodeReader& r, const MapFields& m, const Field& list, FleetConfig& out) {
+  for (const char* key : {"etcd", "kubernetes", "ttl", "timeout", "peer_port"}) {
+    if (const Field* g = m.get(key)) {
+      r.error(NodeReader::value_position(*g),
+              quote(key) + " does not apply to a fleet of 'peers' (a fixed member list)");
+    }
+  }
+  for_each_entry(r, list, [&](const YAML::Node& node, Position fallback) {
+    MapFields e = r.map(node, "each entry of 'peers'", fallback, kFleetPeerKeys);
+    if (!e.is_map()) return;
+    FleetConfig::Peer p;
+    p.position = e.position();
+    const Field* id = r.require(e, "id");
+    const Field* admin = r.require(e, "admin");
+    if (id == nullptr || admin == nullptr) return;
+    if (!r.read_string(*id, p.id, false) || !r.read_address(*admin, p.admin, false, false)) return;
+    if (has_space_or_control(p.id) || p.id.find('/') != std::string::npos) {
+      r.error(NodeReader::value_position(*id),
+              "'id' must have no spaces, control characters or '/', got " + quote(p.id));
+      return;
+    }
+    for (const FleetConfig::Peer& o : out.peers) {
+      if (o.id == p.id) {
+        r.error(NodeReader::value_position(*id), "peer " + quote(p.id) + " is listed twice");
+        return;
+      }
+    }
+    out.peers.push_back(std::move(p));
+  });
+  if (out.peers.size() > kMaxFleetInstances) {
+    r.error(NodeReader::value_position(list), "'peers' lists more than 1024 instances");
+  }
+  const Field* g = m.get("id");
+  if (g == nullptr) {
+    r.error(NodeReader::value_position(list),
+            "a fleet of 'peers' needs 'id': which of them this instance is");
+  } else if (r.read_string(*g, out.id, false)) {
+    const bool listed = std::any_of(out.peers.begin(), out.peers.end(),
+                                    [&](const FleetConfig::Peer& p) { return p.id == out.id; });
+    if (!listed && !out.peers.empty()) {
+      r.error(NodeReader::value_position(*g),
+              "'id' " + quote(out.id) + " is not one of 'peers': list this instance too");
+    }
+  }
+  if (auto* g = m.get("retry")) r.read_duration(*g, out.source.retry_ms, kMinDiscoveryRetryMs);
+  if (auto* g = m.get("share_hot_keys")) r.read_bool(*g, out.share_hot_keys);
+}
+
+}  // namespace
+
 void read_fleet(NodeReader& r, const Field& f, FleetConfig& out) {
   MapFields m = r.map(f.value, quote(f.key), NodeReader::value_position(f), kFleetKeys);
   if (!m.is_map()) return;
@@ -145,7 +200,8 @@ void read_fleet(NodeReader& r, const Field& f, FleetConfig& out) {
               "'instances' is a static fleet size: with 'etcd' or 'kubernetes' the fleet "
               "counts its members itself; give one");
     }
-    for (const char* key : {"id", "ttl", "timeout", "retry", "share_hot_keys", "peer_port"}) {
+    for (const char* key :
+         {"id", "ttl", "timeout", "retry", "share_hot_keys", "peer_port", "peers"}) {
       if (const Field* g = m.get(key)) {
         r.error(NodeReader::value_position(*g),
                 quote(key) + " needs a fleet source ('etcd' or 'kubernetes'), not 'instances'");
@@ -154,6 +210,10 @@ void read_fleet(NodeReader& r, const Field& f, FleetConfig& out) {
     return;
   }
   out.enabled = true;
+  if (const Field* list = m.get("peers")) {
+    read_peers(r, m, *list, out);
+    return;
+  }
   read_source(r, m, "fleet", out.source);
   if (auto* g = m.get("id"); g && r.read_string(*g, out.id, false)) {
     if (has_space_or_control(out.id) || out.id.find('/') != std::string::npos) {

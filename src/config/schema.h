@@ -158,7 +158,8 @@ constexpr string_view kKubernetesKeys[] = {"service", "namespace", "port", "serv
 constexpr uint64_t kMinDiscoveryRetryMs = 10;
 constexpr string_view kFleetKeys[] = {"etcd",  "kubernetes", "instances",      "id",
                                       "ttl",   "timeout",    "retry",          "share_hot_keys",
-                                      "peer_port"};
+                                      "peer_port", "peers"};
+constexpr string_view kFleetPeerKeys[] = {"id", "admin"};
 // etcd leases are whole seconds, and a keep-alive goes every third of the TTL.
 constexpr uint64_t kMinFleetTtlMs = 2000;
 constexpr string_view kLoadReportKeys[] = {"header", "metric", "max_age", "min_reports",

@@ -262,6 +262,14 @@ Fleet::Fleet(Discovery& discovery, const config::FleetConfig& cfg)
     k8s_->start();
     return;
   }
+  if (!cfg_.peers.empty()) {
+    // A fixed fleet: every listed instance is a member from the start.
+    for (const config::FleetConfig::Peer& p : cfg_.peers) {
+      listed_[p.id].id = p.id;
+      peer_addrs_[p.id] = p.admin;
+    }
+    return;
+  }
   registrar_ = new FleetRegistrar(discovery, cfg_, id_);
   watcher_ = new FleetWatcher(discovery, cfg_);
   registrar_->start();
@@ -283,22 +291,24 @@ void Fleet::stop() noexcept {
 
 bool Fleet::same_settings(const config::FleetConfig& a, const config::FleetConfig& b) {
   auto key = [](const config::FleetConfig& f) {
-    return std::string(f.enabled ? "1" : "0") + discovery_settings_key(f.source) + '\0' + f.id +
-           '\0' + std::to_string(f.ttl_ms) + (f.share_hot_keys ? "s" : "-") +
-           std::to_string(f.peer_port);
+    std::string k = std::string(f.enabled ? "1" : "0") + discovery_settings_key(f.source) + '\0' +
+                    f.id + '\0' + std::to_string(f.ttl_ms) + (f.share_hot_keys ? "s" : "-") +
+                    std::to_string(f.peer_port);
+    for (const config::FleetConfig::Peer& p : f.peers) k += '\0' + p.id + '=' + p.admin.to_string();
+    return k;
   };
   return key(a) == key(b);
 }
 
 void Fleet::k8s_changed() {
-  std::map<std::string, FleetMember> before = std::move(k8s_members_);
-  k8s_members_.clear();
-  k8s_hosts_.clear();
+  std::map<std::string, FleetMember> before = std::move(listed_);
+  listed_.clear();
+  peer_addrs_.clear();
   for (const SourceBackend& b : k8s_->backends()) {
     if (b.weight == 0) continue;  // serving but terminating: leaving the fleet
-    FleetMember& m = k8s_members_[b.id];
+    FleetMember& m = listed_[b.id];
     m.id = b.id;
-    k8s_hosts_[b.id] = b.address.host;
+    peer_addrs_[b.id] = config::Address{b.address.host, cfg_.peer_port, false};
     if (b.id == id_) {
       m.fingerprints = placement_;
       m.hot = hot_;
@@ -309,21 +319,21 @@ void Fleet::k8s_changed() {
 }
 
 bool Fleet::polls_peers() const noexcept {
-  return k8s_ != nullptr && cfg_.share_hot_keys && cfg_.peer_port != 0;
+  if (!cfg_.share_hot_keys) return false;
+  return !cfg_.peers.empty() || (k8s_ != nullptr && cfg_.peer_port != 0);
 }
 
 std::string Fleet::record() const { return record_json(id_, placement_, hot_); }
 
 void Fleet::poll_peers(uv_loop_t* loop, uint64_t timeout_ms) {
   if (!polls_peers()) return;
-  for (const auto& [id, host] : k8s_hosts_) {
+  for (const auto& [id, addr] : peer_addrs_) {
     // One call per peer at a time: a peer still answering the last one is skipped.
-    if (id == id_ || peer_calls_.count(id) != 0) continue;
+    if (id == id_ || peer_calls_.count(id) != 0 || addr.port == 0) continue;
     config::ApiUrl ep;
-    ep.host = host;
-    ep.port = cfg_.peer_port;
-    ep.text = "http://" + (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
-              std::to_string(ep.port);
+    ep.host = addr.host;
+    ep.port = addr.port;
+    ep.text = "http://" + addr.to_string();
     ApiRequest req;
     req.path = "/api/fleet/record";
     req.timeout_ms = timeout_ms;
@@ -337,8 +347,8 @@ void Fleet::poll_peers(uv_loop_t* loop, uint64_t timeout_ms) {
     };
     h.on_end = [this, id, body, status](std::string_view error) {
       peer_calls_.erase(id);
-      auto it = k8s_members_.find(id);
-      if (it == k8s_members_.end()) return;  // it left meanwhile
+      auto it = listed_.find(id);
+      if (it == listed_.end()) return;  // it left meanwhile
       FleetMember m;
       std::string why;
       if (!error.empty() || *status != 200 || !read_record(id, *body, m, why)) {
@@ -359,7 +369,7 @@ void Fleet::set_placement(const proxy::Snapshot& snap) {
     placement_[p->name()] = hex;
   }
   if (registrar_ != nullptr) registrar_->set_record(placement_, hot_);
-  if (auto it = k8s_members_.find(id_); it != k8s_members_.end()) {
+  if (auto it = listed_.find(id_); it != listed_.end()) {
     it->second.fingerprints = placement_;
   }
 }
@@ -367,27 +377,28 @@ void Fleet::set_placement(const proxy::Snapshot& snap) {
 void Fleet::set_hot(std::map<std::string, FleetHotRecord> hot) {
   hot_ = std::move(hot);
   if (registrar_ != nullptr) registrar_->set_record(placement_, hot_);
-  if (auto it = k8s_members_.find(id_); it != k8s_members_.end()) it->second.hot = hot_;
+  if (auto it = listed_.find(id_); it != listed_.end()) it->second.hot = hot_;
 }
 
 const std::map<std::string, FleetMember>& Fleet::members() const noexcept {
   static const std::map<std::string, FleetMember> kNone;
-  if (k8s_ != nullptr) return k8s_members_;
+  if (k8s_ != nullptr || !cfg_.peers.empty()) return listed_;
   return watcher_ != nullptr ? watcher_->members() : kNone;
 }
 
 bool Fleet::registered() const noexcept {
-  if (k8s_ != nullptr) return k8s_members_.count(id_) != 0;
+  if (k8s_ != nullptr || !cfg_.peers.empty()) return listed_.count(id_) != 0;
   return registrar_ != nullptr && registrar_->registered();
 }
 
 bool Fleet::watching() const noexcept {
+  if (!cfg_.peers.empty()) return true;  // nothing to watch: the list is the configuration
   if (k8s_ != nullptr) return k8s_->up();
   return watcher_ != nullptr && watcher_->up();
 }
 
 bool Fleet::fingerprints_shared() const noexcept {
-  return cfg_.source.kind != config::DiscoveryKind::kKubernetes;
+  return cfg_.source.kind == config::DiscoveryKind::kEtcd;
 }
 
 std::string Fleet::majority(const std::string& pool) const {
@@ -418,7 +429,7 @@ std::string Fleet::json(const std::function<void(util::JsonWriter&)>& extra) con
   util::JsonWriter w;
   w.begin();
   w.field("id", id_);
-  w.field("source", shared ? "etcd" : "kubernetes");
+  w.field("source", !cfg_.peers.empty() ? "peers" : shared ? "etcd" : "kubernetes");
   w.field("instances", static_cast<uint64_t>(members().size()));
   w.field("registered", registered());
   w.field("watching", watching());

@@ -119,8 +119,10 @@ class Fleet {
   FleetRegistrar* registrar_ = nullptr;  // each deletes itself once stopped
   FleetWatcher* watcher_ = nullptr;
   DiscoverySource* k8s_ = nullptr;                // Kubernetes: instead of both
-  std::map<std::string, FleetMember> k8s_members_;  // its ready endpoints, by targetRef.name
-  std::map<std::string, std::string> k8s_hosts_;    // their endpoint IPs, by the same
+  // Kubernetes: the Service's ready endpoints, by targetRef.name; `peers`: the list. Either way
+  // where poll_peers reads each one's record (endpoint IP and peer_port, or the listed address).
+  std::map<std::string, FleetMember> listed_;
+  std::map<std::string, config::Address> peer_addrs_;
   std::map<std::string, ApiCall*> peer_calls_;      // poll_peers' calls in flight, by member
   static constexpr size_t kMaxPeerRecord = 1 << 20;  // a larger answer is cut (and rejected)
 };

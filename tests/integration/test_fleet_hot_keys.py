@@ -34,6 +34,23 @@ def table(doc):
     return epoch, keys
 
 
+def closed_loop(port, hot, stop_flag):
+    """Closed loop on one keep-alive connection until `stop_flag` (at most 200,000 requests):
+    cold keys /c0../c199 in turn, and with `hot` every other request /hot (a third of the
+    fleet's requests when one of three instances gets it)."""
+    conn = HttpConn(port, timeout=10)
+    i = 0
+    try:
+        while not stop_flag.is_set() and i < 200000:
+            path = "/hot" if hot and i % 2 == 0 else f"/c{(i * 7919) % 200}"
+            conn.request("GET", path)
+            status, _, _ = conn.read_response()
+            assert status == 200, (path, status)
+            i += 1
+    finally:
+        conn.close()
+
+
 def sample_agreement(docs, seconds=6.0, members=3):
     """Samples `docs()` (each instance's /api/fleet document) every 50 ms for `seconds`; of the
     samples where every instance shows the same epoch, returns (compared, agreed, partial,
@@ -97,19 +114,7 @@ class FleetHotKeys(unittest.TestCase):
                 "admin: { bind: 127.0.0.1:0 }\nlog: { level: info }\n")
 
     def load(self, r, hot):
-        """Closed loop on one keep-alive connection until stopped: cold keys /c0../c199 in turn,
-        and with `hot` every other request /hot (a third of the fleet's requests)."""
-        conn = HttpConn(r.port, timeout=10)
-        i = 0
-        try:
-            while not self.stop_flag.is_set() and i < 200000:
-                path = "/hot" if hot and i % 2 == 0 else f"/c{(i * 7919) % 200}"
-                conn.request("GET", path)
-                status, _, _ = conn.read_response()
-                self.assertEqual(status, 200)
-                i += 1
-        finally:
-            conn.close()
+        closed_loop(r.port, hot, self.stop_flag)
 
     def test_instances_share_counts_and_agree(self):
         wait_until(lambda: all(metric_sum(scrape(r.admin_port)[1], "rondel_fleet_instances") == 3

@@ -264,6 +264,15 @@ struct FleetConfig {
   // Kubernetes (off unless set) from each member's admin API at its endpoint address.
   bool share_hot_keys = true;
   uint16_t peer_port = 0;   // kubernetes: the members' admin port; 0 = this instance's own
+  // `peers`: a fixed fleet (HAProxy's `peers` section), each member's id and admin address
+  // (an IP literal and port), this instance among them by `id`. N is their count; with
+  // share_hot_keys the members read each other's counts there. Empty: etcd or kubernetes.
+  struct Peer {
+    std::string id;
+    Address admin;
+    Position position;
+  };
+  std::vector<Peer> peers;
   uint64_t ttl_ms = 10000;  // etcd: the lease: a silent instance leaves the fleet this long after
   Position position;
 };

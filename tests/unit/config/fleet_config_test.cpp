@@ -111,5 +111,39 @@ TEST_CASE("fleet: Kubernetes members share hot-key counts through their admin AP
             "counts; an etcd fleet shares them through etcd"});
 }
 
+TEST_CASE("fleet: a fixed list of peers, this instance among them") {
+  const LoadResult r = load_string(
+      std::string(kHead) +
+          "fleet:\n  peers: [{ id: lb1, admin: 10.0.0.1:9901 }, { id: lb2, admin: '[::1]:9902' }]\n"
+          "  id: lb2\n",
+      "f.yaml");
+  REQUIRE(r.ok());
+  const FleetConfig& f = r.config.fleet;
+  CHECK(f.enabled);
+  CHECK(f.share_hot_keys);  // the point of listing them
+  REQUIRE(f.peers.size() == 2);
+  CHECK(f.peers[0].id == "lb1");
+  CHECK(f.peers[0].admin.to_string() == "10.0.0.1:9901");
+  CHECK(f.peers[1].admin.to_string() == "[::1]:9902");
+  CHECK(f.source.kind == DiscoveryKind::kNone);
+  CHECK(fleet_errors_of("fleet: { peers: [{ id: a, admin: 10.0.0.1:1 }] }\n") ==
+        std::vector<std::string>{
+            "f.yaml:5:17: a fleet of 'peers' needs 'id': which of them this instance is"});
+  CHECK(fleet_errors_of("fleet: { peers: [{ id: a, admin: 10.0.0.1:1 }], id: b }\n") ==
+        std::vector<std::string>{
+            "f.yaml:5:53: 'id' 'b' is not one of 'peers': list this instance too"});
+  CHECK(fleet_errors_of("fleet: { peers: [{ id: a, admin: 10.0.0.1:1 }, { id: a, admin: "
+                        "10.0.0.2:1 }], id: a }\n") ==
+        std::vector<std::string>{"f.yaml:5:54: peer 'a' is listed twice"});
+  CHECK(fleet_errors_of("fleet: { peers: [{ id: a, admin: 10.0.0.1:1 }], id: a, ttl: 5s }\n") ==
+        std::vector<std::string>{
+            "f.yaml:5:61: 'ttl' does not apply to a fleet of 'peers' (a fixed member list)"});
+  CHECK(fleet_errors_of("fleet: { peers: [{ id: a, admin: lb.example:1 }], id: a }\n").size() ==
+        1);  // an IP literal: no DNS on the epoch's path
+  CHECK(fleet_errors_of("fleet: { peers: [{ id: a }], id: a }\n").size() == 1);
+  CHECK(fleet_errors_of("fleet: { instances: 2, peers: [{ id: a, admin: 10.0.0.1:1 }] }\n")
+            .size() == 1);
+}
+
 }  // namespace
 }  // namespace rondel::config

@@ -1,4 +1,4 @@
-"""Hot keys a Kubernetes fleet agrees on: members read each other's counts from their admin APIs.
+"""Hot keys a fleet without etcd agrees on: members read each other's counts from their admin APIs.
 
 Three rondel instances r1..r3 in one Kubernetes fleet (`fleet: {kubernetes, share_hot_keys: true,
 peer_port: P}`), the ready endpoints 127.0.0.2-.4 of one EndpointSlice served by
@@ -10,6 +10,8 @@ record on GET /api/fleet/record and reads every other ready member's there:
 - over the samples where the three report the same epoch built from 3 contributors, their tables
   are identical on all three (every key, every replica count), as an etcd fleet's are;
 - r3 leaves the EndpointSlice: r1 no longer reads it (contributors 2) and requests go on.
+The same on a fixed fleet (`fleet: {peers: [{id, admin}, ...], id}`, HAProxy's `peers`): the
+members are the list, N is 3 from the start, and a member that stops is no longer counted.
 `rondel -c` accepts share_hot_keys with kubernetes and rejects a peer_port outside 1..65535.
 """
 import http.client
@@ -22,10 +24,10 @@ import threading
 import time
 import unittest
 
-from harness import (RONDEL_BIN, Backend, HttpConn, Rondel, http_get, http_request, main,
+from harness import (RONDEL_BIN, Backend, Rondel, http_get, http_request, main,
                      metric_sum, parse_metrics, wait_until)
 from test_discovery_k8s import NS, SERVICE, FakeApiServer, endpoint
-from test_fleet_hot_keys import sample_agreement, table, table_of
+from test_fleet_hot_keys import closed_loop, sample_agreement, table, table_of
 
 PODS = {"r1": "127.0.0.2", "r2": "127.0.0.3", "r3": "127.0.0.4"}
 
@@ -73,12 +75,8 @@ def metrics(r):
 @unittest.skipIf(not can_bind("127.0.0.2"), "127.0.0.2 cannot be bound")
 class K8sFleetHotKeys(unittest.TestCase):
     def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="rondel-it-fleet-k8s-hot-")
-        self.token_file = os.path.join(self.dir, "token")
-        with open(self.token_file, "w") as f:
-            f.write("t0k3n\n")
-        self.api = FakeApiServer(0, "t0k3n")
-        self.api.set_slice("r-x1", self.endpoints(PODS), port=8080)
+        self.dir = tempfile.mkdtemp(prefix="rondel-it-fleet-peer-hot-")
+        self.start_registry()
         self.backends = [Backend(f"h{i}") for i in range(8)]
         self.peer_port = shared_admin_port()
         self.stop_flag = threading.Event()
@@ -97,7 +95,20 @@ class K8sFleetHotKeys(unittest.TestCase):
                 self.assertEqual(r.stop(), 0)
         for b in self.backends:
             b.stop()
-        self.api.stop()
+        if self.api is not None:
+            self.api.stop()
+
+    def start_registry(self):
+        """The API server whose EndpointSlice lists the three instances."""
+        self.token_file = os.path.join(self.dir, "token")
+        with open(self.token_file, "w") as f:
+            f.write("t0k3n\n")
+        self.api = FakeApiServer(0, "t0k3n")
+        self.api.set_slice("r-x1", self.endpoints(PODS), port=8080)
+
+    def r3_leaves(self):
+        """r3 leaves the Service's endpoints (it keeps running)."""
+        self.api.set_slice("r-x1", self.endpoints({p: PODS[p] for p in ("r1", "r2")}), port=8080)
 
     @staticmethod
     def endpoints(pods):
@@ -117,18 +128,7 @@ class K8sFleetHotKeys(unittest.TestCase):
                 f"admin: {{ bind: {ip}:{self.peer_port} }}\nlog: {{ level: info }}\n")
 
     def load(self, r, hot):
-        """As in test_fleet_hot_keys: cold keys /c0../c199, and with `hot` every other one /hot."""
-        conn = HttpConn(r.port, timeout=10)
-        i = 0
-        try:
-            while not self.stop_flag.is_set() and i < 200000:
-                path = "/hot" if hot and i % 2 == 0 else f"/c{(i * 7919) % 200}"
-                conn.request("GET", path)
-                status, _, _ = conn.read_response()
-                self.assertEqual(status, 200)
-                i += 1
-        finally:
-            conn.close()
+        closed_loop(r.port, hot, self.stop_flag)
 
     def test_members_read_each_others_counts_and_agree(self):
         wait_until(lambda: all(metric_sum(metrics(r), "rondel_fleet_instances") == 3
@@ -158,14 +158,15 @@ class K8sFleetHotKeys(unittest.TestCase):
         # Agreement over the same-epoch samples built from all three members' records.
         compared, agreed, partial, partial_agreed = sample_agreement(
             lambda: [fleet_doc(r) for r in self.rondels])
-        print(f"\nfleet hot keys (kubernetes): {agreed} of {compared} same-epoch samples from 3 "
+        source = fleet_doc(r1)["source"]
+        print(f"\nfleet hot keys ({source}): {agreed} of {compared} same-epoch samples from 3 "
               f"contributors identical on 3 instances ({partial_agreed} of {partial} with a "
               f"peer's record late); /hot replicas {table(fleet_doc(r2))[1].get(hot_hash)}")
         self.assertGreater(compared, 10)
         self.assertEqual(agreed, compared)
 
-        # r3 leaves the Service: r1 reads only r2 from then on, and requests go on.
-        self.api.set_slice("r-x1", self.endpoints({p: PODS[p] for p in ("r1", "r2")}), port=8080)
+        # r3 leaves: r1 reads only r2 from then on, and requests go on.
+        self.r3_leaves()
         wait_until(lambda: table_of(fleet_doc(r1))[1] == 2, timeout=5, interval=0.05,
                    what="r1's table built from 2 contributors")
         for _ in range(15):
@@ -176,6 +177,42 @@ class K8sFleetHotKeys(unittest.TestCase):
         for t in self.threads:
             t.join(timeout=10)
             self.assertFalse(t.is_alive())
+
+
+class PeersFleetHotKeys(K8sFleetHotKeys):
+    """The same on a fixed fleet (`fleet: {peers: [{id, admin}, ...], id}`, HAProxy's `peers`):
+    no API server, each member's admin address listed; r3 leaves by stopping, and r1, which
+    then gets no answer from it, builds from 2 contributors."""
+
+    def start_registry(self):
+        self.api = None  # the list is the registry
+
+    def config(self, name, ip):
+        backends = ", ".join(f"{{ address: {b.address} }}" for b in self.backends)
+        peers = ", ".join(f"{{ id: {n}, admin: '{a}:{self.peer_port}' }}" for n, a in PODS.items())
+        return ("listeners:\n  - { name: web, bind: 127.0.0.1:0, pool: p }\n"
+                "pools:\n  - name: p\n"
+                "    hot_keys: { share: 5, window: 1s, min_count: 16 }\n"
+                f"    backends: [{backends}]\n"
+                f"fleet: {{ peers: [{peers}], id: {name} }}\n"
+                f"admin: {{ bind: {ip}:{self.peer_port} }}\nlog: {{ level: info }}\n")
+
+    def load(self, r, hot):
+        try:
+            super().load(r, hot)
+        except Exception:  # noqa: BLE001 - the instance that was stopped on purpose
+            if getattr(self, "leaving", None) is not r:
+                raise
+
+    def r3_leaves(self):
+        self.leaving = self.rondels[2]  # its load ends with the connection
+        self.assertEqual(self.leaving.stop(), 0)
+
+    def test_members_read_each_others_counts_and_agree(self):
+        fleet = fleet_doc(self.rondels[0])
+        self.assertEqual((fleet["source"], fleet["instances"], fleet["registered"]),
+                         ("peers", 3, True), fleet)
+        super().test_members_read_each_others_counts_and_agree()
 
 
 class K8sHotKeysCheckOnly(unittest.TestCase):
