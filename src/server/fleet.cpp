@@ -352,10 +352,14 @@ void Fleet::poll_peers(uv_loop_t* loop, uint64_t timeout_ms) {
       FleetMember m;
       std::string why;
       if (!error.empty() || *status != 200 || !read_record(id, *body, m, why)) {
-        it->second.hot.clear();  // no counts from it this epoch: the others agree without them
+        // Nothing from it this epoch: the others agree without its counts, and its placement
+        // is not voted on until it answers again.
+        it->second.hot.clear();
+        it->second.fingerprints.clear();
         return;
       }
       it->second.hot = std::move(m.hot);
+      it->second.fingerprints = std::move(m.fingerprints);
     };
     peer_calls_[id] = ApiCall::start(loop, ep, nullptr, std::move(req), std::move(h));
   }
@@ -398,7 +402,7 @@ bool Fleet::watching() const noexcept {
 }
 
 bool Fleet::fingerprints_shared() const noexcept {
-  return cfg_.source.kind == config::DiscoveryKind::kEtcd;
+  return cfg_.source.kind == config::DiscoveryKind::kEtcd || polls_peers();
 }
 
 std::string Fleet::majority(const std::string& pool) const {
@@ -429,7 +433,9 @@ std::string Fleet::json(const std::function<void(util::JsonWriter&)>& extra) con
   util::JsonWriter w;
   w.begin();
   w.field("id", id_);
-  w.field("source", !cfg_.peers.empty() ? "peers" : shared ? "etcd" : "kubernetes");
+  w.field("source", !cfg_.peers.empty()                                 ? "peers"
+                    : cfg_.source.kind == config::DiscoveryKind::kEtcd ? "etcd"
+                                                                        : "kubernetes");
   w.field("instances", static_cast<uint64_t>(members().size()));
   w.field("registered", registered());
   w.field("watching", watching());

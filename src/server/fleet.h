@@ -10,7 +10,10 @@
 // Kubernetes discovery, each named by targetRef.name. EndpointSlices carry no fingerprints, so
 // such a fleet knows N and its members but only its own fingerprint: majority() is unknown and
 // no instance is flagged (disagreement is left to the Prometheus alert on
-// rondel_pool_placement_fingerprint, conf/prometheus).
+// rondel_pool_placement_fingerprint, conf/prometheus) -- unless it shares hot keys: then each
+// member reads the others' records (fingerprints and counts) from their admin APIs every epoch
+// (poll_peers), and majority() is known again. A fixed fleet (`peers`) is its list and does
+// the same.
 //
 // All of these are discovery sources (errors, back-off, `SOURCE: reason` logs) that delete
 // themselves once stopped. Loop thread only; never throws.
@@ -94,7 +97,8 @@ class Fleet {
   // ready endpoints.
   bool registered() const noexcept;
   bool watching() const noexcept;  // the prefix (the Service's EndpointSlices) read and watched
-  // Whether the members' fingerprints are known (etcd) or only this instance's (Kubernetes).
+  // Whether the members' fingerprints are known (etcd; Kubernetes and `peers` reading each
+  // other's records) or only this instance's (Kubernetes without share_hot_keys).
   bool fingerprints_shared() const noexcept;
   // The fingerprint more than half of the instances that have `pool` agree on ("" when none,
   // and always without fingerprints_shared()).

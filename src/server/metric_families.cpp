@@ -337,7 +337,7 @@ void fleet_fingerprints(const Scrape& s, FamilyOut& o) {
 
 void fleet_disagrees(const Scrape& s, FamilyOut& o) {
   const Fleet* f = s.daemon.fleet();
-  if (f == nullptr || !f->fingerprints_shared()) return;  // Kubernetes: unknown, so absent
+  if (f == nullptr || !f->fingerprints_shared()) return;  // unknown, so absent
   for (const auto& p : s.pools) {
     o.sample({p.pool->name()}, f->disagrees(p.pool->name()) ? 1.0 : 0.0);
   }

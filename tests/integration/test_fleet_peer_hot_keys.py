@@ -64,6 +64,12 @@ def admin_get(r, path):
         conn.close()
 
 
+def backend_list(backends, weight):
+    """The pool's backends, the first with `weight` (another weight: another placement)."""
+    return ", ".join(f"{{ address: {b.address}, weight: {weight if i == 0 else 1} }}"
+                     for i, b in enumerate(backends))
+
+
 def fleet_doc(r):
     return json.loads(admin_get(r, "/api/fleet")[2])
 
@@ -106,6 +112,26 @@ class K8sFleetHotKeys(unittest.TestCase):
         self.api = FakeApiServer(0, "t0k3n")
         self.api.set_slice("r-x1", self.endpoints(PODS), port=8080)
 
+    def test_a_member_with_another_placement_is_flagged(self):
+        """Reading each other's records, the members know each other's placement fingerprints:
+        r3 reloaded with another weight is flagged by the majority, r1 is not."""
+        r1, r2, r3 = self.rondels
+
+        def fingerprints_known():
+            doc = fleet_doc(r1)
+            return doc["fingerprints_shared"] and all(
+                isinstance(m["fingerprints"], dict) and "p" in m["fingerprints"]
+                for m in doc["members"]) and len(doc["members"]) == 3
+        wait_until(fingerprints_known, timeout=10, interval=0.05, what="r1 knowing 3 fingerprints")
+        self.assertEqual(metric_sum(metrics(r3), "rondel_fleet_disagrees", pool="p"), 0)
+        r3.reload(self.config("r3", PODS["r3"], weight=2))
+        wait_until(lambda: metric_sum(metrics(r3), "rondel_fleet_disagrees", pool="p") == 1,
+                   timeout=5, interval=0.05, what="r3 flagged")
+        self.assertEqual(metric_sum(metrics(r1), "rondel_fleet_disagrees", pool="p"), 0)
+        doc = fleet_doc(r1)
+        pool = next(p for p in doc["pools"] if p["pool"] == "p")
+        self.assertEqual((pool["majority"], pool["disagrees"]), (pool["fingerprint"], False), doc)
+
     def r3_leaves(self):
         """r3 leaves the Service's endpoints (it keeps running)."""
         self.api.set_slice("r-x1", self.endpoints({p: PODS[p] for p in ("r1", "r2")}), port=8080)
@@ -114,8 +140,8 @@ class K8sFleetHotKeys(unittest.TestCase):
     def endpoints(pods):
         return [endpoint(ip, pod) for pod, ip in pods.items()]
 
-    def config(self, name, ip):
-        backends = ", ".join(f"{{ address: {b.address} }}" for b in self.backends)
+    def config(self, name, ip, weight=1):
+        backends = backend_list(self.backends, weight)
         return ("listeners:\n  - { name: web, bind: 127.0.0.1:0, pool: p }\n"
                 "pools:\n  - name: p\n"
                 "    hot_keys: { share: 5, window: 1s, min_count: 16 }\n"
@@ -187,8 +213,8 @@ class PeersFleetHotKeys(K8sFleetHotKeys):
     def start_registry(self):
         self.api = None  # the list is the registry
 
-    def config(self, name, ip):
-        backends = ", ".join(f"{{ address: {b.address} }}" for b in self.backends)
+    def config(self, name, ip, weight=1):
+        backends = backend_list(self.backends, weight)
         peers = ", ".join(f"{{ id: {n}, admin: '{a}:{self.peer_port}' }}" for n, a in PODS.items())
         return ("listeners:\n  - { name: web, bind: 127.0.0.1:0, pool: p }\n"
                 "pools:\n  - name: p\n"
