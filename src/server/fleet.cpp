@@ -313,7 +313,9 @@ void Fleet::k8s_changed() {
       m.fingerprints = placement_;
       m.hot = hot_;
     } else if (auto it = before.find(b.id); it != before.end()) {
-      m.hot = std::move(it->second.hot);  // the counts read from it this epoch stay
+      // What was read from it stays (its counts of this epoch, its fingerprints).
+      m.hot = std::move(it->second.hot);
+      m.fingerprints = std::move(it->second.fingerprints);
     }
   }
 }
