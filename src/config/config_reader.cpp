@@ -48,7 +48,10 @@ class ConfigReader {
     if (auto* f = r_.require(top, "listeners")) read_listeners(*f, c);
     if (auto* f = r_.require(top, "pools")) read_pools(*f, c);
     if (auto* f = top.get("admin")) read_admin(*f, c.admin);
-    if (auto* f = top.get("fleet")) read_fleet(r_, *f, c.fleet);
+    if (auto* f = top.get("fleet")) {
+      read_fleet(r_, *f, c.fleet);
+      check_fleet_peers(NodeReader::value_position(*f), c);
+    }
     if (auto* f = top.get("config_watch")) read_config_watch(*f, c.config_watch);
     if (auto* f = top.get("buffer_budget")) r_.read_size(*f, c.buffer_budget, 0);
     check_listeners(c);
@@ -59,6 +62,20 @@ class ConfigReader {
   template <class Each>
   void for_each_entry(const Field& f, Each each) {
     config::for_each_entry(r_, f, each);
+  }
+
+  // Members that read each other's records do it on the admin API: sharing without one (or,
+  // on Kubernetes, without a peer_port) could never agree, so it is an error, not a silence.
+  void check_fleet_peers(Position at, const Config& c) {
+    const FleetConfig& f = c.fleet;
+    if (!f.enabled || !f.share_hot_keys || c.admin.enabled) return;
+    if (!f.peers.empty()) {
+      r_.error(at, "a fleet of 'peers' shares hot keys on the admin API: give 'admin' a bind "
+                   "address, or set share_hot_keys: false");
+    } else if (f.source.kind == DiscoveryKind::kKubernetes && f.peer_port == 0) {
+      r_.error(at, "'share_hot_keys' on Kubernetes reads the members' admin APIs: give 'admin' "
+                   "a bind address (or 'peer_port')");
+    }
   }
 
   void read_log(const Field& f, LogConfig& log) {

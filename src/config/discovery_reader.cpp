@@ -200,12 +200,15 @@ void read_fleet(NodeReader& r, const Field& f, FleetConfig& out) {
               "'instances' is a static fleet size: with 'etcd' or 'kubernetes' the fleet "
               "counts its members itself; give one");
     }
-    for (const char* key :
-         {"id", "ttl", "timeout", "retry", "share_hot_keys", "peer_port", "peers"}) {
+    for (const char* key : {"id", "ttl", "timeout", "retry", "share_hot_keys", "peer_port"}) {
       if (const Field* g = m.get(key)) {
         r.error(NodeReader::value_position(*g),
                 quote(key) + " needs a fleet source ('etcd' or 'kubernetes'), not 'instances'");
       }
+    }
+    if (const Field* g = m.get("peers")) {
+      r.error(NodeReader::value_position(*g),
+              "'peers' lists the fleet and 'instances' states its size: give one");
     }
     return;
   }

@@ -36,10 +36,18 @@ class Picker {
     }
     const uint32_t cap = cap_of(b);
     const uint32_t load = load_of(b);
-    if (admits(b, load, cap)) {
+    const uint32_t residue = room_residue(in_, b);
+    if (room_admits(load, cap, residue)) {
       result_.backend = b;
       result_.capacity = cap;
+      result_.residue = residue;
       return true;
+    }
+    if (load < cap && declined_ == kNoBackend) {
+      // Below the cap but its rounding declined: taken, as a plain place, if nothing admits.
+      declined_ = b;
+      declined_cap_ = cap;
+      declined_skipped_ = result_.skipped_full;
     }
     ++result_.skipped_full;
     if (fallback_ == kNoBackend || load < fallback_load_) {
@@ -69,12 +77,10 @@ class Picker {
     return capacity(in_.total_in_flight, weight(b), in_.total_weight, o_);
   }
   // Whether b at `load` under `cap` takes this request: below the cap, and for a backend read
-  // on a fleet's scale, by room_admits with this pick's coin mixed with b.
-  bool admits(BackendIndex b, uint32_t load, uint32_t cap) const noexcept {
-    if (!bit_test(in_.rounded, b)) return load < cap;
-    return room_admits(load, cap, in_.grain, mix64(in_.coin, b));
+  // on a fleet's scale, by room_admits with this pick's residue for b.
+  bool has_room(BackendIndex b) const noexcept {
+    return room_admits(load_of(b), cap_of(b), room_residue(in_, b));
   }
-  bool has_room(BackendIndex b) const noexcept { return admits(b, load_of(b), cap_of(b)); }
   uint32_t weight(BackendIndex b) const noexcept {
     return b < in_.weights.size() ? in_.weights[b] : 0;
   }
@@ -82,12 +88,22 @@ class Picker {
   PickResult choose(BackendIndex b, BackendIndex owner) noexcept {
     result_.backend = b;
     result_.capacity = cap_of(b);
+    result_.residue = room_residue(in_, b);
     result_.owner = owner;
     return result_;
   }
 
   PickResult finish(BackendIndex owner) noexcept {
     result_.owner = owner;
+    if (result_.backend == kNoBackend && declined_ != kNoBackend) {
+      // Every backend with room lost its rounding: the first of them in the walk, as a place
+      // below its cap (never an all-full pick, which would claim without a bound).
+      result_.backend = declined_;
+      result_.capacity = declined_cap_;
+      result_.residue = 0;
+      result_.skipped_full = declined_skipped_;
+      return result_;
+    }
     if (result_.backend == kNoBackend && fallback_ != kNoBackend) {
       result_.backend = fallback_;
       result_.capacity = fallback_cap_;
@@ -103,9 +119,17 @@ class Picker {
   BackendIndex fallback_ = kNoBackend;
   uint32_t fallback_load_ = 0;
   uint32_t fallback_cap_ = 0;
+  BackendIndex declined_ = kNoBackend;  // first backend below its cap whose rounding declined
+  uint32_t declined_cap_ = 0;
+  uint16_t declined_skipped_ = 0;       // full backends walked past before it
 };
 
 }  // namespace
+
+uint32_t room_residue(const PickInput& in, BackendIndex b) noexcept {
+  if (in.grain <= 1 || !bit_test(in.rounded, b)) return 0;
+  return static_cast<uint32_t>(mix64(in.coin, b) % in.grain);
+}
 
 uint32_t capacity(uint64_t total_in_flight, uint32_t weight, uint64_t total_weight,
                   const BoundedOptions& o) noexcept {
@@ -298,7 +322,7 @@ RouteResult route_pick(const Selector& sel, const PlacementKey& key, const PickI
     if (home != kNoBackend && remembered != home && remembered < sel.backend_count() &&
         picker.eligible(remembered)) {
       const uint64_t home_load = picker.load_of(home);
-      if (home_load + o.hysteresis < picker.cap_of(home)) {
+      if (home_load + o.hysteresis < picker.cap_of(home) && picker.has_room(home)) {
         memory->erase(hash);  // home has room below its cap minus the margin: come back
         rr.pick = picker.choose(home, owner);
         rr.home = home;

@@ -88,10 +88,11 @@ uint32_t effective_load_of(const Pool& pool, size_t i, uint64_t now_ms) noexcept
                               pool.config().load_report.max_age_ms, fleet_instances_of(pool));
 }
 
-uint64_t local_limit_of(const Pool& pool, size_t i, uint64_t now_ms, uint32_t cap) noexcept {
+uint64_t local_limit_of(const Pool& pool, size_t i, uint64_t now_ms, uint32_t cap,
+                        uint32_t residue) noexcept {
   if (!reads_fleet_loads(pool)) return cap;
   return core::local_limit(report_view(pool, i), now_ms, pool.config().load_report.max_age_ms,
-                           cap, fleet_instances_of(pool));
+                           cap, fleet_instances_of(pool), residue);
 }
 
 void fill_effective_loads(const Pool& pool, uint64_t now_ms, std::vector<uint32_t>& loads,

@@ -106,7 +106,8 @@ std::span<uint32_t> use_reported_loads(const Pool& pool, uint64_t now_ms, core::
 constexpr uint32_t kMaxClaimRaces = 8;
 
 // Claims the place `p` chose, as InFlightSlot::take_below against the capacity the pick
-// compared (through local_limit_of when the pick read reported loads). An all-full pick, which
+// compared (through local_limit_of, with the rounding residue the pick used, when it read
+// reported loads). An all-full pick, which
 // knowingly goes over the bound to the least loaded backend, and `force` take it unconditionally.
 bool claim_place(const Pool& pool, const core::PickResult& p, uint64_t now_ms, bool force,
                  uint32_t cost, InFlightSlot& slot) noexcept {
@@ -115,7 +116,7 @@ bool claim_place(const Pool& pool, const core::PickResult& p, uint64_t now_ms, b
   const bool by_cost = pool.config().load_by == config::LoadBy::kPromptSize;
   const uint64_t limit = p.all_full || force
                              ? UINT64_MAX
-                             : local_limit_of(pool, p.backend, now_ms, p.capacity);
+                             : local_limit_of(pool, p.backend, now_ms, p.capacity, p.residue);
   if (by_cost) {
     slot = InFlightSlot::take_cost_below(b.in_flight, ps.total_in_flight, b.in_flight_cost,
                                          ps.total_in_flight_cost, cost, limit);

@@ -223,7 +223,10 @@ void Daemon::configure_fleet(const config::Config& cfg) {
   // Kubernetes members read each other's counts on this instance's own admin port unless
   // peer_port says otherwise (every member of a Deployment runs the same configuration).
   config::FleetConfig fc = cfg.fleet;
-  if (fc.peer_port == 0 && cfg.admin.enabled) fc.peer_port = cfg.admin.bind.port;
+  if (fc.source.kind == config::DiscoveryKind::kKubernetes && fc.share_hot_keys &&
+      fc.peer_port == 0 && cfg.admin.enabled) {
+    fc.peer_port = cfg.admin.bind.port;
+  }
   if (fleet_ && Fleet::same_settings(fleet_->config(), fc)) return;
   fleet_hot_.reset();
   fleet_.reset();

@@ -100,6 +100,9 @@ bool read_record(const std::string& id, std::string_view text, FleetMember& m, s
     return false;
   }
   m.id = id;
+  if (const json::value* rid = at(v, "id"); rid != nullptr && rid->is_string()) {
+    m.read_id = std::string(rid->get_string());
+  }
   for (const auto& [pool, fp] : *fps) {
     if (fp.is_string()) m.fingerprints[std::string(pool)] = std::string(fp.get_string());
   }
@@ -340,20 +343,31 @@ void Fleet::poll_peers(uv_loop_t* loop, uint64_t timeout_ms) {
     req.path = "/api/fleet/record";
     req.timeout_ms = timeout_ms;
     req.idle_ms = timeout_ms;
-    auto body = std::make_shared<std::string>();
-    auto status = std::make_shared<uint16_t>(0);
-    ApiHandlers h;
-    h.on_head = [status](uint16_t s) { *status = s; };
-    h.on_data = [body](std::string_view d) {
-      if (body->size() + d.size() <= kMaxPeerRecord) body->append(d);
+    struct Answer {
+      std::string body;
+      uint16_t status = 0;
+      bool too_long = false;
     };
-    h.on_end = [this, id, body, status](std::string_view error) {
+    auto answer = std::make_shared<Answer>();
+    ApiHandlers h;
+    h.on_head = [answer](uint16_t s) { answer->status = s; };
+    h.on_data = [answer](std::string_view d) {
+      if (answer->too_long || answer->body.size() + d.size() > kMaxPeerRecord) {
+        answer->too_long = true;  // rejected whole, never read in part
+        return;
+      }
+      answer->body.append(d);
+    };
+    h.on_end = [this, id, answer](std::string_view error) {
       peer_calls_.erase(id);
       auto it = listed_.find(id);
       if (it == listed_.end()) return;  // it left meanwhile
       FleetMember m;
       std::string why;
-      if (!error.empty() || *status != 200 || !read_record(id, *body, m, why)) {
+      // The record must be the member's own: an address reused by another instance (a pod
+      // IP, a list with one address twice) must not lend it someone else's counts.
+      if (!error.empty() || answer->status != 200 || answer->too_long ||
+          !read_record(id, answer->body, m, why) || m.read_id != id) {
         // Nothing from it this epoch: the others agree without its counts, and its placement
         // is not voted on until it answers again.
         it->second.hot.clear();

@@ -53,6 +53,7 @@ struct FleetHotRecord {
 // that share hot keys; fleet_hot.h).
 struct FleetMember {
   std::string id;
+  std::string read_id;  // the "id" its record gave (a record read from a member's admin API)
   std::map<std::string, std::string> fingerprints;
   std::map<std::string, FleetHotRecord> hot;
 };

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <utility>
 
+#include "rondel/core/hash.h"
 #include "rondel/proxy/pool.h"
 
 namespace rondel::server {
@@ -52,9 +53,16 @@ void hand_over(proxy::PoolState& ps, std::shared_ptr<const core::HotReplicas> ta
 
 FleetHot::FleetHot(uv_loop_t* loop, Fleet& fleet,
                    std::function<std::shared_ptr<const proxy::Snapshot>()> snapshot)
-    : loop_(loop), fleet_(fleet), snapshot_(std::move(snapshot)), timer_(new uv_timer_t) {
+    : loop_(loop),
+      fleet_(fleet),
+      snapshot_(std::move(snapshot)),
+      timer_(new uv_timer_t),
+      poll_timer_(new uv_timer_t),
+      poll_jitter_ms_(core::hash64(fleet.id()) % kPollJitterMs) {
   uv_timer_init(loop_, timer_);
   timer_->data = this;
+  uv_timer_init(loop_, poll_timer_);
+  poll_timer_->data = this;
   arm();
 }
 
@@ -63,8 +71,11 @@ FleetHot::~FleetHot() { stop(); }
 void FleetHot::stop() noexcept {
   if (timer_ == nullptr) return;
   uv_timer_stop(timer_);
-  uv_close(reinterpret_cast<uv_handle_t*>(std::exchange(timer_, nullptr)),
-           [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
+  uv_timer_stop(poll_timer_);
+  for (uv_timer_t* t : {std::exchange(timer_, nullptr), std::exchange(poll_timer_, nullptr)}) {
+    uv_close(reinterpret_cast<uv_handle_t*>(t),
+             [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
+  }
   if (auto snap = snapshot_()) {
     for (const auto& p : snap->pools()) hand_over(p->state(), nullptr);
   }
@@ -78,8 +89,8 @@ void FleetHot::arm() noexcept {
   uv_timer_start(timer_, &on_timer, kQuarterMs - now % kQuarterMs + 1, 0);
 }
 
-// Quarter 0 publishes, quarter 1 reads the peers' records (Kubernetes; each call bounded by
-// the quarter that is left before the agreement), quarter 2 agrees.
+// Quarter 0 publishes, quarter 1 reads the peers' records (Kubernetes and `peers`; each call
+// bounded by what is left of the quarter before the agreement), quarter 2 agrees.
 void FleetHot::on_timer(uv_timer_t* t) noexcept {
   auto* self = static_cast<FleetHot*>(t->data);
   const uint64_t quarter = wall_ms() / kQuarterMs;
@@ -88,7 +99,11 @@ void FleetHot::on_timer(uv_timer_t* t) noexcept {
       self->publish(quarter / 4);
       break;
     case 1:
-      self->fleet_.poll_peers(self->loop_, kQuarterMs - 25);
+      // Each member polls at its own offset into the quarter, so that the members' requests
+      // do not all reach each admin listener (max_connections) in the same millisecond.
+      if (self->fleet_.polls_peers()) {
+        uv_timer_start(self->poll_timer_, &on_poll_timer, self->poll_jitter_ms_, 0);
+      }
       break;
     case 2:
       self->agree(quarter / 4);
@@ -97,6 +112,11 @@ void FleetHot::on_timer(uv_timer_t* t) noexcept {
       break;
   }
   self->arm();
+}
+
+void FleetHot::on_poll_timer(uv_timer_t* t) noexcept {
+  auto* self = static_cast<FleetHot*>(t->data);
+  self->fleet_.poll_peers(self->loop_, kQuarterMs - 25 - self->poll_jitter_ms_);
 }
 
 void FleetHot::publish(uint64_t epoch) {

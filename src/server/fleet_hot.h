@@ -66,6 +66,9 @@ class FleetHot {
 
  private:
   static void on_timer(uv_timer_t* t) noexcept;
+  static void on_poll_timer(uv_timer_t* t) noexcept;
+  // The peers are polled this far into the second quarter at most (a per-member offset).
+  static constexpr uint64_t kPollJitterMs = 40;
   void arm() noexcept;
   void publish(uint64_t epoch);
   void agree(uint64_t epoch);
@@ -74,6 +77,8 @@ class FleetHot {
   Fleet& fleet_;
   std::function<std::shared_ptr<const proxy::Snapshot>()> snapshot_;
   uv_timer_t* timer_ = nullptr;  // heap: freed by its close callback
+  uv_timer_t* poll_timer_ = nullptr;  // the same; the polls' offset into the quarter
+  uint64_t poll_jitter_ms_;           // this member's offset: hash of its id, below kPollJitterMs
   std::map<std::string, PoolTable> tables_;
 };
 

@@ -244,13 +244,14 @@ class PeersFleetHotKeys(K8sFleetHotKeys):
 class K8sHotKeysCheckOnly(unittest.TestCase):
     """`rondel -c` on share_hot_keys and peer_port with a Kubernetes fleet."""
 
-    def run_check(self, path, peer_port):
+    def run_check(self, path, peer_port, admin=True):
         with open(path, "w") as f:
             f.write("listeners:\n  - { name: web, bind: 127.0.0.1:0, pool: p }\n"
                     "pools:\n  - name: p\n    backends: [{ address: 127.0.0.1:9 }]\n"
                     "fleet:\n  kubernetes: { service: r, port: http, server: http://127.0.0.1:9 }\n"
                     "  share_hot_keys: true\n"
-                    + (f"  peer_port: {peer_port}\n" if peer_port else ""))
+                    + (f"  peer_port: {peer_port}\n" if peer_port else "")
+                    + ("admin: { bind: 127.0.0.1:9901 }\n" if admin else ""))
         return subprocess.run([RONDEL_BIN, "-c", "-f", path], capture_output=True, text=True,
                               timeout=10)
 
@@ -259,6 +260,10 @@ class K8sHotKeysCheckOnly(unittest.TestCase):
         for peer_port in (None, 9090):
             p = self.run_check(os.path.join(workdir, "good.yaml"), peer_port)
             self.assertEqual((p.returncode, p.stdout.strip()), (0, "OK"), p.stderr)
+        # Neither an admin listener nor a peer_port: nothing could answer the members' reads.
+        p = self.run_check(os.path.join(workdir, "noadmin.yaml"), None, admin=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("'share_hot_keys' on Kubernetes reads the members' admin APIs", p.stderr)
         for peer_port in ("0", "70000"):
             bad = os.path.join(workdir, f"bad{peer_port}.yaml")
             p = self.run_check(bad, peer_port)

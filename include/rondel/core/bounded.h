@@ -62,17 +62,21 @@ struct PickInput {
   uint64_t coin = 0;
 };
 
-// Whether a backend at `load` below `cap` takes a request, when each start counts for `grain`
-// requests on the fleet's scale (core::effective_load with N = grain and a fresh report). With
-// room = cap - load >= grain, always; with less room, for `room` of every `grain` values of
-// coin % grain. So N instances that read the same report and each start one request there fill,
-// on average, exactly the room it showed; taking every place below the cap (the ceiling) lets
-// all N in and overshoots the cap by up to N - 1 (docs/algorithms.md, "Fleet scale").
-constexpr bool room_admits(uint32_t load, uint32_t cap, uint32_t grain, uint64_t coin) noexcept {
-  if (load >= cap) return false;
-  const uint32_t room = cap - load;
-  return grain <= 1 || room >= grain || coin % grain < room;
+// Whether a backend at `load` takes a request under `cap` when its last places are rounded with
+// `residue` (room_residue; 0: not rounded): exactly when the room cap - load exceeds it. With a
+// fresh report read on a fleet's scale (each start counts for N = PickInput::grain) the residue
+// is uniform in 0..N-1, so room >= N is always taken and a room below N for `room` of every N
+// residues: N instances that read the same report and each start one request there fill, on
+// average, exactly the room it showed, where taking every place below the cap (the ceiling)
+// lets all N in and overshoots the cap by up to N - 1 (docs/algorithms.md, "Fleet scale").
+// core::local_limit with the same residue bounds the claim by the same rule.
+constexpr bool room_admits(uint32_t load, uint32_t cap, uint32_t residue) noexcept {
+  return load < cap && cap - load > residue;
 }
+
+// The residue backend b's last places are rounded with in this pick: mix64(coin, b) % grain
+// when b's bit is set in in.rounded and grain > 1, else 0 (the plain bound load < cap).
+uint32_t room_residue(const PickInput& in, BackendIndex b) noexcept;
 
 struct PickResult {
   BackendIndex backend = kNoBackend;
@@ -81,6 +85,9 @@ struct PickResult {
   uint16_t skipped_excluded = 0;    // backends passed over: excluded or effective weight 0
   bool all_full = false;            // every eligible backend was at capacity
   uint32_t capacity = 0;            // capacity of the chosen backend
+  // The residue its last places were rounded with (room_residue; 0: the plain bound), which
+  // the claim's bound must use too (core::local_limit).
+  uint32_t residue = 0;
 };
 
 // Scratch words bounded_pick needs: 2 * sel.scratch_words() (the first half holds the selector

@@ -111,22 +111,28 @@ constexpr uint32_t effective_load(const ReportView& r, uint64_t now_ms, uint64_t
   return e > int64_t{UINT32_MAX} ? UINT32_MAX : static_cast<uint32_t>(e);
 }
 
-// The in-flight count this instance may hold on the backend while its effective load stays
-// below `cap`: for every local count L (r.local_in_flight ignored),
-//   effective_load(r with local_in_flight = L, now_ms, max_age_ms, N) < cap  <=>  L < local_limit.
-// It turns a capacity the pick compared against the effective load into a bound on the local
+// The in-flight count this instance may hold on the backend while its effective load leaves
+// more room below `cap` than `residue` (the pick's rounding of a fresh report's last places,
+// core::room_residue; 0: plainly below the cap): for every local count L (r.local_in_flight
+// ignored), with e = effective_load(r with local_in_flight = L, now_ms, max_age_ms, N),
+//   room_admits(e, cap, residue)  <=>  L < local_limit.
+// It turns the bound the pick compared against the effective load into a bound on the local
 // counter alone, which one compare-and-swap can check and raise (proxy::InFlightSlot::
-// take_below). Fresh report: local_at_report + ceil((cap - reported) / N), at least 0; stale
-// or absent: ceil(cap / N) (cap itself for N = 1).
+// take_below), so two workers picking from one snapshot cannot both take a place the rounding
+// gave only one of. Fresh report: local_at_report + ceil((cap - reported - residue) / N), at
+// least 0 (0 when cap <= residue); stale or absent: ceil(cap / N) (cap itself for N = 1; a
+// stale backend is never rounded, so `residue` is ignored there).
 // 64 bits: the limit can pass UINT32_MAX (a report far below this instance's count then).
 constexpr uint64_t local_limit(const ReportView& r, uint64_t now_ms, uint64_t max_age_ms,
-                               uint32_t cap, uint32_t instances = 1) noexcept {
+                               uint32_t cap, uint32_t instances = 1,
+                               uint32_t residue = 0) noexcept {
   const int64_t n = fleet_scale(instances);
   // ceil(a / n) for any sign of a, n > 0.
   const auto ceil_div = [n](int64_t a) { return a >= 0 ? (a + n - 1) / n : -((-a) / n); };
   if (!report_fresh(r.at_ms, now_ms, max_age_ms)) return static_cast<uint64_t>(ceil_div(cap));
-  if (cap == 0) return 0;
-  const int64_t l = int64_t{r.local_at_report} + ceil_div(int64_t{cap} - int64_t{r.reported});
+  if (cap <= residue) return 0;  // the room is at most cap (e >= 0): never above the residue
+  const int64_t l = int64_t{r.local_at_report} +
+                    ceil_div(int64_t{cap} - int64_t{r.reported} - int64_t{residue});
   return l <= 0 ? 0 : static_cast<uint64_t>(l);
 }
 

@@ -81,9 +81,11 @@ bool reads_fleet_loads(const Pool& pool) noexcept;
 // `load_by: prompt_size`, max_age from the pool's config, N = fleet_instances_of).
 uint32_t effective_load_of(const Pool& pool, size_t i, uint64_t now_ms) noexcept;
 
-// The in-flight count this instance may hold on backend i while its effective load stays below
-// `cap` (core::local_limit; cap itself when reads_fleet_loads is false).
-uint64_t local_limit_of(const Pool& pool, size_t i, uint64_t now_ms, uint32_t cap) noexcept;
+// The in-flight count this instance may hold on backend i while its effective load leaves more
+// than `residue` places below `cap` (core::local_limit with the pick's rounding residue; cap
+// itself when reads_fleet_loads is false).
+uint64_t local_limit_of(const Pool& pool, size_t i, uint64_t now_ms, uint32_t cap,
+                        uint32_t residue = 0) noexcept;
 
 // Replaces `in`'s load view by the effective loads of `pool`'s backends at `now_ms` and sets
 // total_in_flight to their sum over usable backends (the same backends W sums over). With N > 1

@@ -17,6 +17,9 @@ pools:
   - { name: p, backends: [{ address: 127.0.0.1:9001 }] }
 )";
 
+// An admin listener, which fleets sharing hot keys without etcd read each other on.
+constexpr std::string_view kAdmin = "admin: { bind: 127.0.0.1:9901 }\n";
+
 std::vector<std::string> fleet_errors_of(std::string_view fleet) {
   std::vector<std::string> out;
   for (const ConfigError& e :
@@ -115,7 +118,7 @@ TEST_CASE("fleet: a fixed list of peers, this instance among them") {
   const LoadResult r = load_string(
       std::string(kHead) +
           "fleet:\n  peers: [{ id: lb1, admin: 10.0.0.1:9901 }, { id: lb2, admin: '[::1]:9902' }]\n"
-          "  id: lb2\n",
+          "  id: lb2\nadmin: { bind: '[::1]:9902' }\n",
       "f.yaml");
   REQUIRE(r.ok());
   const FleetConfig& f = r.config.fleet;
@@ -126,16 +129,16 @@ TEST_CASE("fleet: a fixed list of peers, this instance among them") {
   CHECK(f.peers[0].admin.to_string() == "10.0.0.1:9901");
   CHECK(f.peers[1].admin.to_string() == "[::1]:9902");
   CHECK(f.source.kind == DiscoveryKind::kNone);
-  CHECK(fleet_errors_of("fleet: { peers: [{ id: a, admin: 10.0.0.1:1 }] }\n") ==
+  CHECK(fleet_errors_of("fleet: { peers: [{ id: a, admin: 10.0.0.1:1 }] }\n" + std::string(kAdmin)) ==
         std::vector<std::string>{
             "f.yaml:5:17: a fleet of 'peers' needs 'id': which of them this instance is"});
-  CHECK(fleet_errors_of("fleet: { peers: [{ id: a, admin: 10.0.0.1:1 }], id: b }\n") ==
+  CHECK(fleet_errors_of("fleet: { peers: [{ id: a, admin: 10.0.0.1:1 }], id: b }\n" + std::string(kAdmin)) ==
         std::vector<std::string>{
             "f.yaml:5:53: 'id' 'b' is not one of 'peers': list this instance too"});
   CHECK(fleet_errors_of("fleet: { peers: [{ id: a, admin: 10.0.0.1:1 }, { id: a, admin: "
-                        "10.0.0.2:1 }], id: a }\n") ==
+                        "10.0.0.2:1 }], id: a }\n" + std::string(kAdmin)) ==
         std::vector<std::string>{"f.yaml:5:54: peer 'a' is listed twice"});
-  CHECK(fleet_errors_of("fleet: { peers: [{ id: a, admin: 10.0.0.1:1 }], id: a, ttl: 5s }\n") ==
+  CHECK(fleet_errors_of("fleet: { peers: [{ id: a, admin: 10.0.0.1:1 }], id: a, ttl: 5s }\n" + std::string(kAdmin)) ==
         std::vector<std::string>{
             "f.yaml:5:61: 'ttl' does not apply to a fleet of 'peers' (a fixed member list)"});
   CHECK(fleet_errors_of("fleet: { peers: [{ id: a, admin: lb.example:1 }], id: a }\n").size() ==
@@ -143,6 +146,30 @@ TEST_CASE("fleet: a fixed list of peers, this instance among them") {
   CHECK(fleet_errors_of("fleet: { peers: [{ id: a }], id: a }\n").size() == 1);
   CHECK(fleet_errors_of("fleet: { instances: 2, peers: [{ id: a, admin: 10.0.0.1:1 }] }\n")
             .size() == 1);
+}
+
+TEST_CASE("fleet: sharing hot keys without etcd needs an admin API to read") {
+  // Without `admin` nothing could answer the members' reads: an error, not a silent no-op.
+  CHECK(fleet_errors_of("fleet: { peers: [{ id: a, admin: 10.0.0.1:1 }], id: a }\n") ==
+        std::vector<std::string>{
+            "f.yaml:5:8: a fleet of 'peers' shares hot keys on the admin API: give 'admin' a "
+            "bind address, or set share_hot_keys: false"});
+  CHECK(fleet_errors_of("fleet: { peers: [{ id: a, admin: 10.0.0.1:1 }], id: a, "
+                        "share_hot_keys: false }\n")
+            .empty());
+  CHECK(fleet_errors_of("fleet: { kubernetes: { service: r, port: http }, share_hot_keys: true }\n") ==
+        std::vector<std::string>{
+            "f.yaml:5:8: 'share_hot_keys' on Kubernetes reads the members' admin APIs: give "
+            "'admin' a bind address (or 'peer_port')"});
+  CHECK(fleet_errors_of("fleet: { kubernetes: { service: r, port: http }, share_hot_keys: true, "
+                        "peer_port: 9901 }\n")
+            .empty());
+  CHECK(fleet_errors_of("fleet: { kubernetes: { service: r, port: http }, share_hot_keys: true }\n"
+                        "admin: { bind: 127.0.0.1:9901 }\n")
+            .empty());
+  CHECK(fleet_errors_of("fleet: { instances: 2, peers: [{ id: a, admin: 10.0.0.1:1 }] }\n") ==
+        std::vector<std::string>{
+            "f.yaml:5:31: 'peers' lists the fleet and 'instances' states its size: give one"});
 }
 
 }  // namespace

@@ -184,26 +184,36 @@ TEST_CASE("reports cannot make every backend full") {
   CHECK(to_zero == 0);
 }
 
-TEST_CASE("room_admits: of every grain coins, exactly the room's worth take a partial place") {
-  // For every load, cap and grain (N), the coins 0..N-1 (and any shift by a multiple of N)
-  // admit min(room, N) times when there is room, never when there is none; grain 1 is the plain
-  // bound load < cap.
+TEST_CASE("room_admits: of every grain residues, exactly the room's worth take a partial place") {
+  // For every load, cap and grain N, the residues 0..N-1 admit min(room, N) times when there
+  // is room, never when there is none; residue 0 alone is the plain bound load < cap.
   for (uint32_t grain = 1; grain <= 9; ++grain) {
     for (uint32_t cap = 0; cap <= 20; ++cap) {
       for (uint32_t load = 0; load <= cap + 3; ++load) {
-        for (uint64_t shift : {uint64_t{0}, uint64_t{grain} * 12345}) {
-          uint32_t admitted = 0;
-          for (uint64_t coin = 0; coin < grain; ++coin) {
-            admitted += room_admits(load, cap, grain, coin + shift);
-          }
-          CAPTURE(grain);
-          CAPTURE(cap);
-          CAPTURE(load);
-          CHECK(admitted == (load < cap ? std::min(cap - load, grain) : 0));
+        uint32_t admitted = 0;
+        for (uint32_t residue = 0; residue < grain; ++residue) {
+          admitted += room_admits(load, cap, residue);
         }
+        CAPTURE(grain);
+        CAPTURE(cap);
+        CAPTURE(load);
+        CHECK(admitted == (load < cap ? std::min(cap - load, grain) : 0));
+        CHECK(room_admits(load, cap, 0) == (load < cap));
       }
     }
   }
+  // room_residue: 0 unless the backend is rounded and the grain is above 1; then below it.
+  const std::vector<uint64_t> bits = {0b101};
+  PickInput in;
+  in.rounded = bits;
+  in.grain = 3;
+  for (uint64_t coin = 0; coin < 200; ++coin) {
+    in.coin = coin;
+    CHECK(room_residue(in, 0) < 3);
+    CHECK(room_residue(in, 1) == 0);
+  }
+  in.grain = 1;
+  CHECK(room_residue(in, 0) == 0);
 }
 
 TEST_CASE("N instances reading one report fill its room on average, not N places (property)") {
@@ -255,10 +265,57 @@ TEST_CASE("N instances reading one report fill its room on average, not N places
   }
 }
 
-TEST_CASE("local limit: below it exactly when the effective load is below the cap (property)") {
-  // For random reports, ages, caps and fleet sizes N, every local count L satisfies
-  // effective_load(L, N) < cap <=> L < local_limit(N): the one bound a compare-and-swap on the
-  // local counter checks is the bound the pick compared. Edge values (0, UINT32_MAX) mixed in.
+TEST_CASE("when every place below a cap loses its rounding, the first is taken, not all-full") {
+  // Every backend one place below its cap, each read from a fresh report on a fleet of 3:
+  // when every residue declines, the pick is the first of them in the walk as a plain place
+  // (residue 0, so its claim is bounded by the cap), never an all-full pick, whose claim would
+  // take the slot without a bound.
+  constexpr size_t kN = 4;
+  const BackendSet set = test::make_set(test::specs(kN));
+  const Selector sel = test::make_selector(set, Algorithm::kRing);
+  std::vector<uint64_t> scratch(pick_scratch_words(sel));
+  const std::vector<uint32_t> weights(kN, 1);
+  BoundedOptions o;
+  o.balance_factor = 125;
+  // All at 2: cap = ceil(1.25 * 9 / 4) = 3, one place left on each.
+  const uint32_t cap = 3;
+  const std::vector<uint32_t> loads(kN, cap - 1);
+  REQUIRE(capacity(kN * (cap - 1), 1, kN, o) == cap);
+  const std::vector<uint64_t> all = {(uint64_t{1} << kN) - 1};
+  PickInput in;
+  in.loads = loads;
+  in.weights = weights;
+  in.total_in_flight = kN * (cap - 1);
+  in.total_weight = kN;
+  in.rounded = all;
+  in.grain = 3;
+  const uint64_t key = 0xBEEF;
+  const BackendIndex owner = sel.owner(key);
+  int declined_everywhere = 0;
+  for (uint64_t coin = 0; coin < 2000; ++coin) {
+    in.coin = coin;
+    const PickResult r = bounded_pick(sel, key, in, o, scratch);
+    CAPTURE(coin);
+    CHECK_FALSE(r.all_full);
+    bool any = false;
+    for (BackendIndex b = 0; b < kN; ++b) any = any || room_residue(in, b) == 0;
+    if (!any) {
+      ++declined_everywhere;
+      CHECK(r.backend == owner);  // the first in the walk
+      CHECK(r.residue == 0);
+      CHECK(r.skipped_full == 0);
+    } else {
+      CHECK(room_residue(in, r.backend) == 0);  // an admitted place
+    }
+  }
+  CHECK(declined_everywhere > 200);  // (2/3)^4 of the coins: about 395
+}
+
+TEST_CASE("local limit: below it exactly when the pick would admit (property)") {
+  // For random reports, ages, caps, fleet sizes N and rounding residues, every local count L
+  // satisfies room_admits(effective_load(L, N), cap, residue) <=> L < local_limit(N, residue):
+  // the one bound a compare-and-swap on the local counter checks is the bound the pick
+  // compared. Edge values (0, UINT32_MAX) mixed in.
   std::mt19937_64 rng(20261202);
   auto draw = [&rng]() -> uint32_t {
     switch (rng() % 4) {
@@ -275,7 +332,15 @@ TEST_CASE("local limit: below it exactly when the effective load is below the ca
     constexpr uint32_t kFleets[] = {0, 1, 1, 2, 3, 4, 7, 64, UINT32_MAX};
     const uint32_t fleet = kFleets[rng() % std::size(kFleets)];
     CAPTURE(fleet);
-    const uint64_t limit = local_limit(r, now, max_age, cap, fleet);
+    // A fresh report's places may be rounded with a residue below N (room_residue); a stale
+    // one never is.
+    const int64_t n = fleet_scale(fleet);
+    const bool fresh = report_fresh(r.at_ms, now, max_age);
+    const uint32_t residue =
+        fresh && n > 1 && rng() % 2 == 0 ? static_cast<uint32_t>(rng() % static_cast<uint64_t>(n))
+                                         : 0;
+    CAPTURE(residue);
+    const uint64_t limit = local_limit(r, now, max_age, cap, fleet, residue);
     const auto near = [](uint64_t v) { return static_cast<uint32_t>(std::min<uint64_t>(v, UINT32_MAX)); };
     for (uint32_t l : {uint32_t{0}, uint32_t{1}, near(limit == 0 ? 0 : limit - 1), near(limit),
                        near(limit + 1), draw()}) {
@@ -285,7 +350,7 @@ TEST_CASE("local limit: below it exactly when the effective load is below the ca
       CAPTURE(r.local_at_report);
       CAPTURE(l);
       CAPTURE(cap);
-      CHECK((effective_load(r, now, max_age, fleet) < cap) == (l < limit));
+      CHECK(room_admits(effective_load(r, now, max_age, fleet), cap, residue) == (l < limit));
     }
   }
 }
