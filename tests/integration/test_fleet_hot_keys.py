@@ -34,6 +34,19 @@ def table(doc):
     return epoch, keys
 
 
+def stop_fleet(test):
+    """A fleet test's end: its load threads stopped, each rondel still running stopped (exit 0
+    asserted), its backends stopped."""
+    test.stop_flag.set()
+    for t in getattr(test, "threads", []):
+        t.join(timeout=10)
+    for r in test.rondels:
+        if r.proc.poll() is None:
+            test.assertEqual(r.stop(), 0)
+    for b in test.backends:
+        b.stop()
+
+
 def closed_loop(port, hot, stop_flag):
     """Closed loop on one keep-alive connection until `stop_flag` (at most 200,000 requests):
     cold keys /c0../c199 in turn, and with `hot` every other request /hot (a third of the
@@ -92,14 +105,7 @@ class FleetHotKeys(unittest.TestCase):
         self.stop_flag = threading.Event()
 
     def tearDown(self):
-        self.stop_flag.set()
-        for t in getattr(self, "threads", []):
-            t.join(timeout=10)
-        for r in self.rondels:
-            if r.proc.poll() is None:
-                self.assertEqual(r.stop(), 0)
-        for b in self.backends:
-            b.stop()
+        stop_fleet(self)
         if self.etcd.proc.poll() is None:
             self.etcd.stop()
 

@@ -27,7 +27,7 @@ import unittest
 from harness import (RONDEL_BIN, Backend, Rondel, http_get, http_request, main,
                      metric_sum, parse_metrics, wait_until)
 from test_discovery_k8s import NS, SERVICE, FakeApiServer, endpoint
-from test_fleet_hot_keys import closed_loop, sample_agreement, table, table_of
+from test_fleet_hot_keys import closed_loop, sample_agreement, stop_fleet, table, table_of
 
 PODS = {"r1": "127.0.0.2", "r2": "127.0.0.3", "r3": "127.0.0.4"}
 
@@ -93,14 +93,7 @@ class K8sFleetHotKeys(unittest.TestCase):
             self.rondels.append(r)
 
     def tearDown(self):
-        self.stop_flag.set()
-        for t in getattr(self, "threads", []):
-            t.join(timeout=10)
-        for r in self.rondels:
-            if r.proc.poll() is None:
-                self.assertEqual(r.stop(), 0)
-        for b in self.backends:
-            b.stop()
+        stop_fleet(self)
         if self.api is not None:
             self.api.stop()
 

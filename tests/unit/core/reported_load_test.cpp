@@ -18,6 +18,22 @@
 namespace rondel::core {
 namespace {
 
+// kN equal backends on a ring, with the scratch, weights and bound (c = 1.25) a pick needs.
+struct PickRig {
+  explicit PickRig(size_t n)
+      : set(test::make_set(test::specs(n))),
+        sel(test::make_selector(set, Algorithm::kRing)),
+        scratch(pick_scratch_words(sel)),
+        weights(n, 1) {
+    o.balance_factor = 125;
+  }
+  BackendSet set;
+  Selector sel;
+  std::vector<uint64_t> scratch;
+  std::vector<uint32_t> weights;
+  BoundedOptions o;
+};
+
 TEST_CASE("status names") {
   CHECK(report_status_name(ReportStatus::kOk) == "ok");
   CHECK(report_status_name(ReportStatus::kTooLarge) == "too_large");
@@ -137,13 +153,9 @@ TEST_CASE("effective load: one for one with local starts and completions (random
 // not.
 TEST_CASE("reports cannot make every backend full") {
   constexpr size_t kN = 8;
-  const BackendSet set = test::make_set(test::specs(kN));
-  const Selector sel = test::make_selector(set, Algorithm::kRing);
-  std::vector<uint64_t> scratch(pick_scratch_words(sel));
-  std::vector<uint32_t> weights(kN, 1);
+  PickRig rig(kN);
+  auto& [set, sel, scratch, weights, o] = rig;
   std::mt19937_64 rng(5);
-  BoundedOptions o;
-  o.balance_factor = 125;
   for (int iter = 0; iter < 2000; ++iter) {
     std::vector<uint32_t> loads(kN);
     uint64_t total = 0;
@@ -222,14 +234,10 @@ TEST_CASE("N instances reading one report fill its room on average, not N places
   // coin), the home takes `room` of them on average and the cap holds in expectation; taking
   // every place below the cap (the ceiling) sends all three home whatever the room.
   constexpr size_t kN = 4;
-  const BackendSet set = test::make_set(test::specs(kN));
-  const Selector sel = test::make_selector(set, Algorithm::kRing);
-  std::vector<uint64_t> scratch(pick_scratch_words(sel));
-  std::vector<uint32_t> weights(kN, 1);
+  PickRig rig(kN);
+  auto& [set, sel, scratch, weights, o] = rig;
   const uint64_t key = 0xC0FFEE;
   const BackendIndex home = sel.owner(key);
-  BoundedOptions o;
-  o.balance_factor = 125;
   std::mt19937_64 rng(38);
   const std::vector<uint64_t> all = {(uint64_t{1} << kN) - 1};
   for (uint32_t room = 1; room <= 4; ++room) {
@@ -271,12 +279,8 @@ TEST_CASE("when every place below a cap loses its rounding, the first is taken, 
   // (residue 0, so its claim is bounded by the cap), never an all-full pick, whose claim would
   // take the slot without a bound.
   constexpr size_t kN = 4;
-  const BackendSet set = test::make_set(test::specs(kN));
-  const Selector sel = test::make_selector(set, Algorithm::kRing);
-  std::vector<uint64_t> scratch(pick_scratch_words(sel));
-  const std::vector<uint32_t> weights(kN, 1);
-  BoundedOptions o;
-  o.balance_factor = 125;
+  PickRig rig(kN);
+  auto& [set, sel, scratch, weights, o] = rig;
   // All at 2: cap = ceil(1.25 * 9 / 4) = 3, one place left on each.
   const uint32_t cap = 3;
   const std::vector<uint32_t> loads(kN, cap - 1);
