@@ -68,6 +68,10 @@ class ConfigReader {
   // on Kubernetes, without a peer_port) could never agree, so it is an error, not a silence.
   void check_fleet_peers(Position at, const Config& c) {
     const FleetConfig& f = c.fleet;
+    if (f.enabled && f.share_load_ms > 0 && !c.admin.enabled) {
+      r_.error(at, "'share_load' serves this instance's counts on the admin API, where the "
+                   "other members read them: give 'admin' a bind address");
+    }
     if (!f.enabled || !f.share_hot_keys || c.admin.enabled) return;
     if (!f.peers.empty()) {
       r_.error(at, "a fleet of 'peers' shares hot keys on the admin API: give 'admin' a bind "

@@ -182,6 +182,7 @@ void read_peers(NodeReader& r, const MapFields& m, const Field& list, FleetConfi
   }
   if (auto* g = m.get("retry")) r.read_duration(*g, out.source.retry_ms, kMinDiscoveryRetryMs);
   if (auto* g = m.get("share_hot_keys")) r.read_bool(*g, out.share_hot_keys);
+  if (auto* g = m.get("share_load")) r.read_duration(*g, out.share_load_ms, kMinShareLoadMs);
 }
 
 }  // namespace
@@ -200,7 +201,8 @@ void read_fleet(NodeReader& r, const Field& f, FleetConfig& out) {
               "'instances' is a static fleet size: with 'etcd' or 'kubernetes' the fleet "
               "counts its members itself; give one");
     }
-    for (const char* key : {"id", "ttl", "timeout", "retry", "share_hot_keys", "peer_port"}) {
+    for (const char* key :
+         {"id", "ttl", "timeout", "retry", "share_hot_keys", "peer_port", "share_load"}) {
       if (const Field* g = m.get(key)) {
         r.error(NodeReader::value_position(*g),
                 quote(key) + " needs a fleet source ('etcd' or 'kubernetes'), not 'instances'");
@@ -236,6 +238,13 @@ void read_fleet(NodeReader& r, const Field& f, FleetConfig& out) {
   // cluster's network policy must allow: off unless asked.
   if (out.source.kind == DiscoveryKind::kKubernetes && m.get("share_hot_keys") == nullptr) {
     out.share_hot_keys = false;
+  }
+  if (const Field* g = m.get("share_load");
+      g && r.read_duration(*g, out.share_load_ms, kMinShareLoadMs) &&
+      out.source.kind != DiscoveryKind::kKubernetes) {
+    r.error(NodeReader::value_position(*g),
+            "'share_load' reads the other members' counts at their admin addresses, which an "
+            "etcd fleet does not list: use 'peers' or 'kubernetes'");
   }
   if (const Field* g = m.get("peer_port")) {
     uint64_t v = 0;

@@ -158,7 +158,9 @@ constexpr string_view kKubernetesKeys[] = {"service", "namespace", "port", "serv
 constexpr uint64_t kMinDiscoveryRetryMs = 10;
 constexpr string_view kFleetKeys[] = {"etcd",  "kubernetes", "instances",      "id",
                                       "ttl",   "timeout",    "retry",          "share_hot_keys",
-                                      "peer_port", "peers"};
+                                      "peer_port", "peers",  "share_load"};
+// `share_load`: at least this interval (each member polls every other member at it).
+constexpr uint64_t kMinShareLoadMs = 5;
 constexpr string_view kFleetPeerKeys[] = {"id", "admin"};
 // etcd leases are whole seconds, and a keep-alive goes every third of the TTL.
 constexpr uint64_t kMinFleetTtlMs = 2000;

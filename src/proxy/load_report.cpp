@@ -47,11 +47,13 @@ uint64_t pick_coin() noexcept {
   return core::mix64(state, 0);
 }
 
-// Backend i's report as the pick reads it (never fresh when the pool reads no reports), with
-// this instance's in-flight count now.
-core::ReportView report_view(const Pool& pool, size_t i) noexcept {
+// Backend i's report as the pick reads it at `now_ms` (never fresh when the pool reads no
+// reports), with this instance's in-flight count now and the members' shared counts.
+core::ReportView report_view(const Pool& pool, size_t i, uint64_t now_ms) noexcept {
   const BackendState& b = pool.backend(static_cast<core::BackendIndex>(i));
   core::ReportView v;
+  v.peers_fresh = now_ms <= b.peer_fresh_until_ms.load(std::memory_order_relaxed);
+  if (v.peers_fresh) v.peer_in_flight = b.peer_in_flight.load(std::memory_order_relaxed);
   if (pool.config().load_report.enabled) {
     v.reported = b.report.reported.load(std::memory_order_relaxed);
     const uint32_t need = pool.config().load_report.min_reports;
@@ -84,14 +86,14 @@ bool reads_fleet_loads(const Pool& pool) noexcept {
 }
 
 uint32_t effective_load_of(const Pool& pool, size_t i, uint64_t now_ms) noexcept {
-  return core::effective_load(report_view(pool, i), now_ms,
+  return core::effective_load(report_view(pool, i, now_ms), now_ms,
                               pool.config().load_report.max_age_ms, fleet_instances_of(pool));
 }
 
 uint64_t local_limit_of(const Pool& pool, size_t i, uint64_t now_ms, uint32_t cap,
                         uint32_t residue) noexcept {
   if (!reads_fleet_loads(pool)) return cap;
-  return core::local_limit(report_view(pool, i), now_ms, pool.config().load_report.max_age_ms,
+  return core::local_limit(report_view(pool, i, now_ms), now_ms, pool.config().load_report.max_age_ms,
                            cap, fleet_instances_of(pool), residue);
 }
 
@@ -107,9 +109,12 @@ void fill_effective_loads(const Pool& pool, uint64_t now_ms, std::vector<uint32_
   if (round) rounded.assign(core::bitset_words(n), 0);  // no allocation once grown
   uint64_t total = 0;
   for (size_t i = 0; i < n; ++i) {
-    const core::ReportView v = report_view(pool, i);
+    const core::ReportView v = report_view(pool, i, now_ms);
     loads[i] = core::effective_load(v, now_ms, cfg.max_age_ms, grain);
-    if (round && core::report_fresh(v.at_ms, now_ms, cfg.max_age_ms)) core::bit_set(rounded, i);
+    // Shared counts are the fleet's own, one for one: never rounded.
+    if (round && !v.peers_fresh && core::report_fresh(v.at_ms, now_ms, cfg.max_age_ms)) {
+      core::bit_set(rounded, i);
+    }
     if (pool.backend(static_cast<core::BackendIndex>(i)).usable()) total += loads[i];
   }
   in.loads = std::span<const uint32_t>(loads.data(), n);

@@ -5,6 +5,7 @@
 #include "rondel/server/admin.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include "rondel/core/hash.h"
 #include "rondel/http/parser.h"
 #include "rondel/proxy/hash_key.h"
+#include "rondel/proxy/load_report.h"
 #include "rondel/proxy/router.h"
 #include "rondel/util/json_writer.h"
 #include "rondel/config/loader.h"
@@ -108,6 +110,7 @@ void Admin::handle(const AdminRequest& req, AdminResponse& res) {
       {"/api/certificates", kJson, &Admin::serve_certificates},
       {"/api/fleet", kJson, &Admin::serve_fleet},
       {"/api/fleet/record", kJson, &Admin::serve_fleet_record},
+      {"/api/fleet/load", kJson, &Admin::serve_fleet_load},
       {"/ui", kHtml, &Admin::serve_ui},
       {"/ui/", kHtml, &Admin::serve_ui},
   };
@@ -331,6 +334,10 @@ uint64_t hot_count_of(const proxy::Pool& p, uint64_t hash, uint64_t& window_tota
 // The key's preference order with each backend's state, in-flight count and capacity.
 void write_preference(util::JsonWriter& w, const proxy::Pool& p,
                       std::span<const core::BackendIndex> order, uint64_t total, uint64_t w_total) {
+  // The load the bound compares (proxy::effective_load_of on uv_now's clock): in_flight
+  // itself unless reports, a fleet's N or the members' shared counts say more.
+  const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now().time_since_epoch());
   w.begin_array("preference");
   for (core::BackendIndex i : order) {
     const auto& b = p.backend(i);
@@ -338,6 +345,9 @@ void write_preference(util::JsonWriter& w, const proxy::Pool& p,
     w.field("id", b.id());
     w.field("state", health_name(b.health()));
     w.field("in_flight", uint64_t{b.in_flight.load()});
+    w.field("load", uint64_t{proxy::reads_fleet_loads(p)
+                                 ? proxy::effective_load_of(p, i, static_cast<uint64_t>(now.count()))
+                                 : b.in_flight.load()});
     w.field("capacity", core::capacity(total, p.set()[i].weight, w_total, p.bounded()));
     w.end();
   }

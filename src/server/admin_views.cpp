@@ -13,6 +13,7 @@
 
 #include "fleet.h"
 #include "fleet_hot.h"
+#include "fleet_load.h"
 #include "rondel/server/admin_states.h"
 #include "rondel/server/daemon.h"
 #include "rondel/server/metrics.h"
@@ -273,6 +274,17 @@ int Admin::serve_fleet_record(std::string_view, std::string& out) {
   return 200;
 }
 
+int Admin::serve_fleet_load(std::string_view, std::string& out) {
+  const Fleet* fleet = daemon_.fleet();
+  const auto& snap = daemon_.snapshot();
+  if (fleet == nullptr || !snap) {
+    out = "{\"error\":\"no fleet configured\"}";
+    return 404;
+  }
+  out = FleetLoad::load_json(fleet->id(), *snap);
+  return 200;
+}
+
 int Admin::serve_fleet(std::string_view, std::string& out) {
   const Fleet* fleet = daemon_.fleet();
   if (fleet == nullptr) {
@@ -280,8 +292,10 @@ int Admin::serve_fleet(std::string_view, std::string& out) {
     return 404;
   }
   const FleetHot* hot = daemon_.fleet_hot();
-  out = fleet->json([hot](util::JsonWriter& w) {
+  const FleetLoad* load = daemon_.fleet_load();
+  out = fleet->json([hot, load](util::JsonWriter& w) {
     if (hot != nullptr) hot->write_json(w);
+    if (load != nullptr) load->write_json(w);
   });
   return 200;
 }

@@ -49,6 +49,42 @@ ApiCall* ApiCall::start(uv_loop_t* loop, const config::ApiUrl& ep,
   return c;
 }
 
+ApiCall* get_small(uv_loop_t* loop, const config::Address& addr, std::string path,
+                   uint64_t timeout_ms, size_t max_body,
+                   std::function<void(std::string_view error, uint16_t status, std::string& body)>
+                       done) {
+  config::ApiUrl ep;
+  ep.host = addr.host;
+  ep.port = addr.port;
+  ep.text = "http://" + addr.to_string();
+  ApiRequest req;
+  req.path = std::move(path);
+  req.timeout_ms = timeout_ms;
+  req.idle_ms = timeout_ms;
+  struct Answer {
+    std::string body;
+    uint16_t status = 0;
+    bool too_long = false;
+  };
+  auto answer = std::make_shared<Answer>();
+  ApiHandlers h;
+  h.on_head = [answer](uint16_t s) { answer->status = s; };
+  h.on_data = [answer, max_body](std::string_view d) {
+    if (answer->too_long || answer->body.size() + d.size() > max_body) {
+      answer->too_long = true;
+      answer->body.clear();
+      return;
+    }
+    answer->body.append(d);
+  };
+  h.on_end = [answer, done = std::move(done)](std::string_view error) {
+    if (error.empty() && answer->too_long) error = "too long";
+    if (!error.empty()) answer->body.clear();
+    done(error, answer->status, answer->body);
+  };
+  return ApiCall::start(loop, ep, nullptr, std::move(req), std::move(h));
+}
+
 void ApiCall::begin(std::shared_ptr<const tls::ClientContext> tls) noexcept {
   parser_.begin(req_.method == "HEAD");
   arm(req_.timeout_ms);

@@ -101,6 +101,16 @@ class ApiCall final : public net::HandleCloser, private net::TransportEvents {
   http::ResponseParser parser_;
 };
 
+// A GET of `path` at http://`addr` (a member's admin API) whose whole body, at most `max_body`
+// bytes, is handed to `done` once: ("", status, body) when the response arrived whole, else
+// (why, status so far, "") -- a body longer than max_body is rejected whole ("too long"),
+// never read in part. `timeout_ms` bounds connect + head and each silence after it. The call
+// is the caller's to cancel() until `done` runs. Loop thread only.
+ApiCall* get_small(uv_loop_t* loop, const config::Address& addr, std::string path,
+                   uint64_t timeout_ms, size_t max_body,
+                   std::function<void(std::string_view error, uint16_t status, std::string& body)>
+                       done);
+
 // The TLS context for an https endpoint: `ca` a PEM bundle ("" = the system's trust store);
 // null for http. "FILE: reason" when the CA cannot be read.
 core::Result<std::shared_ptr<const tls::ClientContext>> api_tls_context(

@@ -18,6 +18,7 @@
 #include "config_watch.h"
 #include "fleet.h"
 #include "fleet_hot.h"
+#include "fleet_load.h"
 #include "systemd_notify.h"
 
 namespace rondel::server {
@@ -61,6 +62,8 @@ Daemon::~Daemon() {
   watch_.reset();
   health_.reset();
   agent_.reset();
+  fleet_load_.reset();
+  fleet_hot_.reset();
   fleet_.reset();
   discovery_.reset();
   worker_.reset();
@@ -223,17 +226,23 @@ void Daemon::configure_fleet(const config::Config& cfg) {
   // Kubernetes members read each other's counts on this instance's own admin port unless
   // peer_port says otherwise (every member of a Deployment runs the same configuration).
   config::FleetConfig fc = cfg.fleet;
-  if (fc.source.kind == config::DiscoveryKind::kKubernetes && fc.share_hot_keys &&
-      fc.peer_port == 0 && cfg.admin.enabled) {
+  if (fc.source.kind == config::DiscoveryKind::kKubernetes &&
+      (fc.share_hot_keys || fc.share_load_ms > 0) && fc.peer_port == 0 && cfg.admin.enabled) {
     fc.peer_port = cfg.admin.bind.port;
   }
   if (fleet_ && Fleet::same_settings(fleet_->config(), fc)) return;
+  fleet_load_.reset();
   fleet_hot_.reset();
   fleet_.reset();
   if (fc.enabled) fleet_ = std::make_unique<Fleet>(*discovery_, fc);
   if (fleet_ && fc.share_hot_keys &&
       (fc.source.kind == config::DiscoveryKind::kEtcd || fleet_->polls_peers())) {
     fleet_hot_ = std::make_unique<FleetHot>(&loop_, *fleet_, [this] {
+      return worker_ ? worker_->snapshot() : std::shared_ptr<const proxy::Snapshot>();
+    });
+  }
+  if (fleet_ && fc.share_load_ms > 0) {
+    fleet_load_ = std::make_unique<FleetLoad>(&loop_, *fleet_, fc.share_load_ms, [this] {
       return worker_ ? worker_->snapshot() : std::shared_ptr<const proxy::Snapshot>();
     });
   }

@@ -10,6 +10,7 @@
 #include "config_watch.h"
 #include "fleet.h"
 #include "fleet_hot.h"
+#include "fleet_load.h"
 #include "systemd_notify.h"
 
 namespace rondel::server {
@@ -77,6 +78,7 @@ void Daemon::finish_shutdown() noexcept {
   pending_.reset();
   health_->stop();
   agent_->stop();
+  if (fleet_load_) fleet_load_->stop();
   if (fleet_hot_) fleet_hot_->stop();
   if (fleet_) fleet_->stop();
   discovery_->stop();

@@ -296,7 +296,7 @@ bool Fleet::same_settings(const config::FleetConfig& a, const config::FleetConfi
   auto key = [](const config::FleetConfig& f) {
     std::string k = std::string(f.enabled ? "1" : "0") + discovery_settings_key(f.source) + '\0' +
                     f.id + '\0' + std::to_string(f.ttl_ms) + (f.share_hot_keys ? "s" : "-") +
-                    std::to_string(f.peer_port);
+                    std::to_string(f.peer_port) + '/' + std::to_string(f.share_load_ms);
     for (const config::FleetConfig::Peer& p : f.peers) k += '\0' + p.id + '=' + p.admin.to_string();
     return k;
   };
@@ -335,30 +335,7 @@ void Fleet::poll_peers(uv_loop_t* loop, uint64_t timeout_ms) {
   for (const auto& [id, addr] : peer_addrs_) {
     // One call per peer at a time: a peer still answering the last one is skipped.
     if (id == id_ || peer_calls_.count(id) != 0 || addr.port == 0) continue;
-    config::ApiUrl ep;
-    ep.host = addr.host;
-    ep.port = addr.port;
-    ep.text = "http://" + addr.to_string();
-    ApiRequest req;
-    req.path = "/api/fleet/record";
-    req.timeout_ms = timeout_ms;
-    req.idle_ms = timeout_ms;
-    struct Answer {
-      std::string body;
-      uint16_t status = 0;
-      bool too_long = false;
-    };
-    auto answer = std::make_shared<Answer>();
-    ApiHandlers h;
-    h.on_head = [answer](uint16_t s) { answer->status = s; };
-    h.on_data = [answer](std::string_view d) {
-      if (answer->too_long || answer->body.size() + d.size() > kMaxPeerRecord) {
-        answer->too_long = true;  // rejected whole, never read in part
-        return;
-      }
-      answer->body.append(d);
-    };
-    h.on_end = [this, id, answer](std::string_view error) {
+    auto done = [this, id](std::string_view error, uint16_t status, std::string& body) {
       peer_calls_.erase(id);
       auto it = listed_.find(id);
       if (it == listed_.end()) return;  // it left meanwhile
@@ -366,8 +343,7 @@ void Fleet::poll_peers(uv_loop_t* loop, uint64_t timeout_ms) {
       std::string why;
       // The record must be the member's own: an address reused by another instance (a pod
       // IP, a list with one address twice) must not lend it someone else's counts.
-      if (!error.empty() || answer->status != 200 || answer->too_long ||
-          !read_record(id, answer->body, m, why) || m.read_id != id) {
+      if (!error.empty() || status != 200 || !read_record(id, body, m, why) || m.read_id != id) {
         // Nothing from it this epoch: the others agree without its counts, and its placement
         // is not voted on until it answers again.
         it->second.hot.clear();
@@ -377,7 +353,8 @@ void Fleet::poll_peers(uv_loop_t* loop, uint64_t timeout_ms) {
       it->second.hot = std::move(m.hot);
       it->second.fingerprints = std::move(m.fingerprints);
     };
-    peer_calls_[id] = ApiCall::start(loop, ep, nullptr, std::move(req), std::move(h));
+    peer_calls_[id] =
+        get_small(loop, addr, "/api/fleet/record", timeout_ms, kMaxPeerRecord, std::move(done));
   }
 }
 

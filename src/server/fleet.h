@@ -90,6 +90,12 @@ class Fleet {
   // a quarter epoch after publishing.
   void poll_peers(uv_loop_t* loop, uint64_t timeout_ms);
   void stop() noexcept;
+  // Where each member's admin API is, by id, this instance's own included: the `peers` list,
+  // or on Kubernetes each ready endpoint's IP and peer_port (port 0 when peer_port is unknown).
+  // Empty for etcd and static fleets. FleetLoad reads the members' counts there.
+  const std::map<std::string, config::Address>& peer_addresses() const noexcept {
+    return peer_addrs_;
+  }
 
   // The live instances by id (this one included once its key is read back, or on Kubernetes
   // once its endpoint is ready); N is their count.

@@ -86,6 +86,8 @@ core::Result<FleetReport> run_fleet(const SimOptions& opt, bool reports) {
   }
   std::vector<uint32_t> truth(n, 0);
   uint64_t truth_total = 0;
+  const bool peers = reports && opt.peer_share > 0;
+  std::vector<std::vector<uint32_t>> shared(l, std::vector<uint32_t>(n, 0));
   // Report ages are compared in integer milli-units of time.
   const auto ms = [](double t) { return static_cast<uint64_t>(t * 1000.0) + 1; };
   const uint64_t max_age = static_cast<uint64_t>(opt.report_age * 1000.0);
@@ -113,7 +115,16 @@ core::Result<FleetReport> run_fleet(const SimOptions& opt, bool reports) {
     const uint64_t hash = key_hashes[key];
     uint64_t total = 0;
     std::fill(x.rounded.begin(), x.rounded.end(), uint64_t{0});
-    for (size_t i = 0; i < n; ++i) {
+    for (size_t i = 0; i < n && peers; ++i) {
+      // Shared counts (fleet.share_load): the others' last shares, always fresh here.
+      core::ReportView v;
+      v.local_in_flight = x.local[i];
+      v.peers_fresh = true;
+      for (size_t k = 0; k < l; ++k) v.peer_in_flight += &inst[k] == &x ? 0 : shared[k][i];
+      x.loads[i] = core::effective_load(v, ms(now), max_age, fleet_n);
+      total += x.loads[i];
+    }
+    for (size_t i = 0; i < n && !peers; ++i) {
       core::ReportView v = x.report[i];
       v.local_in_flight = x.local[i];
       if (!reports) v.at_ms = 0;  // never fresh: N * local (the per-instance bound at N = 1)
@@ -136,7 +147,7 @@ core::Result<FleetReport> run_fleet(const SimOptions& opt, bool reports) {
     in.total_in_flight = total;
     in.total_weight = n;
     in.rounded = x.rounded;
-    in.grain = fleet_n;
+    in.grain = peers ? 1 : fleet_n;
     in.coin = coins();
     const core::PickResult p = core::bounded_pick(sel, hash, in, bo, scratch);
     const core::BackendIndex b = p.backend;
@@ -167,6 +178,8 @@ core::Result<FleetReport> run_fleet(const SimOptions& opt, bool reports) {
     arrive(req, static_cast<uint32_t>(req), 0.0);
   }
   double next_poll = opt.report_poll;
+  std::vector<double> next_share(l);
+  for (size_t k = 0; k < l; ++k) next_share[k] = opt.peer_share * (1.0 + double(k) / double(l));
   double end_time = 0.0;
   for (; req < opt.requests; ++req) {
     const auto [when, b, client] = departures.top();
@@ -179,6 +192,12 @@ core::Result<FleetReport> run_fleet(const SimOptions& opt, bool reports) {
         for (size_t i = 0; i < n; ++i) x.note(i, {truth[i], ms(next_poll), x.local[i], 0});
       }
       next_poll += opt.report_poll;
+    }
+    for (size_t k = 0; k < l && peers; ++k) {
+      if (next_share[k] <= when) {
+        shared[k] = inst[k].local;
+        while (next_share[k] <= when) next_share[k] += opt.peer_share;
+      }
     }
     Instance& x = inst[client_instance[client]];
     --x.local[b];

@@ -95,7 +95,8 @@ std::string usage() {
          "--report-rounding up|random,\n"
          "--slack S, --fleet-n N: 1 = instances unaware of the fleet, 0 = they know its size),\n"
          "runs K closed-loop clients through L instances, without then with backend-reported\n"
-         "load\n"
+         "load (with --peer-share P instead of reports: each instance reads the others' own\n"
+         "counts every P time units, fleet.share_load)\n"
          "with --hot-agreement (--fleet-split, --hot-share, --hot-window ms, --arrival-rate per\n"
          "second, --min-count C), how often instances agree on hot keys' replica counts,\n"
          "unaware of the fleet then scaled by its size\n"
@@ -243,6 +244,8 @@ core::Result<SimOptions> parse_options(int argc, char** argv) {
       o.min_reports = static_cast<uint32_t>(n);
     } else if (flag == "--report-poll") {
       ok = parse_double(v, 0.0, o.report_poll);
+    } else if (flag == "--peer-share") {
+      ok = parse_double(v, 0.0, o.peer_share);
     } else if (flag == "--report-rounding") {
       ok = v == "up" || v == "random";
       o.report_round_up = v == "up";

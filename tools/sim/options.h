@@ -84,6 +84,11 @@ struct SimOptions {
   // --report-rounding up: a fresh report's last places are all taken (the ceiling, the
   // daemon's rule before core::room_admits); random (the default, the daemon's): room_admits.
   bool report_round_up = false;
+  // --peer-share P: the second run ("reports") shares counts instead (the daemon's
+  // fleet.share_load): each instance reads every other instance's own in-flight counts every
+  // P time units (the instances staggered by P / L), and bounds by its own counts plus the
+  // others' last ones (core::effective_load with peers_fresh: no report, no scaling by N).
+  double peer_share = 0.0;
 };
 
 // Returns the usage text printed by --help and on a parse error.

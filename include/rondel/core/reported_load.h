@@ -54,6 +54,11 @@ struct ReportView {
   uint32_t local_at_report = 0;  // this instance's in-flight count of the backend then, the
                                  // requests the report counts (the one it answers excluded)
   uint32_t local_in_flight = 0;  // this instance's in-flight count of the backend now
+  // The fleet's other members' own in-flight counts of the backend, summed as they last shared
+  // them (fleet.share_load), and whether every member's share is fresh. While it is, the
+  // estimate is this instance's exact count plus theirs: no report, no scaling by N.
+  uint32_t peer_in_flight = 0;
+  bool peers_fresh = false;
 };
 
 // Whether a report that arrived at `at_ms` (0 = never) is still used at `now_ms`. A report from
@@ -100,8 +105,15 @@ constexpr int64_t fleet_scale(uint32_t instances) noexcept {
 // With N = 1 these are the report moved by this instance's change, and the local count.
 // At most UINT32_MAX. The estimate is wrong when the instances' shares are uneven: see
 // docs/algorithms.md ("Fleet scale").
+//  * Before either: while the members' shared counts are fresh (r.peers_fresh), this instance's
+//    count plus theirs, local_in_flight + peer_in_flight, whatever the report and N
+//    (docs/routing.md, "Fleets: shared counts").
 constexpr uint32_t effective_load(const ReportView& r, uint64_t now_ms, uint64_t max_age_ms,
                                   uint32_t instances = 1) noexcept {
+  if (r.peers_fresh) {
+    const uint64_t sum = uint64_t{r.local_in_flight} + r.peer_in_flight;
+    return sum > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(sum);
+  }
   const int64_t n = fleet_scale(instances);
   const int64_t e = report_fresh(r.at_ms, now_ms, max_age_ms)
                         ? int64_t{r.reported} +
@@ -121,11 +133,13 @@ constexpr uint32_t effective_load(const ReportView& r, uint64_t now_ms, uint64_t
 // take_below), so two workers picking from one snapshot cannot both take a place the rounding
 // gave only one of. Fresh report: local_at_report + ceil((cap - reported - residue) / N), at
 // least 0 (0 when cap <= residue); stale or absent: ceil(cap / N) (cap itself for N = 1; a
-// stale backend is never rounded, so `residue` is ignored there).
+// stale backend is never rounded, so `residue` is ignored there). Fresh shared counts:
+// cap - peer_in_flight, at least 0 (never rounded either).
 // 64 bits: the limit can pass UINT32_MAX (a report far below this instance's count then).
 constexpr uint64_t local_limit(const ReportView& r, uint64_t now_ms, uint64_t max_age_ms,
                                uint32_t cap, uint32_t instances = 1,
                                uint32_t residue = 0) noexcept {
+  if (r.peers_fresh) return cap > r.peer_in_flight ? cap - r.peer_in_flight : 0;
   const int64_t n = fleet_scale(instances);
   // ceil(a / n) for any sign of a, n > 0.
   const auto ceil_div = [n](int64_t a) { return a >= 0 ? (a + n - 1) / n : -((-a) / n); };

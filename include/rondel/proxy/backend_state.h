@@ -107,6 +107,12 @@ class BackendState {
   // The backend's own load reports (pool config load_report; proxy/load_report.h), read
   // against in_flight.
   LoadReportState report{in_flight};
+  // The fleet's other members' in-flight counts (or costs, `load_by: prompt_size`) of this
+  // backend, summed as they last shared them, and until when (monotonic ms) every member's
+  // share is fresh; 0: not shared. Written by the loop's FleetLoad (fleet.share_load,
+  // server/fleet_load.h) only, read by every pick (proxy/load_report.h).
+  std::atomic<uint32_t> peer_in_flight{0};
+  std::atomic<uint64_t> peer_fresh_until_ms{0};
   // What its agent last said (agent_check; AgentChecker writes, kept across reloads).
   AgentState agent;
 

@@ -102,6 +102,7 @@ class Admin {
   // This instance's fleet record (Fleet::record): what the other members of a Kubernetes fleet
   // read for the hot-key counts they share.
   int serve_fleet_record(std::string_view query, std::string& body);
+  int serve_fleet_load(std::string_view query, std::string& body);
 
   // GET/HEAD/PUT /api/pools/{pool}/backends/{id} (admin_ops.cpp).
   void serve_backend(const AdminRequest& req, std::string_view path, AdminResponse& res);

@@ -29,6 +29,7 @@ class ConfigWatch;
 class Discovery;
 class Fleet;
 class FleetHot;
+class FleetLoad;
 class Metrics;
 
 struct ReloadStats {
@@ -76,6 +77,7 @@ class Daemon {
   const Fleet* fleet() const noexcept { return fleet_.get(); }
   // The fleet's shared hot keys (`fleet: {etcd, share_hot_keys}`); null when not shared.
   const FleetHot* fleet_hot() const noexcept { return fleet_hot_.get(); }
+  const FleetLoad* fleet_load() const noexcept { return fleet_load_.get(); }
   // N, the instances sharing the backends: `fleet: {instances}`, else the members the fleet
   // source sees (at least 1), else 1. Stored into every pool on each tick (check_health).
   uint32_t fleet_size() const noexcept;
@@ -172,6 +174,7 @@ class Daemon {
   std::unique_ptr<Discovery> discovery_;
   std::unique_ptr<Fleet> fleet_;  // after discovery_: its sources use it
   std::unique_ptr<FleetHot> fleet_hot_;  // after fleet_, which it writes to: shared hot keys
+  std::unique_ptr<FleetLoad> fleet_load_;  // after fleet_, whose members it reads: shared counts
   // Starts, keeps or replaces fleet_ for `cfg` (start and every successful reload).
   void configure_fleet(const config::Config& cfg);
   std::unique_ptr<ConfigWatch> watch_;  // config_watch: reload when the file changes

@@ -172,5 +172,44 @@ TEST_CASE("fleet: sharing hot keys without etcd needs an admin API to read") {
             "f.yaml:5:31: 'peers' lists the fleet and 'instances' states its size: give one"});
 }
 
+TEST_CASE("fleet: share_load polls the members' counts at their admin addresses") {
+  const LoadResult r = load_string(
+      std::string(kHead) +
+          "fleet: { peers: [{ id: a, admin: 10.0.0.1:1 }, { id: b, admin: 10.0.0.2:1 }], id: a, "
+          "share_load: 20ms }\n" + std::string(kAdmin),
+      "f.yaml");
+  REQUIRE(r.ok());
+  CHECK(r.config.fleet.share_load_ms == 20);
+  CHECK(load_string(std::string(kHead) + "fleet: { peers: [{ id: a, admin: 10.0.0.1:1 }], id: a }\n" +
+                        std::string(kAdmin),
+                    "f.yaml")
+            .config.fleet.share_load_ms == 0);  // off unless asked
+  const LoadResult k = load_string(
+      std::string(kHead) +
+          "fleet: { kubernetes: { service: r, port: http }, share_load: 50ms }\n" + std::string(kAdmin),
+      "f.yaml");
+  REQUIRE(k.ok());
+  CHECK(k.config.fleet.share_load_ms == 50);
+  // etcd lists no admin addresses; a static size has no members; nothing to serve the counts
+  // on without admin; an interval below 5 ms.
+  CHECK(fleet_errors_of("fleet: { etcd: { endpoints: ['http://127.0.0.1:2379'], prefix: /r/ }, "
+                        "share_load: 20ms }\n" + std::string(kAdmin)) ==
+        std::vector<std::string>{
+            "f.yaml:5:83: 'share_load' reads the other members' counts at their admin addresses, "
+            "which an etcd fleet does not list: use 'peers' or 'kubernetes'"});
+  CHECK(fleet_errors_of("fleet: { instances: 3, share_load: 20ms }\n") ==
+        std::vector<std::string>{
+            "f.yaml:5:36: 'share_load' needs a fleet source ('etcd' or 'kubernetes'), not "
+            "'instances'"});
+  CHECK(fleet_errors_of("fleet: { peers: [{ id: a, admin: 10.0.0.1:1 }], id: a, share_load: 20ms, "
+                        "share_hot_keys: false }\n") ==
+        std::vector<std::string>{
+            "f.yaml:5:8: 'share_load' serves this instance's counts on the admin API, where the "
+            "other members read them: give 'admin' a bind address"});
+  CHECK(fleet_errors_of("fleet: { peers: [{ id: a, admin: 10.0.0.1:1 }], id: a, share_load: 1ms }\n" +
+                        std::string(kAdmin))
+            .size() == 1);
+}
+
 }  // namespace
 }  // namespace rondel::config

@@ -80,6 +80,20 @@ TEST_CASE("effective load on a fleet of N: each local change stands for N, stale
   CHECK(local_limit(r, 1101, 1000, 13, 1) == 13);
 }
 
+TEST_CASE("effective load: fresh shared counts are this instance's count plus the members'") {
+  // Whatever the report and N: exact counts are not scaled; stale shares fall back to the rest.
+  ReportView r{.reported = 40, .at_ms = 1000, .local_at_report = 2, .local_in_flight = 5};
+  r.peer_in_flight = 7;
+  CHECK(effective_load(r, 1000, 500, 3) == 40 + 3 * 3);  // not fresh: the report's estimate
+  r.peers_fresh = true;
+  CHECK(effective_load(r, 1000, 500, 3) == 12);
+  CHECK(effective_load(r, 9000, 500, 3) == 12);  // a stale report changes nothing
+  CHECK(local_limit(r, 1000, 500, 20, 3) == 13);  // 13 local + 7 shared reach the cap of 20
+  CHECK(local_limit(r, 1000, 500, 6, 3) == 0);    // the members alone hold more than the cap
+  r.peer_in_flight = UINT32_MAX;
+  CHECK(effective_load(r, 1000, 500, 3) == UINT32_MAX);
+}
+
 TEST_CASE("judged_at: the oldest of the newest min_reports arrivals, 0 when fewer came") {
   const std::array<uint64_t, 8> ring{300, 900, 0, 0, 0, 0, 0, 0};
   CHECK(judged_at(ring, 1) == 900);
@@ -330,6 +344,9 @@ TEST_CASE("local limit: below it exactly when the pick would admit (property)") 
   };
   for (int i = 0; i < 20000; ++i) {
     ReportView r{.reported = draw(), .at_ms = rng() % 3, .local_at_report = draw()};
+    // Fresh shared counts (fleet.share_load) take precedence over any report, in both.
+    r.peers_fresh = rng() % 4 == 0;
+    r.peer_in_flight = draw();
     const uint64_t now = rng() % 4;
     const uint64_t max_age = rng() % 2;
     const uint32_t cap = draw();
@@ -339,7 +356,7 @@ TEST_CASE("local limit: below it exactly when the pick would admit (property)") 
     // A fresh report's places may be rounded with a residue below N (room_residue); a stale
     // one never is.
     const int64_t n = fleet_scale(fleet);
-    const bool fresh = report_fresh(r.at_ms, now, max_age);
+    const bool fresh = report_fresh(r.at_ms, now, max_age) && !r.peers_fresh;
     const uint32_t residue =
         fresh && n > 1 && rng() % 2 == 0 ? static_cast<uint32_t>(rng() % static_cast<uint64_t>(n))
                                          : 0;

@@ -1,0 +1,181 @@
+// FleetLoad: polling the other members' in-flight counts and handing their sums to the picks.
+#include "fleet_load.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "api_client.h"
+#include "discovery_json.h"
+#include "rondel/proxy/pool.h"
+
+namespace rondel::server {
+
+namespace json = boost::json;
+using djson::at;
+
+namespace {
+
+// A member's answer (load_json's text) into `out`: false when it is not one, or is another
+// instance's (`id` differs: an address reused by another instance must not lend it its counts).
+bool read_load(const std::string& id, std::string_view text,
+               std::map<std::string, std::map<std::string, uint32_t>>& out) {
+  const json::value v = djson::parse(text);
+  if (djson::str(at(v, "id")) != id) return false;
+  const json::value* pools = at(v, "pools");
+  if (pools == nullptr || !pools->is_object()) return false;
+  for (const auto& [pool, backends] : pools->get_object()) {
+    const json::object* o = backends.if_object();
+    if (o == nullptr) return false;
+    auto& counts = out[std::string(pool)];
+    for (const auto& [backend, count] : *o) {
+      const bool whole = count.is_uint64() || (count.is_int64() && count.get_int64() >= 0);
+      if (!whole || count.to_number<uint64_t>() > UINT32_MAX) return false;
+      counts[std::string(backend)] = static_cast<uint32_t>(count.to_number<uint64_t>());
+    }
+  }
+  return true;
+}
+
+uint32_t count_of(const proxy::Pool& p, const proxy::BackendState& b) noexcept {
+  return (p.config().load_by == config::LoadBy::kPromptSize ? b.in_flight_cost : b.in_flight)
+      .load(std::memory_order_relaxed);
+}
+
+}  // namespace
+
+FleetLoad::FleetLoad(uv_loop_t* loop, Fleet& fleet, uint64_t interval_ms,
+                     std::function<std::shared_ptr<const proxy::Snapshot>()> snapshot)
+    : loop_(loop),
+      fleet_(fleet),
+      interval_ms_(std::max<uint64_t>(interval_ms, 1)),
+      snapshot_(std::move(snapshot)),
+      timer_(new uv_timer_t) {
+  uv_timer_init(loop_, timer_);
+  timer_->data = this;
+  uv_timer_start(timer_, &on_timer, interval_ms_, interval_ms_);
+}
+
+FleetLoad::~FleetLoad() { stop(); }
+
+void FleetLoad::stop() noexcept {
+  if (timer_ == nullptr) return;
+  uv_timer_stop(timer_);
+  uv_close(reinterpret_cast<uv_handle_t*>(std::exchange(timer_, nullptr)),
+           [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
+  for (auto& [id, call] : calls_) call->cancel();
+  calls_.clear();
+  samples_.clear();
+  if (auto snap = snapshot_()) {
+    for (const auto& p : snap->pools()) {
+      for (size_t i = 0; i < p->size(); ++i) {
+        p->backend(static_cast<core::BackendIndex>(i))
+            .peer_fresh_until_ms.store(0, std::memory_order_relaxed);
+      }
+    }
+  }
+}
+
+void FleetLoad::on_timer(uv_timer_t* t) noexcept {
+  auto* self = static_cast<FleetLoad*>(t->data);
+  self->poll();
+  self->apply();  // members that left, and a snapshot published since the last answer
+}
+
+void FleetLoad::poll() {
+  for (const auto& [id, addr] : fleet_.peer_addresses()) {
+    // One call per member at a time: a member still answering the last one is skipped.
+    if (id == fleet_.id() || calls_.count(id) != 0 || addr.port == 0) continue;
+    auto done = [this, id](std::string_view error, uint16_t status, std::string& body) {
+      calls_.erase(id);
+      Sample s;
+      if (!error.empty() || status != 200 || !read_load(id, body, s.pools)) {
+        return;  // its last sample ages out
+      }
+      uv_update_time(loop_);
+      s.at_ms = uv_now(loop_);
+      samples_[id] = std::move(s);
+      apply();
+    };
+    calls_[id] = get_small(loop_, addr, "/api/fleet/load", fresh_ms(), kMaxAnswer, std::move(done));
+  }
+}
+
+void FleetLoad::apply() {
+  auto snap = snapshot_();
+  if (!snap) return;
+  // Fresh until the oldest member's sample ages out; 0 when a member has none.
+  uint64_t until = UINT64_MAX;
+  const auto& members = fleet_.peer_addresses();
+  for (const auto& [id, addr] : members) {
+    if (id == fleet_.id()) continue;
+    auto it = samples_.find(id);
+    until = it == samples_.end() ? 0 : std::min(until, it->second.at_ms + fresh_ms());
+  }
+  if (until == UINT64_MAX) until = 0;  // no other member: nothing shared
+  std::erase_if(samples_, [&](const auto& kv) { return members.count(kv.first) == 0; });
+  for (const auto& p : snap->pools()) {
+    for (size_t i = 0; i < p->size(); ++i) {
+      proxy::BackendState& b = p->backend(static_cast<core::BackendIndex>(i));
+      uint64_t sum = 0;
+      const std::string& backend = p->config().backends[i].id;
+      for (const auto& [id, s] : samples_) {
+        if (id == fleet_.id()) continue;
+        auto pool = s.pools.find(p->name());
+        if (pool == s.pools.end()) continue;  // it has no such pool: it sends nothing there
+        auto c = pool->second.find(backend);
+        if (c != pool->second.end()) sum += c->second;
+      }
+      b.peer_in_flight.store(static_cast<uint32_t>(std::min<uint64_t>(sum, UINT32_MAX)),
+                             std::memory_order_relaxed);
+      b.peer_fresh_until_ms.store(until, std::memory_order_relaxed);
+    }
+  }
+}
+
+std::string FleetLoad::load_json(const std::string& id, const proxy::Snapshot& snap) {
+  util::JsonWriter w;
+  w.begin();
+  w.field("id", id);
+  w.begin("pools");
+  for (const auto& p : snap.pools()) {
+    w.begin(p->name());
+    for (size_t i = 0; i < p->size(); ++i) {
+      w.field(p->config().backends[i].id,
+              uint64_t{count_of(*p, p->backend(static_cast<core::BackendIndex>(i)))});
+    }
+    w.end();
+  }
+  w.end();
+  w.end();
+  return w.take();
+}
+
+void FleetLoad::write_json(util::JsonWriter& w) const {
+  const uint64_t now = uv_now(loop_);
+  w.begin("load");
+  w.field("interval_ms", interval_ms_);
+  bool fresh = true;
+  size_t others = 0;
+  w.begin("members");
+  for (const auto& [id, addr] : fleet_.peer_addresses()) {
+    if (id == fleet_.id()) continue;
+    ++others;
+    auto it = samples_.find(id);
+    const bool answered = it != samples_.end();
+    fresh = fresh && answered && now <= it->second.at_ms + fresh_ms();
+    w.begin(id);
+    w.field("answered", answered);
+    if (answered) {
+      w.field("age_ms", now - std::min(now, it->second.at_ms));
+    } else {
+      w.null_field("age_ms");
+    }
+    w.end();
+  }
+  w.end();
+  fresh = fresh && others > 0;
+  w.field("fresh", fresh);
+  w.end();
+}
+
+}  // namespace rondel::server
