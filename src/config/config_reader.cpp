@@ -69,8 +69,8 @@ class ConfigReader {
   void check_fleet_peers(Position at, const Config& c) {
     const FleetConfig& f = c.fleet;
     if (f.enabled && f.share_load_ms > 0 && !c.admin.enabled) {
-      r_.error(at, "'share_load' serves this instance's counts on the admin API, where the "
-                   "other members read them: give 'admin' a bind address");
+      r_.error(at, "'share_load' sends and receives the members' counts on the admin "
+                   "address: give 'admin' a bind address");
     }
     if (!f.enabled || !f.share_hot_keys || c.admin.enabled) return;
     if (!f.peers.empty()) {

@@ -159,7 +159,7 @@ constexpr uint64_t kMinDiscoveryRetryMs = 10;
 constexpr string_view kFleetKeys[] = {"etcd",  "kubernetes", "instances",      "id",
                                       "ttl",   "timeout",    "retry",          "share_hot_keys",
                                       "peer_port", "peers",  "share_load"};
-// `share_load`: at least this interval (each member polls every other member at it).
+// `share_load`: at least this interval (each member sends every other member a datagram each).
 constexpr uint64_t kMinShareLoadMs = 5;
 constexpr string_view kFleetPeerKeys[] = {"id", "admin"};
 // etcd leases are whole seconds, and a keep-alive goes every third of the TTL.

@@ -230,7 +230,10 @@ void Daemon::configure_fleet(const config::Config& cfg) {
       (fc.share_hot_keys || fc.share_load_ms > 0) && fc.peer_port == 0 && cfg.admin.enabled) {
     fc.peer_port = cfg.admin.bind.port;
   }
-  if (fleet_ && Fleet::same_settings(fleet_->config(), fc)) return;
+  // Shared counts are sent from the admin address: a new one makes the fleet anew too.
+  const std::string admin_at = cfg.admin.enabled ? cfg.admin.bind.to_string() : std::string();
+  if (fleet_ && Fleet::same_settings(fleet_->config(), fc) && fleet_admin_at_ == admin_at) return;
+  fleet_admin_at_ = admin_at;
   fleet_load_.reset();
   fleet_hot_.reset();
   fleet_.reset();
@@ -242,7 +245,8 @@ void Daemon::configure_fleet(const config::Config& cfg) {
     });
   }
   if (fleet_ && fc.share_load_ms > 0) {
-    fleet_load_ = std::make_unique<FleetLoad>(&loop_, *fleet_, fc.share_load_ms, [this] {
+    fleet_load_ = std::make_unique<FleetLoad>(&loop_, *fleet_, fc.share_load_ms, cfg.admin.bind,
+                                              log_, [this] {
       return worker_ ? worker_->snapshot() : std::shared_ptr<const proxy::Snapshot>();
     });
   }

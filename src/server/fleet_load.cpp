@@ -1,11 +1,11 @@
-// FleetLoad: polling the other members' in-flight counts and handing their sums to the picks.
+// FleetLoad: the members' in-flight counts over UDP, and their sums handed to the picks.
 #include "fleet_load.h"
 
 #include <algorithm>
 #include <utility>
 
-#include "api_client.h"
 #include "discovery_json.h"
+#include "rondel/net/uv_util.h"
 #include "rondel/proxy/pool.h"
 
 namespace rondel::server {
@@ -15,7 +15,7 @@ using djson::at;
 
 namespace {
 
-// A member's answer (load_json's text) into `out`: false when it is not one, or is another
+// A member's datagram (load_json's text) into `out`: false when it is not one, or is another
 // instance's (`id` differs: an address reused by another instance must not lend it its counts).
 bool read_load(const std::string& id, std::string_view text,
                std::map<std::string, std::map<std::string, uint32_t>>& out) {
@@ -41,18 +41,50 @@ uint32_t count_of(const proxy::Pool& p, const proxy::BackendState& b) noexcept {
       .load(std::memory_order_relaxed);
 }
 
+// Whether `a` is the address `b` (family, IP and port).
+bool same_address(const sockaddr* a, const sockaddr_storage& b) noexcept {
+  if (a->sa_family != b.ss_family) return false;
+  if (a->sa_family == AF_INET) {
+    const auto* x = reinterpret_cast<const sockaddr_in*>(a);
+    const auto* y = reinterpret_cast<const sockaddr_in*>(&b);
+    return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
+  }
+  if (a->sa_family == AF_INET6) {
+    const auto* x = reinterpret_cast<const sockaddr_in6*>(a);
+    const auto* y = reinterpret_cast<const sockaddr_in6*>(&b);
+    return x->sin6_port == y->sin6_port &&
+           std::equal(std::begin(x->sin6_addr.s6_addr), std::end(x->sin6_addr.s6_addr),
+                      std::begin(y->sin6_addr.s6_addr));
+  }
+  return false;
+}
+
 }  // namespace
 
 FleetLoad::FleetLoad(uv_loop_t* loop, Fleet& fleet, uint64_t interval_ms,
+                     const config::Address& bind, proxy::Logger& log,
                      std::function<std::shared_ptr<const proxy::Snapshot>()> snapshot)
     : loop_(loop),
       fleet_(fleet),
       interval_ms_(std::max<uint64_t>(interval_ms, 1)),
+      log_(log),
       snapshot_(std::move(snapshot)),
       timer_(new uv_timer_t) {
   uv_timer_init(loop_, timer_);
   timer_->data = this;
   uv_timer_start(timer_, &on_timer, interval_ms_, interval_ms_);
+  auto sa = net::to_sockaddr(bind.host, bind.port);
+  udp_ = new uv_udp_t;
+  uv_udp_init(loop_, udp_);
+  udp_->data = this;
+  int rc = sa ? uv_udp_bind(udp_, reinterpret_cast<const sockaddr*>(&*sa), 0) : UV_EINVAL;
+  if (rc == 0) rc = uv_udp_recv_start(udp_, &on_alloc, &on_recv);
+  if (rc != 0) {
+    log_.log(proxy::Level::kError, "fleet_share_load_failed",
+             "addr=" + bind.to_string() + " error=" + uv_strerror(rc));
+    uv_close(reinterpret_cast<uv_handle_t*>(std::exchange(udp_, nullptr)),
+             [](uv_handle_t* h) { delete reinterpret_cast<uv_udp_t*>(h); });
+  }
 }
 
 FleetLoad::~FleetLoad() { stop(); }
@@ -62,8 +94,11 @@ void FleetLoad::stop() noexcept {
   uv_timer_stop(timer_);
   uv_close(reinterpret_cast<uv_handle_t*>(std::exchange(timer_, nullptr)),
            [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
-  for (auto& [id, call] : calls_) call->cancel();
-  calls_.clear();
+  if (udp_ != nullptr) {
+    uv_udp_recv_stop(udp_);
+    uv_close(reinterpret_cast<uv_handle_t*>(std::exchange(udp_, nullptr)),
+             [](uv_handle_t* h) { delete reinterpret_cast<uv_udp_t*>(h); });
+  }
   samples_.clear();
   if (auto snap = snapshot_()) {
     for (const auto& p : snap->pools()) {
@@ -77,27 +112,60 @@ void FleetLoad::stop() noexcept {
 
 void FleetLoad::on_timer(uv_timer_t* t) noexcept {
   auto* self = static_cast<FleetLoad*>(t->data);
-  self->poll();
-  self->apply();  // members that left, and a snapshot published since the last answer
+  self->send();
+  self->apply();  // members that left or went silent, and a snapshot published since
 }
 
-void FleetLoad::poll() {
-  for (const auto& [id, addr] : fleet_.peer_addresses()) {
-    // One call per member at a time: a member still answering the last one is skipped.
-    if (id == fleet_.id() || calls_.count(id) != 0 || addr.port == 0) continue;
-    auto done = [this, id](std::string_view error, uint16_t status, std::string& body) {
-      calls_.erase(id);
-      Sample s;
-      if (!error.empty() || status != 200 || !read_load(id, body, s.pools)) {
-        return;  // its last sample ages out
-      }
-      uv_update_time(loop_);
-      s.at_ms = uv_now(loop_);
-      samples_[id] = std::move(s);
-      apply();
-    };
-    calls_[id] = get_small(loop_, addr, "/api/fleet/load", fresh_ms(), kMaxAnswer, std::move(done));
+void FleetLoad::on_alloc(uv_handle_t* h, size_t, uv_buf_t* buf) noexcept {
+  auto* self = static_cast<FleetLoad*>(h->data);
+  self->buf_.resize(65536);
+  *buf = uv_buf_init(self->buf_.data(), static_cast<unsigned>(self->buf_.size()));
+}
+
+void FleetLoad::on_recv(uv_udp_t* h, ssize_t n, const uv_buf_t* buf, const sockaddr* from,
+                        unsigned flags) noexcept {
+  if (n <= 0 || from == nullptr || (flags & UV_UDP_PARTIAL) != 0) return;
+  static_cast<FleetLoad*>(h->data)->receive(std::string_view(buf->base, static_cast<size_t>(n)),
+                                            from);
+}
+
+void FleetLoad::send() {
+  if (udp_ == nullptr) return;
+  auto snap = snapshot_();
+  if (!snap) return;
+  const std::string text = load_json(fleet_.id(), *snap);
+  if (text.size() > kMaxDatagram) {
+    if (!logged_too_large_) {
+      log_.log(proxy::Level::kWarn, "fleet_share_load_too_large",
+               "bytes=" + std::to_string(text.size()) + " max=" + std::to_string(kMaxDatagram));
+      logged_too_large_ = true;
+    }
+    return;
   }
+  uv_buf_t b = uv_buf_init(const_cast<char*>(text.data()), static_cast<unsigned>(text.size()));
+  for (const auto& [id, addr] : fleet_.peer_addresses()) {
+    if (id == fleet_.id() || addr.port == 0) continue;
+    auto sa = net::to_sockaddr(addr.host, addr.port);
+    // A full socket buffer drops this one: the next interval sends again.
+    if (sa) uv_udp_try_send(udp_, &b, 1, reinterpret_cast<const sockaddr*>(&*sa));
+  }
+}
+
+void FleetLoad::receive(std::string_view text, const sockaddr* from) {
+  // The sender must be a listed member, at its listed address, carrying its own id.
+  for (const auto& [id, addr] : fleet_.peer_addresses()) {
+    if (id == fleet_.id()) continue;
+    auto sa = net::to_sockaddr(addr.host, addr.port);
+    if (!sa || !same_address(from, *sa)) continue;
+    Sample s;
+    if (!read_load(id, text, s.pools)) break;
+    uv_update_time(loop_);
+    s.at_ms = uv_now(loop_);
+    samples_[id] = std::move(s);
+    apply();
+    return;
+  }
+  ++rejected_;
 }
 
 void FleetLoad::apply() {
@@ -175,6 +243,7 @@ void FleetLoad::write_json(util::JsonWriter& w) const {
   w.end();
   fresh = fresh && others > 0;
   w.field("fresh", fresh);
+  w.field("rejected", rejected_);
   w.end();
 }
 

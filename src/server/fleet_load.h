@@ -1,17 +1,24 @@
 // FleetLoad: the members of a fleet share their in-flight counts (`fleet: {peers | kubernetes,
-// share_load: INTERVAL}`, issue 37). Every interval this instance GETs every other member's
-// /api/fleet/load (that member's own in-flight counts per pool and backend, load_json) and, on
-// each answer, writes into each backend of the served snapshot the sum of the other members'
-// last counts and until when every one of them is fresh (BackendState::peer_in_flight,
-// peer_fresh_until_ms). A member's answer is fresh for kFreshIntervals intervals after it
-// arrived. While every member's is, the bound compares this instance's count plus theirs, one
-// for one (core::effective_load): the fleet bounds by its own counts, at most a few intervals
-// old, instead of a backend's last report or N times what this instance sees
-// (docs/routing.md, "Fleets: shared counts").
+// share_load: INTERVAL}`, issue 37). Every interval this instance sends every other member one
+// UDP datagram of its own in-flight counts per pool and backend (load_json, the document
+// /api/fleet/load serves too), from a UDP socket bound to its admin listener's address, to
+// each member's admin address (the `peers` list, or endpoint IP and peer_port). A datagram is
+// taken only from a listed member's address whose id it carries. On each one it writes into
+// every backend of the served snapshot the sum of the other members' last counts and until when
+// every one of them is fresh (BackendState::peer_in_flight, peer_fresh_until_ms); a member's
+// counts are fresh for kFreshIntervals intervals after they arrived. While every member's are,
+// the bound compares this instance's count plus theirs, one for one (core::effective_load):
+// the fleet bounds by its own counts, at most a few intervals old, instead of a backend's last
+// report or N times what this instance sees (docs/routing.md, "Fleets: shared counts").
 //
-// A member that does not answer (stopped, slow, another instance at its address) stops being
-// fresh, and every backend falls back to the report or N x local until it answers again: losing
-// a peer costs the shared counts, never routing. Loop thread only; never throws.
+// UDP, not the admin API's HTTP: the interval must be a small part of the backends' service
+// time (5 ms for 100 ms backends), and an HTTP call per member per interval costs a TCP
+// connection each (a 20 ms poll of 2 members took 3% of a core per member, mostly the kernel's
+// handshakes, and left thousands of TIME_WAIT sockets). A lost datagram costs one interval.
+//
+// A member that sends nothing (stopped, partitioned) stops being fresh, and every backend falls
+// back to the report or N x local until it sends again: losing a peer costs the shared counts,
+// never routing. Loop thread only; never throws.
 #pragma once
 
 #include <uv.h>
@@ -23,45 +30,54 @@
 #include <string>
 
 #include "fleet.h"
+#include "rondel/config/config.h"
+#include "rondel/proxy/log.h"
 #include "rondel/proxy/snapshot.h"
 #include "rondel/util/json_writer.h"
 
 namespace rondel::server {
 
-class ApiCall;
-
 class FleetLoad {
  public:
-  // A member's counts count this many intervals after they arrived: one late answer (a poll
-  // skipped while the last is still in flight) does not drop the fleet to the fallback.
+  // A member's counts count this many intervals after they arrived: a datagram lost or late
+  // does not drop the fleet to the fallback.
   static constexpr uint64_t kFreshIntervals = 4;
-  static constexpr size_t kMaxAnswer = 1 << 20;  // a larger answer is cut (and rejected)
+  // Larger counts (pools of thousands of backends) are not sent: one datagram each, no
+  // fragments to reassemble (logged once).
+  static constexpr size_t kMaxDatagram = 60000;
 
-  // Starts at once. `snapshot` returns the snapshot being served; `fleet` must outlive this.
-  FleetLoad(uv_loop_t* loop, Fleet& fleet, uint64_t interval_ms,
-            std::function<std::shared_ptr<const proxy::Snapshot>()> snapshot);
+  // Binds the UDP socket at `bind` (the admin listener's address) and starts at once; a bind
+  // that fails is logged and leaves the fleet on its fallback. `snapshot` returns the snapshot
+  // being served; `fleet` and `log` must outlive this.
+  FleetLoad(uv_loop_t* loop, Fleet& fleet, uint64_t interval_ms, const config::Address& bind,
+            proxy::Logger& log, std::function<std::shared_ptr<const proxy::Snapshot>()> snapshot);
   ~FleetLoad();  // stop()s
   FleetLoad(const FleetLoad&) = delete;
   FleetLoad& operator=(const FleetLoad&) = delete;
-  // Stops polling, cancels the calls in flight and marks every backend's shared counts stale.
-  // Idempotent.
+  // Stops sending and receiving (the handles finish closing on the loop) and marks every
+  // backend's shared counts stale. Idempotent.
   void stop() noexcept;
 
-  // This instance's own counts, what /api/fleet/load serves: {"id": ID, "pools": {POOL:
-  // {BACKEND_ID: COUNT}}}, COUNT the backend's in-flight requests (their cost with `load_by:
-  // prompt_size`, what the pool's bound compares).
+  // This instance's own counts, what it sends and what /api/fleet/load serves: {"id": ID,
+  // "pools": {POOL: {BACKEND_ID: COUNT}}}, COUNT the backend's in-flight requests (their cost
+  // with `load_by: prompt_size`, what the pool's bound compares).
   static std::string load_json(const std::string& id, const proxy::Snapshot& snap);
   // "load": {"interval_ms", "fresh": every member's counts fresh, "members": {ID: {"answered":
-  // bool, "age_ms": since its last answer or null}}} for /api/fleet.
+  // bool, "age_ms": since its last datagram or null}}, "rejected": datagrams not taken} for
+  // /api/fleet.
   void write_json(util::JsonWriter& w) const;
 
  private:
   struct Sample {
-    uint64_t at_ms = 0;  // loop time it arrived; 0: never
+    uint64_t at_ms = 0;  // loop time it arrived
     std::map<std::string, std::map<std::string, uint32_t>> pools;  // pool -> backend id -> count
   };
   static void on_timer(uv_timer_t* t) noexcept;
-  void poll();
+  static void on_alloc(uv_handle_t* h, size_t suggested, uv_buf_t* buf) noexcept;
+  static void on_recv(uv_udp_t* h, ssize_t n, const uv_buf_t* buf, const sockaddr* from,
+                      unsigned flags) noexcept;
+  void send();
+  void receive(std::string_view text, const sockaddr* from);
   // Writes the sums and their freshness into the served snapshot's backends.
   void apply();
   uint64_t fresh_ms() const noexcept { return kFreshIntervals * interval_ms_; }
@@ -69,10 +85,14 @@ class FleetLoad {
   uv_loop_t* loop_;
   Fleet& fleet_;
   uint64_t interval_ms_;
+  proxy::Logger& log_;
   std::function<std::shared_ptr<const proxy::Snapshot>()> snapshot_;
   uv_timer_t* timer_ = nullptr;  // heap: freed by its close callback
-  std::map<std::string, Sample> samples_;      // by member id
-  std::map<std::string, ApiCall*> calls_;      // polls in flight, by member id
+  uv_udp_t* udp_ = nullptr;      // the same; null when the bind failed
+  std::string buf_;              // the receive buffer
+  std::map<std::string, Sample> samples_;  // by member id
+  uint64_t rejected_ = 0;        // datagrams from no listed member, or not its counts
+  bool logged_too_large_ = false;
 };
 
 }  // namespace rondel::server

@@ -2,7 +2,8 @@
 share_load}`, issue 37).
 
 Three rondel instances r1..r3 in one fixed fleet (`fleet: {peers: [...], id, share_load: 20ms}`),
-each admin API on its own port of 127.0.0.1, in front of 4 test backends:
+each admin API on its own port of 127.0.0.1 (the counts go by UDP from and to those addresses),
+in front of 4 test backends:
 - r1 holds requests in flight (each delayed 10 s at the backend); r1 serves its counts per
   backend at GET /api/fleet/load, and r2 and r3, which hold none, compare exactly those counts in
   their bound: the `load` of every backend in their /api/route is r1's count (without sharing it
@@ -12,6 +13,7 @@ each admin API on its own port of 127.0.0.1, in front of 4 test backends:
   requests N times would (4);
 - r3 stops: within a few intervals r2's counts are no longer fresh (r3 does not answer), r2
   falls back to N x its own counts (every load 0 again) and still serves requests;
+- counts sent from an address no member is listed at are rejected and move nothing;
 """
 import http.client
 import json
@@ -155,6 +157,23 @@ class SharedLoad(unittest.TestCase):
         # and 6 and holds 3. Without shared counts each member, counting its own requests 3
         # times, would send it 2, and the home would hold 4.
         self.assertEqual(on_owner, 3)
+    def test_counts_only_from_a_listed_member_at_its_address(self):
+        """A datagram of counts from an address no member is listed at (here r1's id, sent from
+        another port) is not taken: r2 counts it as rejected and its bound does not move."""
+        r1, r2, _ = self.rondels
+        wait_until(lambda: all(admin_json(r, "/api/fleet")["load"]["fresh"] for r in self.rondels),
+                   timeout=10, interval=0.05, what="shared counts fresh on every member")
+        ids = [b.address for b in self.backends]
+        forged = json.dumps({"id": "r1", "pools": {"p": {i: 50 for i in ids}}}).encode()
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            for _ in range(20):
+                s.sendto(forged, ("127.0.0.1", r2.admin_port))
+                time.sleep(0.005)
+        wait_until(lambda: admin_json(r2, "/api/fleet")["load"]["rejected"] >= 20, timeout=5,
+                   interval=0.02, what="r2 rejecting the forged counts")
+        self.assertEqual(self.loads(r2), {i: 0 for i in ids})
+        self.assertTrue(admin_json(r2, "/api/fleet")["load"]["fresh"])
+
 
 if __name__ == "__main__":
     main()

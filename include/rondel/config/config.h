@@ -273,10 +273,10 @@ struct FleetConfig {
     Position position;
   };
   std::vector<Peer> peers;
-  // `share_load`: every this often each member reads the others' in-flight counts per backend
-  // from their admin APIs (/api/fleet/load; server/fleet_load.h), and while every member's are
-  // fresh the bound compares the fleet's own counts instead of N times this instance's
-  // (docs/routing.md, "Fleets: shared counts"). 0 = off. `peers` and `kubernetes` only.
+  // `share_load`: every this often each member sends the others its in-flight counts per
+  // backend by UDP, from and to the members' admin addresses (server/fleet_load.h), and while
+  // every member's are fresh the bound compares the fleet's own counts instead of N times this
+  // instance's (docs/routing.md, "Fleets: shared counts"). 0 = off. `peers` and `kubernetes`.
   uint64_t share_load_ms = 0;
   uint64_t ttl_ms = 10000;  // etcd: the lease: a silent instance leaves the fleet this long after
   Position position;

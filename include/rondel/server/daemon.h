@@ -175,6 +175,7 @@ class Daemon {
   std::unique_ptr<Fleet> fleet_;  // after discovery_: its sources use it
   std::unique_ptr<FleetHot> fleet_hot_;  // after fleet_, which it writes to: shared hot keys
   std::unique_ptr<FleetLoad> fleet_load_;  // after fleet_, whose members it reads: shared counts
+  std::string fleet_admin_at_;  // the admin address fleet_load_ sends from ("" = none)
   // Starts, keeps or replaces fleet_ for `cfg` (start and every successful reload).
   void configure_fleet(const config::Config& cfg);
   std::unique_ptr<ConfigWatch> watch_;  // config_watch: reload when the file changes

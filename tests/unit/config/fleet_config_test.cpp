@@ -204,8 +204,8 @@ TEST_CASE("fleet: share_load polls the members' counts at their admin addresses"
   CHECK(fleet_errors_of("fleet: { peers: [{ id: a, admin: 10.0.0.1:1 }], id: a, share_load: 20ms, "
                         "share_hot_keys: false }\n") ==
         std::vector<std::string>{
-            "f.yaml:5:8: 'share_load' serves this instance's counts on the admin API, where the "
-            "other members read them: give 'admin' a bind address"});
+            "f.yaml:5:8: 'share_load' sends and receives the members' counts on the admin "
+            "address: give 'admin' a bind address"});
   CHECK(fleet_errors_of("fleet: { peers: [{ id: a, admin: 10.0.0.1:1 }], id: a, share_load: 1ms }\n" +
                         std::string(kAdmin))
             .size() == 1);
