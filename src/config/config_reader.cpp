@@ -68,9 +68,17 @@ class ConfigReader {
   // on Kubernetes, without a peer_port) could never agree, so it is an error, not a silence.
   void check_fleet_peers(Position at, const Config& c) {
     const FleetConfig& f = c.fleet;
-    if (f.enabled && f.share_load_ms > 0 && !c.admin.enabled) {
-      r_.error(at, "'share_load' sends and receives the members' counts on the admin "
-                   "address: give 'admin' a bind address");
+    if (f.enabled && f.share_load_ms > 0) {
+      // The members' counts go from each one's admin address to the others', whose listed
+      // port must be where they come from.
+      if (!c.admin.enabled || c.admin.bind.port == 0) {
+        r_.error(at, "'share_load' sends and receives the members' counts on the admin "
+                     "address: give 'admin' a bind address with a fixed port");
+      } else if (f.peer_port != 0 && f.peer_port != c.admin.bind.port) {
+        r_.error(at, "'share_load' sends each member's counts from its admin port: 'peer_port' "
+                     "must be that port (" + std::to_string(c.admin.bind.port) + "), not " +
+                     std::to_string(f.peer_port));
+      }
     }
     if (!f.enabled || !f.share_hot_keys || c.admin.enabled) return;
     if (!f.peers.empty()) {

@@ -134,6 +134,17 @@ void read_discovery(NodeReader& r, const Field& f, DiscoveryConfig& out) {
 
 namespace {
 
+// `share_load`: an interval from kMinShareLoadMs to kMaxShareLoadMs.
+bool read_share_load(NodeReader& r, const Field& g, uint64_t& out) {
+  if (!r.read_duration(g, out, kMinShareLoadMs)) return false;
+  if (out > kMaxShareLoadMs) {
+    r.error(NodeReader::value_position(g),
+            "'share_load' must be at most 10s (counts older than 4 intervals are not used)");
+    return false;
+  }
+  return true;
+}
+
 // `peers: [{id, admin}, ...]`: a fixed fleet whose members read each other's hot-key counts at
 // their admin addresses. Excludes a source; `id` must name one of them.
 void read_peers(NodeReader& r, const MapFields& m, const Field& list, FleetConfig& out) {
@@ -182,7 +193,7 @@ void read_peers(NodeReader& r, const MapFields& m, const Field& list, FleetConfi
   }
   if (auto* g = m.get("retry")) r.read_duration(*g, out.source.retry_ms, kMinDiscoveryRetryMs);
   if (auto* g = m.get("share_hot_keys")) r.read_bool(*g, out.share_hot_keys);
-  if (auto* g = m.get("share_load")) r.read_duration(*g, out.share_load_ms, kMinShareLoadMs);
+  if (auto* g = m.get("share_load")) read_share_load(r, *g, out.share_load_ms);
 }
 
 }  // namespace
@@ -240,7 +251,7 @@ void read_fleet(NodeReader& r, const Field& f, FleetConfig& out) {
     out.share_hot_keys = false;
   }
   if (const Field* g = m.get("share_load");
-      g && r.read_duration(*g, out.share_load_ms, kMinShareLoadMs) &&
+      g && read_share_load(r, *g, out.share_load_ms) &&
       out.source.kind != DiscoveryKind::kKubernetes) {
     r.error(NodeReader::value_position(*g),
             "'share_load' reads the other members' counts at their admin addresses, which an "

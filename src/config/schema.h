@@ -161,6 +161,7 @@ constexpr string_view kFleetKeys[] = {"etcd",  "kubernetes", "instances",      "
                                       "peer_port", "peers",  "share_load"};
 // `share_load`: at least this interval (each member sends every other member a datagram each).
 constexpr uint64_t kMinShareLoadMs = 5;
+constexpr uint64_t kMaxShareLoadMs = 10000;
 constexpr string_view kFleetPeerKeys[] = {"id", "admin"};
 // etcd leases are whole seconds, and a keep-alive goes every third of the TTL.
 constexpr uint64_t kMinFleetTtlMs = 2000;

@@ -52,7 +52,7 @@ uint64_t pick_coin() noexcept {
 core::ReportView report_view(const Pool& pool, size_t i, uint64_t now_ms) noexcept {
   const BackendState& b = pool.backend(static_cast<core::BackendIndex>(i));
   core::ReportView v;
-  v.peers_fresh = now_ms <= b.peer_fresh_until_ms.load(std::memory_order_relaxed);
+  v.peers_fresh = now_ms <= b.peer_fresh_until_ms.load(std::memory_order_acquire);
   if (v.peers_fresh) v.peer_in_flight = b.peer_in_flight.load(std::memory_order_relaxed);
   if (pool.config().load_report.enabled) {
     v.reported = b.report.reported.load(std::memory_order_relaxed);

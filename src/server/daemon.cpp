@@ -246,7 +246,7 @@ void Daemon::configure_fleet(const config::Config& cfg) {
   }
   if (fleet_ && fc.share_load_ms > 0) {
     fleet_load_ = std::make_unique<FleetLoad>(&loop_, *fleet_, fc.share_load_ms, cfg.admin.bind,
-                                              log_, [this] {
+                                              admin_token_, log_, [this] {
       return worker_ ? worker_->snapshot() : std::shared_ptr<const proxy::Snapshot>();
     });
   }

@@ -1,7 +1,14 @@
 // FleetLoad: the members' in-flight counts over UDP, and their sums handed to the picks.
 #include "fleet_load.h"
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
 #include <algorithm>
+#include <array>
+#include <cstdio>
+#include <cstring>
 #include <utility>
 
 #include "discovery_json.h"
@@ -41,8 +48,31 @@ uint32_t count_of(const proxy::Pool& p, const proxy::BackendState& b) noexcept {
       .load(std::memory_order_relaxed);
 }
 
-// Whether `a` is the address `b` (family, IP and port).
+// The hex HMAC-SHA256 of `text` keyed by `key` (64 characters).
+std::string mac_hex(const std::string& key, std::string_view text) {
+  std::array<unsigned char, EVP_MAX_MD_SIZE> md{};
+  unsigned len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(text.data()), text.size(), md.data(), &len);
+  std::string hex(2 * len, '0');
+  for (unsigned i = 0; i < len; ++i) std::snprintf(&hex[2 * i], 3, "%02x", md[i]);
+  return hex;
+}
+
+constexpr size_t kMacHex = 64;
+
+// Whether `a` is the address `b` (family, IP and port); an IPv4-mapped IPv6 sender (a socket
+// bound to [::]) is compared as the IPv4 address it carries.
 bool same_address(const sockaddr* a, const sockaddr_storage& b) noexcept {
+  sockaddr_in mapped{};
+  if (a->sa_family == AF_INET6 && b.ss_family == AF_INET) {
+    const auto* x = reinterpret_cast<const sockaddr_in6*>(a);
+    if (!IN6_IS_ADDR_V4MAPPED(&x->sin6_addr)) return false;
+    mapped.sin_family = AF_INET;
+    mapped.sin_port = x->sin6_port;
+    std::memcpy(&mapped.sin_addr, &x->sin6_addr.s6_addr[12], 4);
+    a = reinterpret_cast<const sockaddr*>(&mapped);
+  }
   if (a->sa_family != b.ss_family) return false;
   if (a->sa_family == AF_INET) {
     const auto* x = reinterpret_cast<const sockaddr_in*>(a);
@@ -62,11 +92,12 @@ bool same_address(const sockaddr* a, const sockaddr_storage& b) noexcept {
 }  // namespace
 
 FleetLoad::FleetLoad(uv_loop_t* loop, Fleet& fleet, uint64_t interval_ms,
-                     const config::Address& bind, proxy::Logger& log,
+                     const config::Address& bind, const std::string& key, proxy::Logger& log,
                      std::function<std::shared_ptr<const proxy::Snapshot>()> snapshot)
     : loop_(loop),
       fleet_(fleet),
       interval_ms_(std::max<uint64_t>(interval_ms, 1)),
+      key_(key),
       log_(log),
       snapshot_(std::move(snapshot)),
       timer_(new uv_timer_t) {
@@ -133,7 +164,8 @@ void FleetLoad::send() {
   if (udp_ == nullptr) return;
   auto snap = snapshot_();
   if (!snap) return;
-  const std::string text = load_json(fleet_.id(), *snap);
+  std::string text = load_json(fleet_.id(), *snap);
+  if (!key_.empty()) text = mac_hex(key_, text) + '\n' + text;
   if (text.size() > kMaxDatagram) {
     if (!logged_too_large_) {
       log_.log(proxy::Level::kWarn, "fleet_share_load_too_large",
@@ -147,22 +179,42 @@ void FleetLoad::send() {
     if (id == fleet_.id() || addr.port == 0) continue;
     auto sa = net::to_sockaddr(addr.host, addr.port);
     // A full socket buffer drops this one: the next interval sends again.
-    if (sa) uv_udp_try_send(udp_, &b, 1, reinterpret_cast<const sockaddr*>(&*sa));
+    const int rc = sa ? uv_udp_try_send(udp_, &b, 1, reinterpret_cast<const sockaddr*>(&*sa))
+                      : UV_EINVAL;
+    if (rc < 0 && rc != UV_EAGAIN && !logged_send_error_) {
+      log_.log(proxy::Level::kWarn, "fleet_share_load_send_failed",
+               "member=" + id + " addr=" + addr.to_string() + " error=" + uv_strerror(rc));
+      logged_send_error_ = true;
+    }
   }
 }
 
 void FleetLoad::receive(std::string_view text, const sockaddr* from) {
-  // The sender must be a listed member, at its listed address, carrying its own id.
+  if (!key_.empty()) {
+    // "MAC\n" then the counts; the MAC must be the token's over exactly those bytes.
+    if (text.size() <= kMacHex || text[kMacHex] != '\n') {
+      ++rejected_;
+      return;
+    }
+    const std::string want = mac_hex(key_, text.substr(kMacHex + 1));
+    if (CRYPTO_memcmp(want.data(), text.data(), kMacHex) != 0) {
+      ++rejected_;
+      return;
+    }
+    text.remove_prefix(kMacHex + 1);
+  }
+  // The sender must be a listed member, at its listed address, carrying its own id (two
+  // members listed at one address: the one whose id it carries).
   for (const auto& [id, addr] : fleet_.peer_addresses()) {
     if (id == fleet_.id()) continue;
     auto sa = net::to_sockaddr(addr.host, addr.port);
     if (!sa || !same_address(from, *sa)) continue;
     Sample s;
-    if (!read_load(id, text, s.pools)) break;
+    if (!read_load(id, text, s.pools)) continue;
     uv_update_time(loop_);
     s.at_ms = uv_now(loop_);
     samples_[id] = std::move(s);
-    apply();
+    if (apply_cost_ <= kApplyPerDatagram) apply();
     return;
   }
   ++rejected_;
@@ -171,7 +223,7 @@ void FleetLoad::receive(std::string_view text, const sockaddr* from) {
 void FleetLoad::apply() {
   auto snap = snapshot_();
   if (!snap) return;
-  // Fresh until the oldest member's sample ages out; 0 when a member has none.
+  // Fresh until the oldest member's counts age out; 0 when a member has sent none.
   uint64_t until = UINT64_MAX;
   const auto& members = fleet_.peer_addresses();
   for (const auto& [id, addr] : members) {
@@ -181,23 +233,35 @@ void FleetLoad::apply() {
   }
   if (until == UINT64_MAX) until = 0;  // no other member: nothing shared
   std::erase_if(samples_, [&](const auto& kv) { return members.count(kv.first) == 0; });
+  size_t cost = 0;
   for (const auto& p : snap->pools()) {
+    // A pool some member's counts lack (renamed or added by a reload not yet everywhere):
+    // its requests there are unknown, so the pool falls back until every member has it.
+    bool everyone = true;
+    for (const auto& [id, s] : samples_) {
+      everyone = everyone && (id == fleet_.id() || s.pools.count(p->name()) != 0);
+    }
+    const uint64_t pool_until = everyone ? until : 0;
+    const std::string& name = p->name();
     for (size_t i = 0; i < p->size(); ++i) {
       proxy::BackendState& b = p->backend(static_cast<core::BackendIndex>(i));
       uint64_t sum = 0;
       const std::string& backend = p->config().backends[i].id;
       for (const auto& [id, s] : samples_) {
         if (id == fleet_.id()) continue;
-        auto pool = s.pools.find(p->name());
-        if (pool == s.pools.end()) continue;  // it has no such pool: it sends nothing there
+        auto pool = s.pools.find(name);
+        if (pool == s.pools.end()) continue;
         auto c = pool->second.find(backend);
-        if (c != pool->second.end()) sum += c->second;
+        if (c != pool->second.end()) sum += c->second;  // none: it sends that backend nothing
+        ++cost;
       }
       b.peer_in_flight.store(static_cast<uint32_t>(std::min<uint64_t>(sum, UINT32_MAX)),
                              std::memory_order_relaxed);
-      b.peer_fresh_until_ms.store(until, std::memory_order_relaxed);
+      // Release: a pick that sees this deadline (acquire) sees the sum stored with it.
+      b.peer_fresh_until_ms.store(pool_until, std::memory_order_release);
     }
   }
+  apply_cost_ = cost;
 }
 
 std::string FleetLoad::load_json(const std::string& id, const proxy::Snapshot& snap) {

@@ -16,9 +16,16 @@
 // connection each (a 20 ms poll of 2 members took 3% of a core per member, mostly the kernel's
 // handshakes, and left thousands of TIME_WAIT sockets). A lost datagram costs one interval.
 //
+// With admin.token_file set, each datagram is "HMAC-SHA256(token, counts) in hex\n" followed by
+// the counts, and a datagram whose MAC does not verify is rejected: only a holder of the admin
+// token, who may change the backends' states anyway, can move the fleet's bound. Without it
+// the admin API is read-only and the datagrams are checked by address and id only, which a
+// host able to forge source addresses on the members' network can defeat (docs/configuration.md).
+//
 // A member that sends nothing (stopped, partitioned) stops being fresh, and every backend falls
 // back to the report or N x local until it sends again: losing a peer costs the shared counts,
-// never routing. Loop thread only; never throws.
+// never routing. A pool some fresh member's counts lack (a rolling reload that renames or adds
+// it) falls back the same way until every member has it. Loop thread only; never throws.
 #pragma once
 
 #include <uv.h>
@@ -49,8 +56,11 @@ class FleetLoad {
   // Binds the UDP socket at `bind` (the admin listener's address) and starts at once; a bind
   // that fails is logged and leaves the fleet on its fallback. `snapshot` returns the snapshot
   // being served; `fleet` and `log` must outlive this.
+  // `key`: the admin token datagrams are signed and verified with ("" = none), read at every
+  // send and receive (a reload that changes it applies at once); it must outlive this.
   FleetLoad(uv_loop_t* loop, Fleet& fleet, uint64_t interval_ms, const config::Address& bind,
-            proxy::Logger& log, std::function<std::shared_ptr<const proxy::Snapshot>()> snapshot);
+            const std::string& key, proxy::Logger& log,
+            std::function<std::shared_ptr<const proxy::Snapshot>()> snapshot);
   ~FleetLoad();  // stop()s
   FleetLoad(const FleetLoad&) = delete;
   FleetLoad& operator=(const FleetLoad&) = delete;
@@ -78,13 +88,17 @@ class FleetLoad {
                       unsigned flags) noexcept;
   void send();
   void receive(std::string_view text, const sockaddr* from);
-  // Writes the sums and their freshness into the served snapshot's backends.
+  // Writes the sums and their freshness into the served snapshot's backends. O(pools x
+  // backends x members): run on every datagram while that is at most kApplyPerDatagram, else
+  // on the timer only (freshness then moves once an interval).
   void apply();
+  static constexpr size_t kApplyPerDatagram = 4096;
   uint64_t fresh_ms() const noexcept { return kFreshIntervals * interval_ms_; }
 
   uv_loop_t* loop_;
   Fleet& fleet_;
   uint64_t interval_ms_;
+  const std::string& key_;
   proxy::Logger& log_;
   std::function<std::shared_ptr<const proxy::Snapshot>()> snapshot_;
   uv_timer_t* timer_ = nullptr;  // heap: freed by its close callback
@@ -93,6 +107,8 @@ class FleetLoad {
   std::map<std::string, Sample> samples_;  // by member id
   uint64_t rejected_ = 0;        // datagrams from no listed member, or not its counts
   bool logged_too_large_ = false;
+  bool logged_send_error_ = false;
+  size_t apply_cost_ = 0;  // pools x backends x members at the last apply()
 };
 
 }  // namespace rondel::server

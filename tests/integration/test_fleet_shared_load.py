@@ -14,9 +14,17 @@ in front of 4 test backends:
 - r3 stops: within a few intervals r2's counts are no longer fresh (r3 does not answer), r2
   falls back to N x its own counts (every load 0 again) and still serves requests;
 - counts sent from an address no member is listed at are rejected and move nothing;
+- a pool one member lacks (renamed by a reload not yet everywhere) falls back to N x local;
+- with `admin.token_file`, every datagram carries the token's HMAC-SHA256 of its counts: a
+  member reloaded with another token is no longer listened to (nor listens), and an unsigned
+  datagram is rejected.
 """
+import hashlib
+import hmac
 import http.client
 import json
+import os
+import signal
 import socket
 import tempfile
 import threading
@@ -51,6 +59,8 @@ def admin_json(r, path):
 
 
 class SharedLoad(unittest.TestCase):
+    token = None  # admin.token_file's token on every member (SignedSharedLoad)
+
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="rondel-it-shared-load-")
         self.backends = [Backend(f"s{i}") for i in range(4)]
@@ -58,8 +68,15 @@ class SharedLoad(unittest.TestCase):
         self.ids = ["r1", "r2", "r3"]
         peers = ", ".join(f"{{ id: {i}, admin: '127.0.0.1:{p}' }}" for i, p in zip(self.ids, ports))
         backends = ", ".join(f"{{ address: {b.address} }}" for b in self.backends)
-        self.rondels = []
+        self.rondels, self.texts, self.token_files = [], [], []
         for name, port in zip(self.ids, ports):
+            token = ""
+            if self.token is not None:
+                path = os.path.join(self.dir, f"{name}.token")
+                with open(path, "w") as f:
+                    f.write(self.token + "\n")
+                self.token_files.append(path)
+                token = f", token_file: {path}"
             text = ("listeners:\n  - { name: web, bind: 127.0.0.1:0, pool: p }\n"
                     "pools:\n  - name: p\n"
                     "    hash_key: path\n    capacity_slack: 0\n    spill_memory: 0\n"
@@ -67,7 +84,8 @@ class SharedLoad(unittest.TestCase):
                     f"    backends: [{backends}]\n"
                     f"fleet: {{ peers: [{peers}], id: {name}, share_hot_keys: false, "
                     f"share_load: {INTERVAL} }}\n"
-                    f"admin: {{ bind: 127.0.0.1:{port} }}\nlog: {{ level: info }}\n")
+                    f"admin: {{ bind: 127.0.0.1:{port}{token} }}\nlog: {{ level: info }}\n")
+            self.texts.append(text)
             self.rondels.append(Rondel(text, workdir=tempfile.mkdtemp(dir=self.dir)))
         self.held = []
 
@@ -158,22 +176,83 @@ class SharedLoad(unittest.TestCase):
         # times, would send it 2, and the home would hold 4.
         self.assertEqual(on_owner, 3)
     def test_counts_only_from_a_listed_member_at_its_address(self):
-        """A datagram of counts from an address no member is listed at (here r1's id, sent from
-        another port) is not taken: r2 counts it as rejected and its bound does not move."""
+        """Datagrams of counts carrying r1's id, sent from an address no member is listed at,
+        are not taken: with r1 stopped (SIGSTOP), r2's shared counts go stale although forged
+        r1 counts keep arriving, and its bound never compares them (50 a backend)."""
         r1, r2, _ = self.rondels
-        wait_until(lambda: all(admin_json(r, "/api/fleet")["load"]["fresh"] for r in self.rondels),
-                   timeout=10, interval=0.05, what="shared counts fresh on every member")
+        self.wait_fresh()
         ids = [b.address for b in self.backends]
         forged = json.dumps({"id": "r1", "pools": {"p": {i: 50 for i in ids}}}).encode()
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            for _ in range(20):
-                s.sendto(forged, ("127.0.0.1", r2.admin_port))
-                time.sleep(0.005)
-        wait_until(lambda: admin_json(r2, "/api/fleet")["load"]["rejected"] >= 20, timeout=5,
-                   interval=0.02, what="r2 rejecting the forged counts")
-        self.assertEqual(self.loads(r2), {i: 0 for i in ids})
-        self.assertTrue(admin_json(r2, "/api/fleet")["load"]["fresh"])
+        r1.proc.send_signal(signal.SIGSTOP)
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                deadline = time.monotonic() + 1.0
+                while time.monotonic() < deadline:
+                    s.sendto(self.sign(forged), ("127.0.0.1", r2.admin_port))
+                    self.assertNotIn(50, self.loads(r2).values())
+            doc = admin_json(r2, "/api/fleet")["load"]
+            self.assertFalse(doc["fresh"], doc)
+            self.assertGreaterEqual(doc["rejected"], 20, doc)
+            self.assertEqual(self.loads(r2), {i: 0 for i in ids})
+        finally:
+            r1.proc.send_signal(signal.SIGCONT)
+        self.wait_fresh()
 
+    def test_a_pool_some_member_lacks_falls_back(self):
+        """r3 reloaded with the pool renamed (a rolling reload half done): r2 no longer knows
+        where r3 sends that pool's requests, so its bound for `p` falls back to N x its own
+        counts (0 here) instead of r1's counts plus nothing from r3; back when r3 has `p`."""
+        r1, r2, r3 = self.rondels
+        self.wait_fresh()
+        self.hold(r1, 6)
+        ids = [b.address for b in self.backends]
+        wait_until(lambda: sum(self.loads(r2).values()) == 6, timeout=10, interval=0.02,
+                   what="r1's 6 requests in r2's bound")
+        r3.reload(self.texts[2].replace("pool: p }", "pool: q }").replace("name: p\n", "name: q\n"))
+        wait_until(lambda: self.loads(r2) == {i: 0 for i in ids}, timeout=5, interval=0.02,
+                   what="r2's pool p back on its own counts")
+        self.assertTrue(admin_json(r2, "/api/fleet")["load"]["fresh"])  # the members still send
+        r3.reload(self.texts[2])
+        wait_until(lambda: sum(self.loads(r2).values()) == 6, timeout=5, interval=0.02,
+                   what="r1's counts back in r2's bound")
+
+    def wait_fresh(self, members=None):
+        wait_until(lambda: all(admin_json(r, "/api/fleet")["load"]["fresh"]
+                               for r in members or self.rondels),
+                   timeout=10, interval=0.05, what="shared counts fresh on every member")
+
+    def sign(self, payload):
+        """The datagram as a member sends it: signed with the admin token when there is one."""
+        if self.token is None:
+            return payload
+        return hmac.new(self.token.encode(), payload, hashlib.sha256).hexdigest().encode() + \
+            b"\n" + payload
+
+
+class SignedSharedLoad(SharedLoad):
+    """The same with `admin.token_file` on every member: each datagram carries the token's
+    HMAC-SHA256 of its counts, and a member with another token is not listened to."""
+    token = "s3cr3t-fleet"
+
+    def test_a_member_with_another_token_is_not_taken(self):
+        r1, r2, r3 = self.rondels
+        self.wait_fresh()
+        # r3 reloaded with another token: r1 and r2 reject its datagrams (their counts go
+        # stale), and r3 rejects theirs.
+        with open(self.token_files[2], "w") as f:
+            f.write("another-token\n")
+        r3.reload(self.texts[2])
+        wait_until(lambda: not admin_json(r2, "/api/fleet")["load"]["fresh"], timeout=5,
+                   interval=0.02, what="r2 no longer taking r3's counts")
+        wait_until(lambda: admin_json(r3, "/api/fleet")["load"]["rejected"] >= 10, timeout=5,
+                   interval=0.02, what="r3 rejecting the others' counts")
+        self.assertGreaterEqual(admin_json(r1, "/api/fleet")["load"]["rejected"], 1)
+        # A forged, unsigned datagram is rejected by a signed member too.
+        before = admin_json(r2, "/api/fleet")["load"]["rejected"]
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.sendto(json.dumps({"id": "r1", "pools": {}}).encode(), ("127.0.0.1", r2.admin_port))
+        wait_until(lambda: admin_json(r2, "/api/fleet")["load"]["rejected"] > before, timeout=5,
+                   interval=0.02, what="the unsigned datagram rejected")
 
 if __name__ == "__main__":
     main()

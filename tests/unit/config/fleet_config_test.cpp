@@ -205,10 +205,25 @@ TEST_CASE("fleet: share_load polls the members' counts at their admin addresses"
                         "share_hot_keys: false }\n") ==
         std::vector<std::string>{
             "f.yaml:5:8: 'share_load' sends and receives the members' counts on the admin "
-            "address: give 'admin' a bind address"});
+            "address: give 'admin' a bind address with a fixed port"});
+  CHECK(fleet_errors_of("fleet: { peers: [{ id: a, admin: 10.0.0.1:1 }], id: a, share_load: 5ms }\n"
+                        "admin: { bind: 127.0.0.1:0 }\n") ==
+        std::vector<std::string>{
+            "f.yaml:5:8: 'share_load' sends and receives the members' counts on the admin "
+            "address: give 'admin' a bind address with a fixed port"});
   CHECK(fleet_errors_of("fleet: { peers: [{ id: a, admin: 10.0.0.1:1 }], id: a, share_load: 1ms }\n" +
-                        std::string(kAdmin))
-            .size() == 1);
+                        std::string(kAdmin)) ==
+        std::vector<std::string>{"f.yaml:5:68: 'share_load' must be at least 5ms, got 1ms"});
+  CHECK(fleet_errors_of("fleet: { peers: [{ id: a, admin: 10.0.0.1:1 }], id: a, share_load: 11s }\n" +
+                        std::string(kAdmin)) ==
+        std::vector<std::string>{"f.yaml:5:68: 'share_load' must be at most 10s (counts older "
+                                 "than 4 intervals are not used)"});
+  // On Kubernetes the counts come from each member's admin port, so peer_port must be it.
+  CHECK(fleet_errors_of("fleet: { kubernetes: { service: r, port: http }, share_load: 5ms, "
+                        "peer_port: 9902 }\n" + std::string(kAdmin)) ==
+        std::vector<std::string>{
+            "f.yaml:5:8: 'share_load' sends each member's counts from its admin port: 'peer_port' "
+            "must be that port (9901), not 9902"});
 }
 
 }  // namespace
