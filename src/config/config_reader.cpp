@@ -50,7 +50,7 @@ class ConfigReader {
     if (auto* f = top.get("admin")) read_admin(*f, c.admin);
     if (auto* f = top.get("fleet")) {
       read_fleet(r_, *f, c.fleet);
-      check_fleet_peers(NodeReader::value_position(*f), c);
+      check_fleet_admin(r_, NodeReader::value_position(*f), c);
     }
     if (auto* f = top.get("config_watch")) read_config_watch(*f, c.config_watch);
     if (auto* f = top.get("buffer_budget")) r_.read_size(*f, c.buffer_budget, 0);
@@ -62,32 +62,6 @@ class ConfigReader {
   template <class Each>
   void for_each_entry(const Field& f, Each each) {
     config::for_each_entry(r_, f, each);
-  }
-
-  // Members that read each other's records do it on the admin API: sharing without one (or,
-  // on Kubernetes, without a peer_port) could never agree, so it is an error, not a silence.
-  void check_fleet_peers(Position at, const Config& c) {
-    const FleetConfig& f = c.fleet;
-    if (f.enabled && f.share_load_ms > 0) {
-      // The members' counts go from each one's admin address to the others', whose listed
-      // port must be where they come from.
-      if (!c.admin.enabled || c.admin.bind.port == 0) {
-        r_.error(at, "'share_load' sends and receives the members' counts on the admin "
-                     "address: give 'admin' a bind address with a fixed port");
-      } else if (f.peer_port != 0 && f.peer_port != c.admin.bind.port) {
-        r_.error(at, "'share_load' sends each member's counts from its admin port: 'peer_port' "
-                     "must be that port (" + std::to_string(c.admin.bind.port) + "), not " +
-                     std::to_string(f.peer_port));
-      }
-    }
-    if (!f.enabled || !f.share_hot_keys || c.admin.enabled) return;
-    if (!f.peers.empty()) {
-      r_.error(at, "a fleet of 'peers' shares hot keys on the admin API: give 'admin' a bind "
-                   "address, or set share_hot_keys: false");
-    } else if (f.source.kind == DiscoveryKind::kKubernetes && f.peer_port == 0) {
-      r_.error(at, "'share_hot_keys' on Kubernetes reads the members' admin APIs: give 'admin' "
-                   "a bind address (or 'peer_port')");
-    }
   }
 
   void read_log(const Field& f, LogConfig& log) {

@@ -268,4 +268,28 @@ void read_fleet(NodeReader& r, const Field& f, FleetConfig& out) {
   }
 }
 
+void check_fleet_admin(NodeReader& r, Position at, const Config& c) {
+  const FleetConfig& f = c.fleet;
+  if (f.enabled && f.share_load_ms > 0) {
+    // The members' counts go from each one's admin address to the others', whose listed port
+    // must be where they come from.
+    if (!c.admin.enabled || c.admin.bind.port == 0) {
+      r.error(at, "'share_load' sends and receives the members' counts on the admin "
+                  "address: give 'admin' a bind address with a fixed port");
+    } else if (f.peer_port != 0 && f.peer_port != c.admin.bind.port) {
+      r.error(at, "'share_load' sends each member's counts from its admin port: 'peer_port' "
+                  "must be that port (" + std::to_string(c.admin.bind.port) + "), not " +
+                  std::to_string(f.peer_port));
+    }
+  }
+  if (!f.enabled || !f.share_hot_keys || c.admin.enabled) return;
+  if (!f.peers.empty()) {
+    r.error(at, "a fleet of 'peers' shares hot keys on the admin API: give 'admin' a bind "
+                "address, or set share_hot_keys: false");
+  } else if (f.source.kind == DiscoveryKind::kKubernetes && f.peer_port == 0) {
+    r.error(at, "'share_hot_keys' on Kubernetes reads the members' admin APIs: give 'admin' "
+                "a bind address (or 'peer_port')");
+  }
+}
+
 }  // namespace rondel::config

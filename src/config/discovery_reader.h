@@ -16,5 +16,10 @@ void read_discovery(NodeReader& r, const Field& f, DiscoveryConfig& out);
 // prefix, ca} and `kubernetes` (as in read_discovery), id (no spaces or '/'), ttl (whole
 // seconds, >= 2 s), timeout, retry.
 void read_fleet(NodeReader& r, const Field& f, FleetConfig& out);
+// The fleet's needs of the `admin` section, once both are read (errors at `at`, the `fleet`
+// mapping): members that read each other's hot-key records do it on the admin API, and shared
+// counts (`share_load`) go from and to the admin address, so sharing without one could never
+// work: an error, not a silence.
+void check_fleet_admin(NodeReader& r, Position at, const Config& c);
 
 }  // namespace rondel::config
